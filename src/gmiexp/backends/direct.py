@@ -1,0 +1,59 @@
+"""Direct backend: plain sharing. CUDA_VISIBLE_DEVICES per GMI on GPUs; thread budget (and pinning) on CPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gmiexp.backends.base import Backend
+from gmiexp.errors import ConfigError
+from gmiexp.plan import GMI, Plan
+
+
+def split_cores(n_cores: int, n_gmis: int) -> list[list[int]]:
+    """Give each GMI a disjoint, contiguous core set (round-robin when GMIs outnumber cores)."""
+    if n_gmis <= n_cores:
+        per = n_cores // n_gmis
+        return [list(range(i * per, (i + 1) * per)) for i in range(n_gmis)]
+    return [[i % n_cores] for i in range(n_gmis)]
+
+
+def thread_budget(n_cores: int, n_gmis_on_host: int) -> int:
+    """Torch threads per GMI: its share of the cores, at least 1 (oversubscription stalls libgomp)."""
+    return max(1, n_cores // max(1, n_gmis_on_host))
+
+
+class DirectBackend(Backend):
+    name = "direct"
+
+    def realise(self, plan: Plan, run_dir: Path) -> Plan:
+        hw = self.hardware
+        n_cores = hw.cpu_count
+        cores = split_cores(n_cores, len(plan.gmis))
+        threads = thread_budget(n_cores, len(plan.gmis))
+        if hw.has_gpu:
+            known = [g.index for g in hw.gpus]
+            for g in plan.gmis:
+                if g.device not in known:
+                    raise ConfigError(
+                        f"GMI {g.id} wants GPU {g.device} but this host has GPUs {known}; "
+                        f"lower num_gpus to at most {len(known)}"
+                    )
+        for g, cs in zip(plan.gmis, cores, strict=True):
+            self._realise_gmi(g, cs, threads, gpu=hw.has_gpu)
+        plan.backend = self.name
+        plan.backend_reason = plan.backend_reason or "backend=direct (plain time-sharing of each device)"
+        return plan
+
+    def _realise_gmi(self, g: GMI, cores: list[int], threads: int, gpu: bool) -> None:
+        g.torch_threads = threads
+        g.sim_threads = threads
+        g.env.update({"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)})
+        if gpu:
+            g.env["CUDA_VISIBLE_DEVICES"] = str(g.device)
+            g.share = "shared"
+        else:
+            g.env["CUDA_VISIBLE_DEVICES"] = ""  # a logical GPU on CPU: never touch a real one
+            g.share = f"{threads} of the host's cores"
+        if self.cfg.pin_cores:
+            g.cpus = cores
+            g.share = f"cpus {cores[0]}-{cores[-1]}" if len(cores) > 1 else f"cpu {cores[0]}"

@@ -1,0 +1,1 @@
+"""GMI communication: the manager (groups, point-to-point), gradient reductions, channels, store."""

@@ -1,0 +1,103 @@
+"""The per-process GMI manager (the paper's ``GMI_manager``): process groups and point-to-point.
+
+The default process group is always gloo (it works between GMIs on the same
+GPU, where NCCL refuses two ranks); NCCL is only ever used in sub-groups
+whose members sit on distinct GPUs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from gmiexp.plan import GMI, Plan
+
+
+class GMIManager:
+    """Knows the Plan and this process's GMI; owns process-group set-up and tear-down."""
+
+    def __init__(self, plan: Plan, gmi_id: int) -> None:
+        self.plan = plan
+        self.gmi: GMI = plan.gmi(gmi_id)
+        self._groups: dict[tuple[int, ...], object] = {}
+        self._owns_pg = False
+
+    # ---- set-up --------------------------------------------------------
+    @property
+    def rank(self) -> int:
+        return self.gmi.id
+
+    @property
+    def world_size(self) -> int:
+        return self.plan.world_size
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    def init(self, timeout_s: float = 300.0) -> None:
+        """Join the gloo default group (rendezvous from the launcher's MASTER_ADDR/PORT env)."""
+        if not self.distributed or dist.is_initialized():
+            return
+        dist.init_process_group(
+            "gloo",
+            rank=self.rank,
+            world_size=self.world_size,
+            timeout=timedelta(seconds=timeout_s),
+        )
+        self._owns_pg = True
+
+    def close(self) -> None:
+        if self._owns_pg and dist.is_initialized():
+            dist.destroy_process_group()
+            self._owns_pg = False
+
+    # ---- groups --------------------------------------------------------
+    def group(self, ranks: list[int], backend: str = "gloo") -> object | None:
+        """A sub-group of ``ranks`` (cached). Collective: every GMI must ask for the same groups in order."""
+        key = (*sorted(ranks), hash(backend))
+        if not self.distributed:
+            return None
+        if key not in self._groups:
+            if sorted(ranks) == list(range(self.world_size)) and backend == "gloo":
+                self._groups[key] = dist.group.WORLD
+            else:
+                self._groups[key] = dist.new_group(sorted(ranks), backend=backend)
+        return self._groups[key]
+
+    @property
+    def run_tag(self) -> str:
+        """Short id unique to this run, for naming shared-memory segments (``/dev/shm/gmiexp_<tag>_*``)."""
+        tag = os.environ.get("GMIEXP_RUN_TAG")
+        if tag:
+            return tag
+        return hashlib.sha1((self.plan.run_dir or "inprocess").encode()).hexdigest()[:10]
+
+    @property
+    def trainer_group(self) -> list[int]:
+        return list(self.plan.trainer_group)
+
+    def device_of(self, gmi_id: int) -> int:
+        return self.plan.gmi(gmi_id).device
+
+    @property
+    def torch_device(self) -> torch.device:
+        """cuda:0 inside a GMI on a GPU (CUDA_VISIBLE_DEVICES leaves it one device), else cpu."""
+        if os.environ.get("CUDA_VISIBLE_DEVICES", "") != "" and torch.cuda.is_available():
+            return torch.device("cuda:0")
+        return torch.device("cpu")
+
+    # ---- point-to-point ------------------------------------------------
+    def send(self, tensor: torch.Tensor, dst_gmi: int) -> None:
+        """Blocking send to another GMI (gloo: through host memory)."""
+        dist.send(tensor.detach().cpu().contiguous(), dst=dst_gmi)
+
+    def recv(self, like: torch.Tensor, src_gmi: int) -> torch.Tensor:
+        """Receive into a tensor shaped like ``like`` from ``src_gmi``."""
+        buf = torch.empty_like(like, device="cpu")
+        dist.recv(buf, src=src_gmi)
+        return buf.to(like.device)

@@ -1,0 +1,20 @@
+"""One flat all-reduce over the trainer group: what rl-games does (on gloo here)."""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from gmiexp.comm.manager import GMIManager
+from gmiexp.comm.reduction.base import Reduction
+
+
+class AllReduce(Reduction):
+    name = "allreduce"
+
+    def __init__(self, mgr: GMIManager, members: list[int]) -> None:
+        super().__init__(mgr, members)
+        self.group = mgr.group(self.members)
+
+    def _reduce(self, flat: torch.Tensor) -> None:
+        dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=self.group)

@@ -1,0 +1,34 @@
+"""Errors the user can fix; the CLI turns them into exit code 2 before anything is launched."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class GmiexpError(Exception):
+    """Base class of gmiexp's own errors."""
+
+
+class ConfigError(GmiexpError, ValueError):
+    """Bad input: a config value, a layout, or a hardware mismatch.
+
+    The message names the bad value and what would be valid, so the CLI can
+    print it as is and exit with code 2.
+    """
+
+    exit_code = 2
+
+
+class LaunchError(GmiexpError, RuntimeError):
+    """A launched run failed (a GMI died or hung)."""
+
+    exit_code = 1
+
+
+def invalid(what: str, value: object, valid: Iterable[object] | str, hint: str = "") -> ConfigError:
+    """Build the canonical "bad value, valid values" error."""
+    valid_txt = valid if isinstance(valid, str) else ", ".join(str(v) for v in valid)
+    msg = f"invalid {what}: {value!r}; valid: {valid_txt}"
+    if hint:
+        msg += f". {hint}"
+    return ConfigError(msg)

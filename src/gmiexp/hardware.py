@@ -1,0 +1,195 @@
+"""What the run executes on: NVML discovery with a clean CPU fallback, and presets for planning.
+
+NVML is reached through ``nvidia-ml-py`` (imported as ``pynvml``). The module
+is passed in rather than imported inside the functions, so tests drive the
+same code with an NVML stand-in that has the same function names.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from types import ModuleType
+from typing import Any
+
+from gmiexp.errors import invalid
+
+
+@dataclass
+class MigDevice:
+    """One existing MIG compute instance on a GPU."""
+
+    uuid: str
+    gpu_index: int
+    index: int  # MIG device index on its GPU (nvmlDeviceGetMigDeviceHandleByIndex)
+    profile: str  # e.g. "3g.40gb"
+    memory_mb: int
+    gi_id: int = -1
+    ci_id: int = -1
+
+
+@dataclass
+class GPUInfo:
+    index: int
+    name: str
+    uuid: str = ""
+    compute_capability: tuple[int, int] = (0, 0)
+    memory_mb: int = 0
+    mig_mode: bool | None = None  # None: MIG not supported on this product
+    mig_devices: list[MigDevice] = field(default_factory=list)
+
+    @property
+    def cc(self) -> float:
+        return self.compute_capability[0] + self.compute_capability[1] / 10
+
+
+@dataclass
+class Hardware:
+    """A host: its GPUs (possibly none) and CPU cores."""
+
+    source: str  # "nvml", "cpu" (no driver), or "preset:<name>"
+    cpu_count: int
+    gpus: list[GPUInfo] = field(default_factory=list)
+    driver_version: str = ""
+    cuda_version: str = ""
+    note: str = ""
+
+    @property
+    def has_gpu(self) -> bool:
+        return bool(self.gpus)
+
+    @property
+    def is_preset(self) -> bool:
+        return self.source.startswith("preset:")
+
+    def summary(self) -> dict[str, Any]:
+        d = asdict(self)
+        for g in d["gpus"]:
+            g["compute_capability"] = ".".join(map(str, g["compute_capability"]))
+        return d
+
+    def describe(self) -> str:
+        if not self.gpus:
+            return f"CPU only ({self.cpu_count} cores; {self.note or 'no NVIDIA driver'})"
+        names = {g.name for g in self.gpus}
+        return f"{len(self.gpus)}x {'/'.join(sorted(names))} ({self.source}), {self.cpu_count} cores"
+
+
+def _gpu(index: int, name: str, cc: tuple[int, int], mem_mb: int, mig: bool | None) -> GPUInfo:
+    return GPUInfo(index=index, name=name, uuid=f"GPU-preset-{index:04d}", compute_capability=cc,
+                   memory_mb=mem_mb, mig_mode=mig)
+
+
+# Presets let a user plan a DGX run from a laptop (mode=plan hardware=dgx_a100).
+PRESETS: dict[str, dict[str, Any]] = {
+    "dgx_a100": dict(n=8, name="NVIDIA A100-SXM4-40GB", cc=(8, 0), mem=40960, mig=True, cpus=128),
+    "h100x8": dict(n=8, name="NVIDIA H100 80GB HBM3", cc=(9, 0), mem=81559, mig=True, cpus=112),
+    "h200x1": dict(n=1, name="NVIDIA H200", cc=(9, 0), mem=143771, mig=True, cpus=16),
+}
+HARDWARE_CHOICES = ("auto", "cpu", *PRESETS)
+
+
+def preset(name: str) -> Hardware:
+    if name == "cpu":
+        return cpu_only(note="preset cpu")
+    if name not in PRESETS:
+        raise invalid("hardware", name, HARDWARE_CHOICES)
+    p = PRESETS[name]
+    gpus = [_gpu(i, p["name"], p["cc"], p["mem"], p["mig"]) for i in range(p["n"])]
+    return Hardware(source=f"preset:{name}", cpu_count=p["cpus"], gpus=gpus,
+                    driver_version="preset", cuda_version="preset")
+
+
+def cpu_count() -> int:
+    """Cores this process may use (respects affinity and container limits)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return os.cpu_count() or 1
+
+
+def cpu_only(note: str = "") -> Hardware:
+    return Hardware(source="cpu", cpu_count=cpu_count(), note=note)
+
+
+def _text(v: str | bytes) -> str:
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def _mig_mode(nvml: ModuleType, handle: Any) -> bool | None:
+    try:
+        current, _pending = nvml.nvmlDeviceGetMigMode(handle)
+    except nvml.NVMLError:
+        return None
+    return bool(current == getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1))
+
+
+def mig_devices(nvml: ModuleType, handle: Any, gpu_index: int) -> list[MigDevice]:
+    """Existing MIG devices of one GPU, through NVML's MIG handle functions."""
+    out: list[MigDevice] = []
+    count = nvml.nvmlDeviceGetMaxMigDeviceCount(handle)
+    for i in range(count):
+        try:
+            mh = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, i)
+        except nvml.NVMLError:
+            continue
+        mem_mb = int(nvml.nvmlDeviceGetMemoryInfo(mh).total // (1024 * 1024))
+        name = _text(nvml.nvmlDeviceGetName(mh))
+        profile = name.split("MIG ")[-1].strip() if "MIG " in name else name
+        gi = ci = -1
+        try:
+            gi = int(nvml.nvmlDeviceGetGpuInstanceId(mh))
+            ci = int(nvml.nvmlDeviceGetComputeInstanceId(mh))
+        except (nvml.NVMLError, AttributeError):
+            pass
+        out.append(MigDevice(uuid=_text(nvml.nvmlDeviceGetUUID(mh)), gpu_index=gpu_index, index=i,
+                             profile=profile, memory_mb=mem_mb, gi_id=gi, ci_id=ci))
+    return out
+
+
+def discover(nvml: ModuleType | None = None) -> Hardware:
+    """Read the GPUs through NVML; fall back to CPU-only when no driver answers."""
+    if nvml is None:
+        try:
+            import pynvml as nvml  # nvidia-ml-py
+        except ImportError:
+            return cpu_only(note="nvidia-ml-py not importable")
+    try:
+        nvml.nvmlInit()
+    except Exception as e:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
+        return cpu_only(note=f"NVML unavailable: {e}")
+    try:
+        driver = _text(nvml.nvmlSystemGetDriverVersion())
+        try:
+            cv = int(nvml.nvmlSystemGetCudaDriverVersion())
+            cuda = f"{cv // 1000}.{(cv % 1000) // 10}"
+        except nvml.NVMLError:
+            cuda = ""
+        gpus = []
+        for i in range(nvml.nvmlDeviceGetCount()):
+            h = nvml.nvmlDeviceGetHandleByIndex(i)
+            mig = _mig_mode(nvml, h)
+            gpus.append(GPUInfo(
+                index=i,
+                name=_text(nvml.nvmlDeviceGetName(h)),
+                uuid=_text(nvml.nvmlDeviceGetUUID(h)),
+                compute_capability=tuple(nvml.nvmlDeviceGetCudaComputeCapability(h)),
+                memory_mb=int(nvml.nvmlDeviceGetMemoryInfo(h).total // (1024 * 1024)),
+                mig_mode=mig,
+                mig_devices=mig_devices(nvml, h, i) if mig else [],
+            ))
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001 - shutdown failure is harmless
+            pass
+    if not gpus:
+        return cpu_only(note="NVML found no GPUs")
+    return Hardware(source="nvml", cpu_count=cpu_count(), gpus=gpus, driver_version=driver, cuda_version=cuda)
+
+
+def resolve(name: str, nvml: ModuleType | None = None) -> Hardware:
+    """``auto`` discovers this host; ``cpu`` forces CPU; other names are presets."""
+    if name == "auto":
+        return discover(nvml)
+    return preset(name)
