@@ -32,3 +32,9 @@ def invalid(what: str, value: object, valid: Iterable[object] | str, hint: str =
     if hint:
         msg += f". {hint}"
     return ConfigError(msg)
+
+
+class Interrupted(GmiexpError):
+    """Ctrl-C or SIGTERM: every GMI was stopped."""
+
+    exit_code = 130

@@ -1,0 +1,51 @@
+"""``python -m gmiexp [overrides]``: a thin Hydra entry point around :func:`gmiexp.app.run`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from gmiexp.config import register_configs
+
+_state = {"ran": False}
+
+
+def conf_dir() -> str:
+    """``conf/`` packaged in the wheel (gmiexp/conf) or the repository's top-level ``conf/``."""
+    here = Path(__file__).resolve().parent
+    for cand in (here / "conf", here.parents[1] / "conf"):
+        if (cand / "config.yaml").is_file():
+            return str(cand)
+    raise FileNotFoundError("gmiexp's conf/ directory is missing from the installation")
+
+
+register_configs()
+
+
+@hydra.main(version_base="1.3", config_path=conf_dir(), config_name="config")
+def hydra_main(cfg: DictConfig) -> None:
+    from gmiexp.app import run
+
+    _state["ran"] = True
+    hc = HydraConfig.get()
+    code = run(cfg, Path(hc.runtime.output_dir))
+    if code and (hc.mode != RunMode.MULTIRUN or code in (2, 130)):
+        sys.exit(code)
+
+
+def main() -> None:
+    try:
+        hydra_main()
+    except SystemExit as e:
+        if e.code == 1 and not _state["ran"]:
+            sys.exit(2)  # Hydra rejected the config (unknown group option, typo, wrong type)
+        raise
+
+
+if __name__ == "__main__":
+    main()

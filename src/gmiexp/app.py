@@ -1,0 +1,79 @@
+"""``run(cfg)``: what ``python -m gmiexp`` does once Hydra has composed the config."""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from gmiexp.config import Config
+from gmiexp.errors import ConfigError, GmiexpError, Interrupted, LaunchError
+
+
+def to_config(cfg: DictConfig | Config) -> Config:
+    return cfg if isinstance(cfg, Config) else OmegaConf.to_object(cfg)  # type: ignore[return-value]
+
+
+def run_train(cfg: Config, run_dir: Path) -> dict:
+    from gmiexp.launch.launcher import launch
+    from gmiexp.launch.summary import one_line
+    from gmiexp.planner import build_plan
+
+    plan, backend = build_plan(cfg, run_dir)
+    try:
+        summary = launch(plan, backend, run_dir)
+    except (LaunchError, Interrupted) as e:
+        failed = {"status": "failed", "error": str(e).splitlines()[0], "run_dir": str(run_dir),
+                  "plan_id": plan.plan_id}
+        (run_dir / "summary.json").write_text(json.dumps(failed, indent=2))
+        raise
+    print(one_line(summary), flush=True)
+    return summary
+
+
+def run_plan(cfg: Config, run_dir: Path) -> dict:
+    from gmiexp.planner import build_plan
+
+    plan, _backend = build_plan(cfg, run_dir)
+    print(plan.to_yaml(), end="", flush=True)
+    return {"status": "ok", "plan_id": plan.plan_id}
+
+
+def run_doctor(cfg: Config, run_dir: Path) -> dict:
+    from gmiexp.doctor import doctor, format_doctor
+
+    report = doctor()
+    print(format_doctor(report), flush=True)
+    return report
+
+
+def run_search_mode(cfg: Config, run_dir: Path) -> dict:
+    from gmiexp.search import run_search
+
+    return run_search(cfg, run_dir)
+
+
+MODES = {"train": run_train, "plan": run_plan, "doctor": run_doctor, "search": run_search_mode}
+
+
+def run(cfg: DictConfig | Config, run_dir: Path) -> int:
+    """Run one job; return its exit code (2 bad input, 1 failed run, 130 interrupted)."""
+    try:
+        c = to_config(cfg)
+        if c.mode not in MODES:
+            raise ConfigError(f"invalid mode: {c.mode!r}; valid: {', '.join(MODES)}")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        MODES[c.mode](c, run_dir)
+    except GmiexpError as e:
+        print(f"gmiexp: error: {e}", file=sys.stderr, flush=True)
+        return e.exit_code  # type: ignore[attr-defined]
+    except KeyboardInterrupt:
+        print("gmiexp: interrupted", file=sys.stderr, flush=True)
+        return 130
+    except Exception:  # a bug, not bad input: show it, exit 1
+        traceback.print_exc()
+        return 1
+    return 0

@@ -1,0 +1,56 @@
+"""Simulators: envpool (CPU default), torch-native Cartpole, isaacgym (opt-in)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gmiexp.envs.base import GMIVecEnv
+from gmiexp.errors import ConfigError, invalid
+
+SIMULATORS = ("envpool", "torch", "isaacgym")
+TORCH_TASKS = ("Cartpole",)
+
+
+def check_task(task: dict[str, Any]) -> None:
+    """Validate the task before anything launches (exit 2 on a bad one)."""
+    sim, env_id = task["simulator"], task["env_id"]
+    if sim not in SIMULATORS:
+        raise invalid("task.simulator", sim, SIMULATORS)
+    if sim == "torch" and env_id not in TORCH_TASKS:
+        raise invalid("torch task", env_id, TORCH_TASKS)
+    if sim == "envpool":
+        import envpool
+
+        known = envpool.list_all_envs()
+        if env_id not in known:
+            close = [e for e in known if e.split("-")[0] in ("Ant", "Humanoid", "HalfCheetah", "Hopper")]
+            raise invalid("envpool env_id", env_id, close or known[:20])
+    if sim == "isaacgym":
+        from gmiexp.envs.isaacgym_env import check
+
+        check(env_id)
+    if task["continuous"] != (env_id != "Cartpole"):
+        raise ConfigError(f"task.continuous={task['continuous']} does not match task {env_id!r}")
+
+
+def make_vec_env(task: dict[str, Any], num_envs: int, seed: int, sim_threads: int = 1,
+                 device: str = "cpu") -> GMIVecEnv:
+    """Build the simulator of ``task`` for one GMI."""
+    sim = task["simulator"]
+    if sim == "torch":
+        from gmiexp.envs.cartpole import CartpoleVecEnv
+
+        return CartpoleVecEnv(num_envs, seed=seed, max_episode_length=task["max_episode_length"], device=device)
+    if sim == "envpool":
+        from gmiexp.envs.envpool_env import EnvpoolVecEnv
+
+        return EnvpoolVecEnv(task["env_id"], num_envs, seed=seed, num_threads=sim_threads,
+                             max_episode_length=task["max_episode_length"])
+    if sim == "isaacgym":
+        from gmiexp.envs.isaacgym_env import IsaacGymVecEnv
+
+        return IsaacGymVecEnv(task["env_id"], num_envs, seed=seed, device=device)
+    raise invalid("task.simulator", sim, SIMULATORS)
+
+
+__all__ = ["SIMULATORS", "GMIVecEnv", "check_task", "make_vec_env"]

@@ -1,0 +1,24 @@
+"""rl-games adapter of the torch-native cart-pole."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from gmiexp.envs.base import GMIVecEnv
+from gmiexp.envs.torch_cartpole import TorchCartpole
+
+
+class CartpoleVecEnv(GMIVecEnv):
+    def __init__(self, num_envs: int, seed: int, max_episode_length: int = 200, device: str = "cpu") -> None:
+        high = np.array([4.8, np.inf, 0.42, np.inf], dtype=np.float32)
+        super().__init__(num_envs, gym.spaces.Box(-high, high, dtype=np.float32), gym.spaces.Discrete(2))
+        self.sim = TorchCartpole(num_envs, seed=seed, max_episode_length=max_episode_length, device=device)
+
+    def reset(self) -> torch.Tensor:
+        return self.sim.reset()
+
+    def _step(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict]:
+        obs, rew, term, trunc = self.sim.step(actions)
+        return obs, rew, term | trunc, {"time_outs": trunc}

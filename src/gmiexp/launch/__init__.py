@@ -1,0 +1,1 @@
+"""Launching a Plan: one OS process per GMI on torch.distributed.elastic, heartbeats, progress, summary."""

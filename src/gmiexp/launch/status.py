@@ -1,0 +1,79 @@
+"""Per-GMI status files: heartbeat, progress and final result, shared through the run directory.
+
+Files (not shared memory) because they survive a crashed worker, are
+written atomically (write + rename), and the launcher can read them
+without any handshake: ``<run_dir>/gmis/<id>/status.json`` and
+``result.json``, and rank 0's ``history.jsonl``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+
+def gmi_dir(run_dir: str | Path, gmi_id: int) -> Path:
+    return Path(run_dir) / "gmis" / str(gmi_id)
+
+
+def _atomic_write(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data))
+    tmp.replace(path)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+class StatusWriter:
+    """Written by a GMI from its main loop; a GMI stuck anywhere stops beating."""
+
+    def __init__(self, run_dir: str | Path, gmi_id: int, min_interval_s: float = 0.5) -> None:
+        self.dir = gmi_dir(run_dir, gmi_id)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.gmi_id = gmi_id
+        self.min_interval_s = min_interval_s
+        self.fields: dict[str, Any] = {"gmi": gmi_id, "pid": os.getpid(), "stage": "starting",
+                                       "iteration": 0, "frames": 0}
+        self._last = 0.0
+        self.beat(force=True)
+
+    def beat(self, force: bool = False, **fields: Any) -> None:
+        """Record liveness (and optional progress fields); throttled unless ``force``."""
+        self.fields.update(fields)
+        now = time.time()
+        if not force and now - self._last < self.min_interval_s:
+            return
+        self._last = now
+        self.fields["time"] = now
+        _atomic_write(self.dir / "status.json", self.fields)
+
+    def history(self, row: dict[str, Any]) -> None:
+        with open(self.dir / "history.jsonl", "a") as f:
+            f.write(json.dumps(row) + "\n")
+
+    def result(self, metrics: dict[str, Any]) -> None:
+        _atomic_write(self.dir / "result.json", metrics)
+        self.beat(force=True, stage="done")
+
+
+def read_status(run_dir: str | Path, gmi_id: int) -> dict[str, Any] | None:
+    return read_json(gmi_dir(run_dir, gmi_id) / "status.json")
+
+
+def read_result(run_dir: str | Path, gmi_id: int) -> dict[str, Any] | None:
+    return read_json(gmi_dir(run_dir, gmi_id) / "result.json")
+
+
+def read_history(run_dir: str | Path, gmi_id: int = 0) -> list[dict[str, Any]]:
+    path = gmi_dir(run_dir, gmi_id) / "history.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -1,0 +1,64 @@
+"""Entry point of one GMI process: ``python -m gmiexp.launch.worker <plan.yaml>``.
+
+torch.distributed.elastic starts it with RANK/WORLD_SIZE/MASTER_* set; the
+rank is the GMI id. The GMI's environment is applied before torch is
+imported, so MPS/MIG variables are in place before CUDA initialises.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+import traceback
+from typing import Any
+
+
+def run_gmi(plan: Any, gmi_id: int) -> dict[str, Any]:
+    """Run GMI ``gmi_id`` of ``plan`` in this process (also used in-process for 1-GMI plans)."""
+    import torch
+
+    from gmiexp.comm import reduction as reductions
+    from gmiexp.comm.manager import GMIManager
+    from gmiexp.launch.status import StatusWriter
+    from gmiexp.role import GMIContext, load_role
+
+    gmi = plan.gmi(gmi_id)
+    status = StatusWriter(plan.run_dir, gmi_id)
+    torch.set_num_threads(gmi.torch_threads)
+    mgr = GMIManager(plan, gmi_id)
+    status.beat(force=True, stage="rendezvous")
+    mgr.init(timeout_s=float(plan.launch.get("collective_timeout_s", 300.0)))
+    red = reductions.build(plan.reduction, mgr, plan.trainer_group)
+    ctx = GMIContext(plan=plan, gmi=gmi, mgr=mgr, reduction=red, status=status)
+    try:
+        role = load_role(plan.role)(ctx)
+        status.beat(force=True, stage="running")
+        metrics = role.run() or {}
+        metrics.setdefault("time/comm_s", red.comm_s)
+        metrics["mem/peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        status.result(metrics)
+        return metrics
+    finally:
+        red.close()
+        mgr.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    from gmiexp.launch.gmi_env import apply_gmi_environment
+    from gmiexp.plan import Plan
+
+    plan = Plan.load(argv[0])
+    rank = int(os.environ.get("RANK", "0"))
+    apply_gmi_environment(plan.gmi(rank))
+    try:
+        run_gmi(plan, rank)
+    except Exception:
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

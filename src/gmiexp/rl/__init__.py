@@ -1,0 +1,1 @@
+"""rl-games integration: GMI-aware PPO agents, the built-in PPO role, observers."""

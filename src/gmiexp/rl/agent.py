@@ -1,0 +1,107 @@
+"""GMI-aware PPO agents for rl-games, registered through ``runner.algo_factory``.
+
+rl-games 1.6.5 hard-codes ``init_process_group("nccl")`` and ``cuda:LOCAL_RANK``
+behind ``config.multi_gpu``. The agents here construct rl-games with
+``multi_gpu=False`` (so it never touches NCCL), then switch its multi-GPU
+synchronisation back on over gmiexp's gloo default group: the initial weight
+broadcast, KL averaging, learning-rate broadcast, global frame counting and
+the stop flag all stay rl-games' own code. gmiexp adds what 1.6.5 lacks or
+does its own way: the gradient reduction goes through the Plan's strategy
+(``trancate_gradients_and_step``, rl-games' spelling), and the running
+observation/value normalisers are merged after every epoch.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from typing import Any
+
+import torch
+from rl_games.algos_torch import a2c_continuous, a2c_discrete
+from torch import nn
+
+from gmiexp.rl.sync import gloo_sum, merge_running_stats, reduce_gradients
+from gmiexp.role import GMIContext
+
+
+class GMISyncMixin:
+    """Process-group ownership and GMI synchronisation; mixed into rl-games' A2C agents."""
+
+    gmi_ctx: GMIContext
+
+    def __init__(self, base_name: str, params: dict[str, Any], ctx: GMIContext) -> None:
+        self.gmi_ctx = ctx
+        config = params["config"]
+        config["multi_gpu"] = False
+        if ctx.mgr.rank != 0:
+            config["print_stats"] = False
+        super().__init__(base_name, params)  # type: ignore[call-arg]
+        self._take_over_distributed()
+        self.timings: dict[str, float] = {"sim_s": 0.0, "inference_s": 0.0, "train_s": 0.0, "comm_s": 0.0}
+        self.last_epoch: dict[str, float] = {}
+        self._stats_counts: dict[int, float] = {}
+
+    def _take_over_distributed(self) -> None:
+        mgr = self.gmi_ctx.mgr
+        self.global_rank = mgr.rank
+        self.world_size = mgr.world_size
+        self.multi_gpu = mgr.distributed
+        # rl-games' train() calls torch.cuda.set_device(local_rank); each GMI sees one device
+        # (CUDA_VISIBLE_DEVICES), and -1 makes the call a no-op on a CPU-only GMI.
+        self.local_rank = 0 if mgr.torch_device.type == "cuda" else -1
+        if self.global_rank != 0 and self.writer is not None:
+            self.writer.close()
+            self.writer = None
+            shutil.rmtree(self.summaries_dir, ignore_errors=True)
+
+    # ---- rl-games hooks ------------------------------------------------
+    def trancate_gradients_and_step(self) -> None:  # (sic) rl-games' method name
+        if self.multi_gpu:
+            reduce_gradients(self.model.parameters(), self.gmi_ctx.reduction)
+        if self.truncate_grads:
+            self.scaler.unscale_(self.optimizer)
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_norm)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+
+    def train_epoch(self) -> tuple:
+        comm0 = self.gmi_ctx.reduction.comm_s
+        result = super().train_epoch()  # type: ignore[misc]
+        t0 = time.perf_counter()
+        if self.multi_gpu:
+            merge_running_stats(self.model, gloo_sum(), self.world_size, self._stats_counts)
+        sync_s = time.perf_counter() - t0
+        self._account(result, self.gmi_ctx.reduction.comm_s - comm0 + sync_s, sync_s)
+        epoch_done = getattr(self.algo_observer, "epoch_done", None)
+        if epoch_done is not None:
+            epoch_done()
+        return result
+
+    def _account(self, result: tuple, comm_s: float, extra_s: float) -> None:
+        step_time, play_time, update_time, total_time = result[:4]
+        epoch = {
+            "sim_s": float(step_time),
+            "inference_s": float(play_time - step_time),
+            "train_s": float(max(0.0, update_time - comm_s)),
+            "comm_s": float(comm_s),
+            "total_s": float(total_time) + extra_s,
+            "frames": float(self.curr_frames),
+        }
+        for k in self.timings:
+            self.timings[k] += epoch[k]
+        self.last_epoch = epoch
+
+
+class GMIContinuousAgent(GMISyncMixin, a2c_continuous.A2CAgent):
+    """rl-games' continuous PPO with GMI synchronisation."""
+
+
+class GMIDiscreteAgent(GMISyncMixin, a2c_discrete.DiscreteA2CAgent):
+    """rl-games' discrete PPO with GMI synchronisation."""
+
+
+def model_fingerprint(model: nn.Module) -> torch.Tensor:
+    """All parameters and buffers (normalisers included) as one float64 vector, for equality checks."""
+    parts = [t.detach().double().reshape(-1) for t in model.state_dict().values() if torch.is_tensor(t)]
+    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64)

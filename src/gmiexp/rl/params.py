@@ -1,0 +1,93 @@
+"""Translate the Plan into an rl-games ``params`` dict (what an rl-games YAML would hold)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gmiexp.plan import GMI, Plan
+
+ENV_NAME = "gmiexp"
+
+
+def fit_minibatch(batch: int, wanted: int) -> int:
+    """Largest divisor of ``batch`` not above ``wanted`` (rl-games asserts batch % minibatch == 0)."""
+    m = max(1, min(batch, wanted))
+    while batch % m:
+        m -= 1
+    return m
+
+
+def network(task: dict[str, Any], activation: str) -> dict[str, Any]:
+    if task["continuous"]:
+        space = {"continuous": {
+            "mu_activation": "None", "sigma_activation": "None",
+            "mu_init": {"name": "default"},
+            "sigma_init": {"name": "const_initializer", "val": 0},
+            "fixed_sigma": True,
+        }}
+    else:
+        space = {"discrete": {}}
+    return {
+        "name": "actor_critic",
+        "separate": False,
+        "space": space,
+        "mlp": {"units": list(task["mlp_units"]), "activation": activation, "d2rl": False,
+                "initializer": {"name": "default"}, "regularizer": {"name": "None"}},
+    }
+
+
+def build_params(plan: Plan, gmi: GMI, num_envs: int | None = None, device: str = "cpu",
+                 train_dir: Path | None = None) -> dict[str, Any]:
+    """rl-games params for one GMI (``num_envs`` overrides the GMI's, for the single-process baseline)."""
+    task, tr = plan.task, plan.train
+    n = num_envs if num_envs is not None else gmi.num_envs
+    batch = tr["horizon_length"] * n
+    lr_schedule = None if tr["lr_schedule"] == "identity" else tr["lr_schedule"]
+    config: dict[str, Any] = {
+        "name": task["name"],
+        "full_experiment_name": "run",
+        "env_name": ENV_NAME,
+        "multi_gpu": False,  # rl-games would init NCCL itself; gmiexp owns the process group
+        "ppo": True,
+        "device": device,
+        "mixed_precision": tr["mixed_precision"],
+        "torch_compile": tr["torch_compile"],
+        "normalize_input": tr["normalize_input"],
+        "normalize_value": tr["normalize_value"],
+        "normalize_advantage": tr["normalize_advantage"],
+        "value_bootstrap": tr["value_bootstrap"],
+        "num_actors": n,
+        "reward_shaper": {"scale_value": task["reward_scale"]},
+        "gamma": tr["gamma"],
+        "tau": tr["tau"],
+        "learning_rate": tr["learning_rate"],
+        "lr_schedule": lr_schedule,
+        "kl_threshold": tr["kl_threshold"],
+        "max_epochs": plan.max_iterations,
+        "save_best_after": 1,
+        "save_frequency": tr["save_frequency"],
+        "print_stats": tr["print_stats"],
+        "grad_norm": tr["grad_norm"],
+        "entropy_coef": tr["entropy_coef"],
+        "truncate_grads": tr["truncate_grads"],
+        "e_clip": tr["e_clip"],
+        "horizon_length": tr["horizon_length"],
+        "minibatch_size": fit_minibatch(batch, tr["minibatch_size"]),
+        "mini_epochs": tr["mini_epochs"],
+        "critic_coef": tr["critic_coef"],
+        "clip_value": tr["clip_value"],
+        "seq_length": 4,
+        "env_config": {"seed": plan.seed + 1000 * gmi.id},
+        "train_dir": str(train_dir or Path(plan.run_dir) / "rl_games"),
+    }
+    if task["continuous"]:
+        config["bounds_loss_coef"] = tr["bounds_loss_coef"]
+    return {
+        "seed": plan.seed,
+        "torch_threads": gmi.torch_threads,
+        "algo": {"name": "a2c_continuous" if task["continuous"] else "a2c_discrete"},
+        "model": {"name": "continuous_a2c_logstd" if task["continuous"] else "discrete_a2c"},
+        "network": network(task, tr["activation"]),
+        "config": config,
+    }

@@ -1,0 +1,79 @@
+"""The built-in role: rl-games PPO in every holistic training GMI (TCG_EX)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rl_games.common import env_configurations, vecenv
+from rl_games.torch_runner import Runner
+
+from gmiexp.envs import make_vec_env
+from gmiexp.metrics import make_logger
+from gmiexp.rl.agent import GMIContinuousAgent, GMIDiscreteAgent
+from gmiexp.rl.observer import GMIObserver
+from gmiexp.rl.params import ENV_NAME, build_params
+from gmiexp.role import Role
+
+
+def register_env(task: dict[str, Any], sim_threads: int, device: str, holder: dict[str, Any]) -> None:
+    """Register gmiexp's simulator with rl-games' env and vec-env registries."""
+
+    def create(config_name: str, num_actors: int, **kwargs: Any) -> Any:
+        env = make_vec_env(task, num_actors, seed=int(kwargs.get("seed", 0)), sim_threads=sim_threads,
+                           device=device)
+        holder["env"] = env
+        return env
+
+    vecenv.register("GMIEXP", create)
+    env_configurations.register(ENV_NAME, {"vecenv_type": "GMIEXP", "env_creator": lambda **kw: None})
+
+
+class PPORole(Role):
+    """Holistic training GMI: simulator + agent + trainer, gradients reduced across GMIs."""
+
+    def run(self) -> dict[str, Any]:
+        plan, gmi = self.plan, self.ctx.gmi
+        device = str(self.device)
+        holder: dict[str, Any] = {}
+        register_env(plan.task, gmi.sim_threads, device, holder)
+        logger = None
+        if gmi.id == 0:
+            logger = make_logger(plan.logger, str(self.ctx.run_dir), name=self.ctx.run_dir.name,
+                                 config=run_config(plan))
+        observer = GMIObserver(self.ctx.status, logger, gmi.id)
+        runner = Runner(algo_observer=observer)
+        ctx = self.ctx
+        runner.algo_factory.register_builder(
+            "a2c_continuous", lambda **kw: GMIContinuousAgent(kw["base_name"], kw["params"], ctx))
+        runner.algo_factory.register_builder(
+            "a2c_discrete", lambda **kw: GMIDiscreteAgent(kw["base_name"], kw["params"], ctx))
+        params = build_params(plan, gmi, device=device)
+        runner.load({"params": params})
+        t0 = time.perf_counter()
+        try:
+            runner.run({"train": True, "play": False, "checkpoint": plan.checkpoint or None})
+        finally:
+            if logger is not None:
+                logger.close()
+        wall = time.perf_counter() - t0
+        agent = observer.algo
+        env = holder.get("env")
+        return {
+            "wall_s": wall,
+            "frames_local": int(env.steps) if env is not None else 0,
+            "epochs": observer.epochs,
+            "reward/mean": observer.reward(),
+            **{f"time/{k}": v for k, v in agent.timings.items()},
+            "checkpoint_dir": str(agent.nn_dir) if gmi.id == 0 else "",
+        }
+
+
+def run_config(plan: Any) -> dict[str, Any]:
+    """The config W&B records for a run (what sweeps compare on)."""
+    return {
+        "experiment": plan.experiment, "task": plan.task.get("name"), "layout": plan.layout,
+        "backend": plan.backend, "reduction": plan.reduction, "gmis": plan.world_size,
+        "devices": len(plan.devices), "num_envs": plan.gmis[0].num_envs, "seed": plan.seed,
+        "max_iterations": plan.max_iterations, "plan_id": plan.plan_id, **{f"train.{k}": v for k, v in plan.train.items()},
+    }

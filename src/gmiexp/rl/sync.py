@@ -1,0 +1,65 @@
+"""Keeping GMIs' models identical: flat gradient reduction and running-statistics merge."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from gmiexp.comm.reduction import Reduction
+
+
+def reduce_gradients(params: Iterable[nn.Parameter], reduction: Reduction) -> None:
+    """Average the gradients of ``params`` across the trainer group in one flat reduction."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    reduction.allreduce_(flat, average=True)
+    offset = 0
+    for g in grads:
+        n = g.numel()
+        g.copy_(flat[offset:offset + n].view_as(g))
+        offset += n
+
+
+def running_stats_modules(model: nn.Module) -> list[nn.Module]:
+    """rl-games' RunningMeanStd modules (observation and value normalisers)."""
+    return [m for m in model.modules()
+            if all(hasattr(m, a) for a in ("running_mean", "running_var", "count"))]
+
+
+def merge_running_stats(model: nn.Module, all_reduce: Callable[[torch.Tensor], None],
+                        world: int, last_count: dict[int, float]) -> None:
+    """Merge every normaliser's mean/var/count across GMIs (Chan et al.'s parallel formula).
+
+    Every GMI starts an epoch from the same statistics (count ``c0``) and adds
+    its own samples; the merged count is ``c0 + sum(c_i - c0)``. The collective
+    is passed in (rl_games' ``merge_rank_stats`` style), so any transport works,
+    and the all-reduce makes the result bit-identical on every GMI.
+    """
+    for idx, m in enumerate(running_stats_modules(model)):
+        mean, var, count = m.running_mean, m.running_var, m.count
+        c = count.to(torch.float64)
+        packed = torch.cat([c.reshape(1), (c * mean.double()).reshape(-1),
+                            (c * (var.double() + mean.double() ** 2)).reshape(-1)])
+        all_reduce(packed)
+        total = packed[0]
+        n = mean.numel()
+        g_mean = packed[1:1 + n] / total
+        g_var = (packed[1 + n:] / total - g_mean ** 2).clamp_min(0.0)
+        c0 = last_count.get(idx, float(count.item()))
+        new_count = float(total.item()) - (world - 1) * c0
+        mean.copy_(g_mean.view_as(mean).to(mean.dtype))
+        var.copy_(g_var.view_as(var).to(var.dtype))
+        count.fill_(new_count)
+        last_count[idx] = new_count
+
+
+def gloo_sum(group: object | None = None) -> Callable[[torch.Tensor], None]:
+    def _sum(t: torch.Tensor) -> None:
+        dist.all_reduce(t, op=dist.ReduceOp.SUM, group=group)
+
+    return _sum

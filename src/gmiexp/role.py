@@ -1,0 +1,102 @@
+"""The Role API: the program each GMI runs (the paper's Listing 1, ``DRL_role``).
+
+Subclass :class:`Role`, implement :meth:`Role.run`, and launch it with
+``python -m gmiexp role=my_pkg.my_module:MyRole``. Every GMI of the Plan
+runs one instance; ``allreduce`` reduces over the trainer group with the
+Plan's strategy, ``send``/``recv`` move tensors between GMIs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gmiexp.comm.manager import GMIManager
+from gmiexp.comm.reduction import Reduction
+from gmiexp.errors import ConfigError
+from gmiexp.launch.status import StatusWriter
+from gmiexp.plan import GMI, Plan
+
+
+@dataclass
+class GMIContext:
+    """What a role gets: its GMI, the Plan, the manager (groups, p2p), the reduction, a status writer."""
+
+    plan: Plan
+    gmi: GMI
+    mgr: GMIManager
+    reduction: Reduction
+    status: StatusWriter
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.plan.run_dir)
+
+
+class Role:
+    """Base class of a GMI program. Override :meth:`run`; return per-GMI metrics (optional)."""
+
+    def __init__(self, ctx: GMIContext) -> None:
+        self.ctx = ctx
+
+    @property
+    def gmi_id(self) -> int:
+        return self.ctx.gmi.id
+
+    @property
+    def plan(self) -> Plan:
+        return self.ctx.plan
+
+    @property
+    def device(self) -> torch.device:
+        return self.ctx.mgr.torch_device
+
+    def run(self) -> dict[str, Any] | None:
+        """The GMI's main routine (simulator, agent and/or trainer work)."""
+        raise NotImplementedError
+
+    def allreduce(self, tensor: torch.Tensor, average: bool = False) -> torch.Tensor:
+        """Sum (or average) ``tensor`` over the trainer group in place, with the Plan's strategy."""
+        flat = tensor.detach().reshape(-1)
+        if not flat.is_contiguous() or flat.data_ptr() != tensor.data_ptr():
+            flat = flat.clone()
+            self.ctx.reduction.allreduce_(flat, average=average)
+            tensor.copy_(flat.view_as(tensor))
+            return tensor
+        self.ctx.reduction.allreduce_(flat, average=average)
+        return tensor
+
+    def send(self, tensor: torch.Tensor, dst_gmi: int) -> None:
+        """Send ``tensor`` to GMI ``dst_gmi`` (blocks until it is received)."""
+        self.ctx.mgr.send(tensor, dst_gmi)
+
+    def recv(self, like: torch.Tensor, src_gmi: int) -> torch.Tensor:
+        """Receive a tensor shaped like ``like`` from GMI ``src_gmi``."""
+        return self.ctx.mgr.recv(like, src_gmi)
+
+    def heartbeat(self, **progress: Any) -> None:
+        """Tell the launcher this GMI is alive (call it from the main loop; a silent GMI is declared hung)."""
+        self.ctx.status.beat(**progress)
+
+
+def load_role(spec: str) -> type[Role]:
+    """``ppo`` (built-in) or ``package.module:ClassName``."""
+    if spec == "ppo":
+        from gmiexp.rl.ppo_role import PPORole
+
+        return PPORole
+    if ":" not in spec:
+        raise ConfigError(f"invalid role: {spec!r}; valid: ppo, or <module>:<Class> of a gmiexp.role.Role subclass")
+    mod_name, cls_name = spec.split(":", 1)
+    try:
+        mod = importlib.import_module(mod_name)
+    except ImportError as e:
+        raise ConfigError(f"invalid role: {spec!r}; cannot import module {mod_name!r} ({e})") from e
+    cls = getattr(mod, cls_name, None)
+    if not (isinstance(cls, type) and issubclass(cls, Role)):
+        raise ConfigError(f"invalid role: {spec!r}; {cls_name!r} is not a gmiexp.role.Role subclass in {mod_name}")
+    return cls
