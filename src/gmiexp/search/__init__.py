@@ -1,0 +1,16 @@
+"""Workload-aware GMI selection (paper section 5.2, Algorithm 2): ``mode=search``."""
+
+from gmiexp.search.algorithm import (
+    METHODS,
+    ProfileResult,
+    SearchOutcome,
+    algorithm2,
+    algorithm2_cn,
+    estimate,
+    grid,
+    saturation,
+)
+from gmiexp.search.runner import run_search
+
+__all__ = ["METHODS", "ProfileResult", "SearchOutcome", "algorithm2", "algorithm2_cn", "estimate", "grid",
+           "run_search", "saturation"]

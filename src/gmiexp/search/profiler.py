@@ -1,0 +1,97 @@
+"""The real ``profile()``: a short training job through the CLI in a subprocess.
+
+A crash (non-zero exit), a hang (timeout) or a missing ``summary.json`` means
+"not runnable" (the paper's reading of insufficient GMI resources). Throughput
+is measured at steady state, after the warm-up iterations, from the run's
+``history``; memory is the GPU memory NVML reported, else the process RSS.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gmiexp.search.algorithm import ProfileResult
+
+
+def steady_throughput(summary: dict[str, Any], warmup_iterations: int) -> float:
+    """Global env steps/s over the iterations after warm-up (falls back to the summary's metric)."""
+    hist = sorted(summary.get("history") or [], key=lambda h: h["iteration"])
+    start = [h for h in hist if h["iteration"] <= warmup_iterations]
+    if start and hist[-1]["iteration"] > start[-1]["iteration"]:
+        a, b = start[-1], hist[-1]
+        if b["wall_s"] > a["wall_s"]:
+            return (b["frames"] - a["frames"]) / (b["wall_s"] - a["wall_s"])
+    return float(summary.get("metrics", {}).get("perf/env_steps_per_s", 0.0))
+
+
+def peak_memory_mb(summary: dict[str, Any], gmis: int) -> float:
+    """Per-GMI peak memory: device memory / GMIs when a GPU was used, else the max process RSS."""
+    metrics = summary.get("metrics", {})
+    gpu = [v for k, v in metrics.items() if k.startswith("gpu/") and k.endswith("/mem_mb")]
+    if gpu:
+        return float(sum(gpu)) / gmis
+    return float(metrics.get("mem/peak_rss_mb", 0.0))
+
+
+def result_from_summary(summary: dict[str, Any], gmis: int, warmup_iterations: int,
+                        wall_s: float) -> ProfileResult:
+    if summary.get("status") != "ok":
+        return ProfileResult(False, wall_s=wall_s, error=f"status={summary.get('status')}")
+    top = steady_throughput(summary, warmup_iterations) / gmis
+    return ProfileResult(top > 0, top=top, mem_mb=peak_memory_mb(summary, gmis), wall_s=wall_s)
+
+
+def run_with_timeout(cmd: Sequence[str], timeout_s: float, log: Path) -> int | None:
+    """Run ``cmd`` in its own session; on timeout kill the whole group (the GMIs too). None = timed out."""
+    with log.open("w") as out:
+        proc = subprocess.Popen(list(cmd), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            return proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return None
+
+
+@dataclass
+class SubprocessProfiler:
+    """``profile(G, N)``: ``python -m gmiexp mode=train num_gpus=1 gmis_per_gpu=G num_envs=N ...``."""
+
+    workdir: Path
+    overrides: list[str] = field(default_factory=list)  # the user's task/backend/... overrides
+    warmup_iterations: int = 2
+    profile_iterations: int = 4
+    timeout_s: float = 300.0
+    python: str = sys.executable
+
+    def command(self, gmis_per_gpu: int, num_envs: int, run_dir: Path) -> list[str]:
+        iters = self.warmup_iterations + self.profile_iterations
+        return [self.python, "-m", "gmiexp", "mode=train", "num_gpus=1", f"gmis_per_gpu={gmis_per_gpu}",
+                f"num_envs={num_envs}", f"max_iterations={iters}", "launch.progress=false", "logger=none",
+                *self.overrides, f"hydra.run.dir={run_dir}"]
+
+    def __call__(self, gmis_per_gpu: int, num_envs: int) -> ProfileResult:
+        run_dir = self.workdir / f"G{gmis_per_gpu}_N{num_envs}"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        rc = run_with_timeout(self.command(gmis_per_gpu, num_envs, run_dir), self.timeout_s,
+                              run_dir / "profile.log")
+        wall = time.perf_counter() - t0
+        if rc is None:
+            return ProfileResult(False, wall_s=wall, error=f"timeout after {self.timeout_s:.0f}s")
+        if rc != 0:
+            return ProfileResult(False, wall_s=wall, error=f"exit code {rc} (see {run_dir}/profile.log)")
+        try:
+            summary = json.loads((run_dir / "summary.json").read_text())
+        except (OSError, ValueError) as e:
+            return ProfileResult(False, wall_s=wall, error=f"no summary.json: {e}")
+        return result_from_summary(summary, gmis_per_gpu, self.warmup_iterations, wall)

@@ -1,0 +1,146 @@
+"""``mode=search``: wire config, profiler, cache and progress bar around Algorithm 2; write the preset."""
+
+from __future__ import annotations
+
+import platform
+import time
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+from tqdm import tqdm
+
+from gmiexp.config import Config
+from gmiexp.errors import invalid
+from gmiexp.hardware import resolve
+from gmiexp.search import output
+from gmiexp.search.algorithm import METHODS, Profiler, ProfileResult, SearchOutcome, design_space
+from gmiexp.search.cache import ProfileCache, cached, code_version, default_cache_dir
+from gmiexp.search.profiler import SubprocessProfiler
+
+# Knobs the search itself sets (or that make no sense in a profile run): never passed through.
+OWN_KEYS = ("mode", "num_gpus", "gmis_per_gpu", "num_envs", "max_iterations", "experiment", "search",
+            "hydra", "launch", "logger")
+
+
+def validate(search: Any) -> str:
+    """Check the search config; return the method name (paper | cn | grid)."""
+    method = "grid" if search.grid else str(getattr(search, "variant", "paper"))
+    if method not in METHODS:
+        raise invalid("search.variant", method, [m for m in METHODS if m != "grid"])
+    if search.max_gmis_per_gpu < 1:
+        raise invalid("search.max_gmis_per_gpu", search.max_gmis_per_gpu, "an integer >= 1")
+    envs = list(search.num_envs)
+    if not envs or any(n < 1 for n in envs) or envs != sorted(set(envs)):
+        raise invalid("search.num_envs", envs, "a non-empty, strictly increasing list of positive integers")
+    if search.profile_iterations < 1 or search.warmup_iterations < 0:
+        raise invalid("search.profile_iterations/warmup_iterations",
+                      (search.profile_iterations, search.warmup_iterations), "profile >= 1, warmup >= 0")
+    return method
+
+
+def _key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def user_overrides(cfg: Config) -> list[str]:
+    """The command line's overrides minus the search's own knobs (Hydra context), else the group names."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        given = list(HydraConfig.get().overrides.task)
+    except ValueError:  # not inside a Hydra app (tests, library use)
+        given = [f"{g}={OmegaConf.select(cfg, f'{g}.name')}" for g in output.GROUPS if g != "train"]
+    return [o for o in given if _key(o).split(".")[0] not in OWN_KEYS]
+
+
+def group_choices(overrides: Sequence[str]) -> dict[str, str]:
+    return {_key(o): o.split("=", 1)[1] for o in overrides if _key(o) in output.GROUPS}
+
+
+def value_overrides(cfg: Config, overrides: Sequence[str]) -> dict[str, Any]:
+    """Non-group overrides as a nested dict, with the composed config's final values."""
+    values = OmegaConf.create({})
+    for o in overrides:
+        k = _key(o)
+        if k not in output.GROUPS and not o.startswith("~"):
+            OmegaConf.update(values, k, OmegaConf.select(cfg, k), force_add=True)
+    return OmegaConf.to_container(values, resolve=True)
+
+
+def cache_key(cfg: Config, overrides: Sequence[str]) -> dict[str, Any]:
+    hw = resolve(cfg.hardware.name)
+    return {"task": [cfg.task.name, cfg.task.simulator, cfg.task.env_id], "hardware": hw.describe(),
+            "cpu": platform.processor() or platform.machine(), "version": code_version(),
+            "overrides": sorted(overrides),
+            "iterations": [cfg.search.warmup_iterations, cfg.search.profile_iterations]}
+
+
+def with_progress(profile: Profiler, bar: tqdm) -> Profiler:
+    def run(g: int, n: int) -> ProfileResult:
+        bar.set_postfix_str(f"G={g} N={n}")
+        r = profile(g, n)
+        bar.update(1)
+        return r
+
+    return run
+
+
+def summarise(outcome: SearchOutcome, num_gpus: int, elapsed: float) -> dict[str, Any]:
+    return {"status": "ok" if outcome.found else "failed", "method": outcome.method,
+            "num_envs": outcome.num_envs, "gmis_per_gpu": outcome.gmis_per_gpu, "num_gpus": num_gpus,
+            "estimate_env_steps_per_s": outcome.estimate if outcome.found else None,
+            "profiles": outcome.profiles, "profiles_run": sum(not s.result.cached for s in outcome.steps),
+            "profile_s": outcome.profile_s, "elapsed_s": elapsed, "trace": output.trace(outcome)}
+
+
+def emit_preset(cfg: Config, run_dir: Path, outcome: SearchOutcome, overrides: list[str]) -> dict[str, Any]:
+    name = Path(cfg.search.output).stem
+    header = (f"Chosen by gmiexp mode=search (method={outcome.method}, alpha={cfg.search.alpha}) "
+              f"on {datetime.now():%Y-%m-%d %H:%M}.\nProjected {outcome.estimate:,.0f} env steps/s after "
+              f"{outcome.profiles} profiles ({outcome.profile_s:.0f} s). Run dir: {run_dir}")
+    text = output.preset_text(outcome, cfg.num_gpus, group_choices(overrides),
+                              value_overrides(cfg, overrides), header)
+    paths = output.write_preset(text, name, [output.preset_dir(), run_dir])
+    chosen = output.chosen_overrides(outcome, cfg.num_gpus)
+    return {"overrides": [*overrides, *chosen], "preset": str(paths[0]),
+            "command": f"python -m gmiexp --config-dir {paths[0].parent.parent} +preset={name}"}
+
+
+def run_search(cfg: Config, run_dir: Path) -> dict[str, Any]:
+    """Run Algorithm 2 (or the grid) with real profiles; write search.json and the preset; return a report."""
+    method = validate(cfg.search)
+    overrides = user_overrides(cfg)
+    s = cfg.search
+    profile: Profiler = SubprocessProfiler(
+        workdir=Path(run_dir) / "profiles", overrides=overrides, warmup_iterations=s.warmup_iterations,
+        profile_iterations=s.profile_iterations, timeout_s=s.timeout_s)
+    if s.cache:
+        profile = cached(profile, ProfileCache(cache_key(cfg, overrides), default_cache_dir()))
+    envs = list(s.num_envs)
+    t0 = time.perf_counter()
+    with tqdm(total=len(design_space(s.max_gmis_per_gpu, envs)), desc=f"search[{method}]",
+              unit="profile") as bar:
+        search = METHODS[method]
+        outcome = search(with_progress(profile, bar), s.max_gmis_per_gpu, envs, cfg.num_gpus, s.alpha)
+        bar.total = bar.n  # the search may stop before the grid's size
+    report = summarise(outcome, cfg.num_gpus, time.perf_counter() - t0)
+    if outcome.found:
+        report.update(emit_preset(cfg, Path(run_dir), outcome, overrides))
+    output.write_trace(Path(run_dir) / "search.json", report)
+    print_report(report)
+    return report
+
+
+def print_report(report: dict[str, Any]) -> None:
+    print(f"search[{report['method']}]: {report['profiles']} profiles ({report['profiles_run']} run, "
+          f"rest cached), {report['profile_s']:.1f} s profiling, {report['elapsed_s']:.1f} s elapsed")
+    if report["status"] != "ok":
+        print("search: no runnable configuration found (every profile failed or saturated at once)")
+        return
+    print(f"search: best num_envs={report['num_envs']} gmis_per_gpu={report['gmis_per_gpu']} "
+          f"(projected {report['estimate_env_steps_per_s']:,.0f} env steps/s)")
+    print("overrides: " + " ".join(report["overrides"]))
+    print(f"preset: {report['preset']}\nrun it: {report['command']}")

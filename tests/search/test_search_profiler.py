@@ -1,0 +1,84 @@
+"""Subprocess profiler against a fake CLI: summary parsing; crash, timeout and missing-summary detection."""
+
+import json
+import sys
+import textwrap
+
+import pytest
+
+from gmiexp.search.profiler import SubprocessProfiler, result_from_summary, steady_throughput
+
+HISTORY = [{"iteration": i, "wall_s": 1.0 + i, "frames": 1000 * i, "reward/mean": None,
+            "perf/env_steps_per_s": 0.0} for i in range(1, 7)]
+
+
+def test_steady_throughput_skips_warmup():
+    hist = [dict(h) for h in HISTORY]
+    hist[0]["wall_s"] = 10.0  # a slow first iteration (compilation, allocation) must not count
+    for h in hist[1:]:
+        h["wall_s"] += 9.0
+    assert steady_throughput({"history": hist}, warmup_iterations=2) == pytest.approx(1000.0)
+
+
+def test_steady_throughput_falls_back_to_summary_metric():
+    assert steady_throughput({"history": [], "metrics": {"perf/env_steps_per_s": 42.0}}, 2) == 42.0
+
+
+def test_result_is_per_gmi_and_prefers_gpu_memory():
+    summary = {"status": "ok", "history": HISTORY,
+               "metrics": {"mem/peak_rss_mb": 300.0, "gpu/0/mem_mb": 2000.0}}
+    r = result_from_summary(summary, gmis=2, warmup_iterations=2, wall_s=3.0)
+    assert r.runnable and r.top == pytest.approx(500.0) and r.mem_mb == pytest.approx(1000.0)
+    cpu = result_from_summary({**summary, "metrics": {"mem/peak_rss_mb": 300.0}}, 2, 2, 3.0)
+    assert cpu.mem_mb == 300.0
+
+
+def test_failed_status_is_not_runnable():
+    assert not result_from_summary({"status": "failed"}, 1, 2, 1.0).runnable
+
+
+FAKE_CLI = textwrap.dedent("""
+    import json, sys, time
+    args = dict(a.split("=", 1) for a in sys.argv[3:])
+    n, run_dir = int(args["num_envs"]), args["hydra.run.dir"]
+    if n == 128:
+        sys.exit(1)
+    if n == 256:
+        time.sleep(30)
+    if n == 512:
+        sys.exit(0)
+    hist = [{"iteration": i, "wall_s": float(i), "frames": n * 16 * i} for i in range(1, 7)]
+    json.dump({"status": "ok", "history": hist, "metrics": {"mem/peak_rss_mb": 100.0 + n}},
+              open(run_dir + "/summary.json", "w"))
+""")
+
+
+@pytest.fixture
+def profiler(tmp_path):
+    script = tmp_path / "fake_python.py"
+    script.write_text(FAKE_CLI)
+    wrapper = tmp_path / "python"
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {script} \"$@\"\n")
+    wrapper.chmod(0o755)
+    return SubprocessProfiler(workdir=tmp_path / "runs", overrides=["task=Cartpole"], timeout_s=2.0,
+                              python=str(wrapper))
+
+
+def test_command_line_carries_the_contract(profiler, tmp_path):
+    cmd = profiler.command(2, 64, tmp_path)
+    assert cmd[1:3] == ["-m", "gmiexp"]
+    for part in ("mode=train", "num_gpus=1", "gmis_per_gpu=2", "num_envs=64", "max_iterations=6",
+                 "launch.progress=false", "logger=none", "task=Cartpole", f"hydra.run.dir={tmp_path}"):
+        assert part in cmd
+
+
+def test_profiler_measures_a_good_run(profiler):
+    r = profiler(2, 1024)
+    assert r.runnable and r.top == pytest.approx(1024 * 16 / 2) and r.mem_mb == 1124.0
+
+
+@pytest.mark.parametrize(("n", "why"), [(128, "exit code 1"), (256, "timeout"), (512, "no summary.json")])
+def test_profiler_detects_failures(profiler, n, why):
+    r = profiler(1, n)
+    assert not r.runnable and why in r.error
+    assert json.dumps(r.error)

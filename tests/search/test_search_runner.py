@@ -1,0 +1,80 @@
+"""run_search wiring (profiler injected), validation, and the preset it writes composing through Hydra."""
+
+import json
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+import gmiexp.search.runner as runner
+from gmiexp.config import register_configs
+from gmiexp.errors import ConfigError
+from gmiexp.search import ProfileResult
+
+CONF = str(__import__("pathlib").Path(__file__).resolve().parents[2] / "conf")
+SPACE = ["search.max_gmis_per_gpu=2", "search.num_envs=[64,128,256,512,1024]"]
+
+
+def make_cfg(*overrides, searchpath=None):
+    register_configs()
+    extra = [f"hydra.searchpath=[file://{searchpath}]"] if searchpath else []
+    with initialize_config_dir(CONF, version_base=None):
+        return compose("config", overrides=["task=Cartpole", "hardware=cpu", *overrides, *extra])
+
+
+class FakeProfiler:
+    """Stands in for SubprocessProfiler: knee at 256 envs per GMI, two GMIs beat one."""
+
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+
+    def __call__(self, g, n):
+        return ProfileResult(True, top={1: 10.0, 2: 7.0}[g] * min(n, 256), mem_mb=200 + n / 4, wall_s=1.0)
+
+
+@pytest.fixture
+def isolated(tmp_path, monkeypatch):
+    monkeypatch.setenv("GMIEXP_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("GMIEXP_PRESET_DIR", str(tmp_path / "presets"))
+    monkeypatch.setattr(runner, "SubprocessProfiler", FakeProfiler)
+    return tmp_path
+
+
+def test_run_search_picks_writes_trace_and_preset(isolated, capsys):
+    cfg = make_cfg(*SPACE, "search.output=cp.yaml", "train.horizon_length=32")
+    report = runner.run_search(cfg, isolated / "run")
+    assert (report["num_envs"], report["gmis_per_gpu"]) == (256, 2)
+    assert report["profiles"] == 8 and report["profile_s"] == 8.0
+    assert json.loads((isolated / "run" / "search.json").read_text())["num_envs"] == 256
+    out = capsys.readouterr().out
+    assert "gmis_per_gpu=2" in out and "+preset=cp" in out
+    again = runner.run_search(cfg, isolated / "run2")
+    assert again["profiles_run"] == 0  # all from the cache
+
+
+def test_preset_composes_to_the_chosen_config(isolated):
+    runner.run_search(make_cfg(*SPACE, "search.output=cp.yaml", "train.horizon_length=32"), isolated / "run")
+    cfg = make_cfg("+preset=cp", "experiment=x", searchpath=isolated / "presets")
+    assert (cfg.num_envs, cfg.gmis_per_gpu, cfg.num_gpus) == (256, 2, 1)
+    assert cfg.task.name == "Cartpole" and cfg.experiment == "x"
+
+
+def test_value_overrides_carry_final_values():
+    cfg = make_cfg("train.horizon_length=32", "task.mlp_units=[8,8]")
+    values = runner.value_overrides(cfg, ["task=Cartpole", "train.horizon_length=32", "task.mlp_units=[8,8]"])
+    assert values == {"train": {"horizon_length": 32}, "task": {"mlp_units": [8, 8]}}
+
+
+def test_passthrough_drops_the_search_knobs():
+    cfg = make_cfg(*SPACE)
+    assert runner.user_overrides(cfg)[0] == "task=Cartpole"
+    assert not any(o.startswith(("num_envs", "mode", "search")) for o in runner.user_overrides(cfg))
+
+
+@pytest.mark.parametrize(("override", "what"), [
+    ("search.num_envs=[256,128]", "search.num_envs"),
+    ("search.num_envs=[]", "search.num_envs"),
+    ("search.max_gmis_per_gpu=0", "search.max_gmis_per_gpu"),
+])
+def test_bad_search_config_is_a_config_error(override, what):
+    with pytest.raises(ConfigError, match=what):
+        runner.validate(make_cfg(override).search)
