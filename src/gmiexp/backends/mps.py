@@ -1,21 +1,150 @@
-"""Backend mps: placeholder until its issue lands; refuses clearly instead of running wrongly."""
+"""Backend mps: a private MPS control daemon per run; per-GMI SM share and pinned-memory limit.
+
+``realise`` only computes (pipe/log dirs in the run dir, each GMI's CUDA_MPS_*
+environment, the start/quit commands), so ``mode=plan`` prints it on any
+machine. ``session`` starts the daemon before the workers, checks that it
+serves, and quits it exactly once on every exit path.
+"""
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from gmiexp.backends import mps_daemon
 from gmiexp.backends.base import Backend
-from gmiexp.errors import ConfigError
-from gmiexp.plan import Plan
+from gmiexp.backends.common import by_device, cpu_budget, gpu_of, memory_mb, require_gpu, visible_device
+from gmiexp.errors import ConfigError, invalid
+from gmiexp.hardware import GPUInfo, Hardware
+from gmiexp.plan import GMI, ROLES, Plan
+
+MIN_CC = (7, 0)  # Volta MPS: per-client execution resource provisioning and memory limits
+
+
+def check_host(hw: Hardware, backend: str = "mps") -> None:
+    """A real host needs a GPU and the control binary; presets are for planning and pass."""
+    require_gpu(hw, backend)
+    if not hw.is_preset and shutil.which(mps_daemon.CONTROL) is None:
+        raise ConfigError(f"backend={backend} needs {mps_daemon.CONTROL} on PATH (part of the NVIDIA driver "
+                          "utilities, e.g. apt install nvidia-utils-<version>); it is missing here; "
+                          "valid here: direct")
+
+
+def check_cc(gpu: GPUInfo) -> None:
+    if gpu.compute_capability < MIN_CC:
+        cc = ".".join(map(str, gpu.compute_capability))
+        raise ConfigError(f"backend=mps needs compute capability >= 7.0 (Volta) for per-client SM and memory "
+                          f"limits; GPU {gpu.index} ({gpu.name}) has {cc}; use backend=direct")
+
+
+def role_percent(g: GMI, overrides: dict[str, int]) -> int | None:
+    """The largest per-role override among the GMI's roles, None if none applies."""
+    hits = [int(overrides[r]) for r in g.roles if r in overrides]
+    return max(hits) if hits else None
+
+
+def shares(gmis: list[GMI], sm_percent: list[int] | None, role_sm: dict[str, int]) -> list[int]:
+    """Active thread % per GMI of one GPU: by local index, per role, or an even split."""
+    for role in role_sm:
+        if role not in ROLES:
+            raise invalid("backend.role_sm_percent role", role, ROLES)
+    if sm_percent:
+        need = max(g.local_index for g in gmis) + 1
+        if len(sm_percent) < need:
+            raise invalid("backend.sm_percent", list(sm_percent),
+                          f"a list of {need} percentages (one per GMI on a GPU, by local index)")
+        out = [int(sm_percent[g.local_index]) for g in gmis]
+    elif role_sm:
+        fixed = [role_percent(g, role_sm) for g in gmis]
+        free = [i for i, p in enumerate(fixed) if p is None]
+        rest = 100 - sum(p for p in fixed if p is not None)
+        even = rest // len(free) if free else 0
+        if free and even < 1:
+            raise ConfigError(f"backend.role_sm_percent={dict(role_sm)} leaves {rest}% for {len(free)} other "
+                              "GMI(s) on a GPU; lower the overrides so each GMI gets >= 1%")
+        out = [p if p is not None else even for p in fixed]
+    else:
+        return [max(1, 100 // len(gmis))] * len(gmis)
+    for g, p in zip(gmis, out, strict=True):
+        if not 1 <= p <= 100:
+            raise invalid(f"SM share of GMI {g.id}", p, "1..100 (percent)")
+    if sum(out) > 100:
+        detail = ", ".join(f"GMI {g.id}: {p}%" for g, p in zip(gmis, out, strict=True))
+        raise ConfigError(f"SM shares on GPU {gmis[0].device} sum to {sum(out)}% > 100% ({detail}); "
+                          "lower backend.sm_percent / backend.role_sm_percent so each GPU's sum is <= 100")
+    return out
+
+
+def memory_limits(gmis: list[GMI], default: str | None, gpu: GPUInfo) -> list[str | None]:
+    """Pinned device memory per GMI; refuses limits that exceed the GPU's memory."""
+    limits = [g.memory_limit or default for g in gmis]
+    total = 0.0
+    for g, lim in zip(gmis, limits, strict=True):
+        if lim is None:
+            continue
+        mb = memory_mb(lim, f"memory limit of GMI {g.id}")
+        total += mb
+        if gpu.memory_mb and mb > gpu.memory_mb:
+            raise invalid(f"memory limit of GMI {g.id}", lim, f"at most {gpu.memory_mb}M on {gpu.name}")
+    if gpu.memory_mb and total > gpu.memory_mb:
+        raise ConfigError(f"memory limits on GPU {gpu.index} sum to {total:.0f}M > its {gpu.memory_mb}M; "
+                          "lower backend.memory_limit")
+    return limits
+
+
+def client_env(g: GMI, visible: str, daemon: mps_daemon.Daemon, percent: int, limit: str | None) -> None:
+    """The MPS client environment of one GMI (applied before CUDA initialises)."""
+    g.env.update({"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": visible, **daemon.client_env(),
+                  "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": str(percent)})
+    g.share = f"{percent}%"
+    if limit is not None:
+        g.env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = f"0={limit}"  # ordinal 0: the one visible device
+        g.memory_limit = limit
 
 
 class MPSBackend(Backend):
     name = "mps"
 
     def realise(self, plan: Plan, run_dir: Path) -> Plan:
-        if not self.hardware.has_gpu:
-            raise ConfigError(
-                "backend=mps needs an NVIDIA GPU, but this host has none (" + self.hardware.describe() + "); "
-                "valid here: direct (or plan with hardware=dgx_a100|h100x8|h200x1 mode=plan)"
-            )
-        raise ConfigError("backend=mps is not implemented yet; valid: direct")
+        hw = self.hardware
+        check_host(hw)
+        daemon = mps_daemon.existing_daemon() if self.cfg.use_existing else mps_daemon.private_daemon(run_dir)
+        for gmis in by_device(plan).values():
+            gpu = gpu_of(hw, gmis[0])
+            check_cc(gpu)
+            pcts = shares(gmis, self.cfg.sm_percent, self.cfg.role_sm_percent)
+            lims = memory_limits(gmis, self.cfg.memory_limit, gpu)
+            for g, p, lim in zip(gmis, pcts, lims, strict=True):
+                client_env(g, visible_device(hw, gpu), daemon, p, lim)
+        cpu_budget(plan, hw, self.cfg.pin_cores)
+        plan.backend = self.name
+        plan.backend_reason = plan.backend_reason or "backend=mps (set by hand)"
+        plan.notes["mps"] = {"daemons": [daemon.to_dict()], "use_existing": bool(self.cfg.use_existing)}
+        if not self.cfg.use_existing:
+            plan.setup_commands.append(daemon.start_command())
+            plan.teardown_commands.append(daemon.quit_command())
+        return plan
+
+    @contextmanager
+    def session(self, plan: Plan, run_dir: Path) -> Iterator[None]:
+        with mps_session(plan, self.hardware):
+            yield
+
+
+def planned_daemons(plan: Plan) -> list[mps_daemon.Daemon]:
+    return [mps_daemon.Daemon(**d) for d in plan.notes.get("mps", {}).get("daemons", [])]
+
+
+@contextmanager
+def mps_session(plan: Plan, hw: Hardware) -> Iterator[None]:
+    """Start (or join) the plan's daemons around the block; refuse on a planning preset."""
+    daemons = planned_daemons(plan)
+    if daemons and hw.is_preset:
+        raise ConfigError(f"hardware={hw.source.removeprefix('preset:')} is a preset for planning only: "
+                          "mode=plan prints this plan; run it on the GPU host with hardware=auto")
+    if daemons:
+        check_host(hw, plan.backend or "mps")
+    with mps_daemon.running(daemons, join_existing=bool(plan.notes.get("mps", {}).get("use_existing"))):
+        yield

@@ -1,0 +1,60 @@
+"""Helpers the GPU backends share: device lookup, GMIs per device, CPU thread budget."""
+
+from __future__ import annotations
+
+import re
+
+from gmiexp.backends.direct import split_cores, thread_budget
+from gmiexp.errors import ConfigError, invalid
+from gmiexp.hardware import GPUInfo, Hardware
+from gmiexp.plan import GMI, Plan
+
+PLANNING_ONLY = "valid here: direct (or plan with hardware=dgx_a100|h100x8|h200x1 mode=plan)"
+_MEM = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT]?)B?$", re.IGNORECASE)
+_MB = {"": 1 / (1024 * 1024), "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+
+
+def require_gpu(hw: Hardware, backend: str) -> None:
+    if not hw.has_gpu:
+        raise ConfigError(f"backend={backend} needs an NVIDIA GPU, but this host has none "
+                          f"({hw.describe()}); {PLANNING_ONLY}")
+
+
+def gpu_of(hw: Hardware, gmi: GMI) -> GPUInfo:
+    for g in hw.gpus:
+        if g.index == gmi.device:
+            return g
+    raise invalid(f"device of GMI {gmi.id}", gmi.device, [g.index for g in hw.gpus],
+                  f"lower num_gpus to at most {len(hw.gpus)}")
+
+
+def by_device(plan: Plan) -> dict[int, list[GMI]]:
+    """GMIs grouped per device, each group in local-index order."""
+    out: dict[int, list[GMI]] = {}
+    for g in plan.gmis:
+        out.setdefault(g.device, []).append(g)
+    return {d: sorted(gs, key=lambda g: g.local_index) for d, gs in sorted(out.items())}
+
+
+def visible_device(hw: Hardware, gpu: GPUInfo) -> str:
+    """UUID on a real host (immune to CUDA's device ordering), the index when planning."""
+    return gpu.uuid if hw.source == "nvml" and gpu.uuid else str(gpu.index)
+
+
+def memory_mb(text: str, what: str) -> float:
+    """Parse an MPS memory limit such as ``10G`` or ``512MB`` into MiB; ConfigError otherwise."""
+    m = _MEM.match(str(text).strip())
+    if not m:
+        raise invalid(what, text, "a size such as 512M, 10G or 10GB")
+    return float(m.group(1)) * _MB[m.group(2).upper()]
+
+
+def cpu_budget(plan: Plan, hw: Hardware, pin: bool) -> None:
+    """Each GMI's torch and simulator threads fit its share of the host's cores (no libgomp stalls)."""
+    threads = thread_budget(hw.cpu_count, len(plan.gmis))
+    cores = split_cores(hw.cpu_count, len(plan.gmis))
+    for g, cs in zip(plan.gmis, cores, strict=True):
+        g.torch_threads = g.sim_threads = threads
+        g.env.update({"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)})
+        if pin:
+            g.cpus = cs

@@ -1,0 +1,139 @@
+"""``mode=doctor``: what this host offers for GMIs, and which backends can run here and why.
+
+``doctor()`` gathers a plain dict (easy to test and to dump as JSON);
+``format_doctor()`` turns it into the text the CLI prints.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from gmiexp.backends.mps_daemon import CONTROL, SYSTEM_PIPE_DIR, pid_of
+from gmiexp.hardware import Hardware, discover
+
+Which = Callable[[str], "str | None"]
+
+
+def nccl_status() -> dict[str, Any]:
+    """Whether torch was built with NCCL (never true for CPU wheels), and its version."""
+    try:
+        import torch
+        import torch.distributed as dist
+    except ImportError as e:
+        return {"available": False, "version": "", "reason": f"torch not importable ({e})"}
+    if not dist.is_available() or not dist.is_nccl_available():
+        return {"available": False, "version": "",
+                "reason": f"torch {torch.__version__} was built without NCCL (gloo only)"}
+    try:
+        v = torch.cuda.nccl.version()
+        version = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+    except Exception as e:  # noqa: BLE001 - NCCL present but no CUDA runtime
+        version = f"unknown ({e})"
+    return {"available": True, "version": version, "reason": "torch.distributed.is_nccl_available()"}
+
+
+def mps_daemon_status(pipe_dir: str | None = None) -> dict[str, Any]:
+    """A control daemon answering at CUDA_MPS_PIPE_DIRECTORY (or /tmp/nvidia-mps), by its pid file."""
+    pipe_dir = pipe_dir or os.environ.get("CUDA_MPS_PIPE_DIRECTORY", SYSTEM_PIPE_DIR)
+    pid = pid_of(pipe_dir)
+    return {"running": pid is not None, "pid": pid, "pipe_dir": pipe_dir}
+
+
+def backend_verdicts(hw: Hardware, which: Which = shutil.which) -> dict[str, dict[str, Any]]:
+    """For each backend: can it run on this host, and why (not)."""
+    from gmiexp.backends.auto import choose
+
+    mps_binary = which(CONTROL)
+    out: dict[str, dict[str, Any]] = {"direct": {"ok": True, "reason": "always available"}}
+    if not hw.has_gpu:
+        out["mps"] = {"ok": False, "reason": "no NVIDIA GPU"}
+        out["mig"] = {"ok": False, "reason": "no NVIDIA GPU"}
+    else:
+        low = min(hw.gpus, key=lambda g: g.compute_capability)
+        cc = ".".join(map(str, low.compute_capability))
+        if low.compute_capability < (7, 0):
+            out["mps"] = {"ok": False, "reason": f"GPU {low.index} has compute capability {cc} < 7.0"}
+        elif mps_binary is None:
+            out["mps"] = {"ok": False, "reason": f"{CONTROL} not on PATH"}
+        else:
+            out["mps"] = {"ok": True, "reason": f"compute capability >= 7.0 and {mps_binary}"}
+        out["mig"] = _mig_verdict(hw)
+    train = choose("tcg_ex", hw, which=which)
+    serve = choose("tcg", hw, which=which)
+    why = f"training -> {train[1]}" if train == serve else \
+        f"training -> {train[1]}; serving -> {serve[1]}"
+    out["auto"] = {"ok": True, "reason": why}
+    return out
+
+
+def _mig_verdict(hw: Hardware) -> dict[str, Any]:
+    bad = [g for g in hw.gpus if g.compute_capability < (8, 0)]
+    if bad:
+        return {"ok": False, "reason": f"GPU {bad[0].index} ({bad[0].name}) has compute capability < 8.0"}
+    unsupported = [g.index for g in hw.gpus if g.mig_mode is None]
+    if unsupported:
+        return {"ok": False, "reason": f"GPU(s) {unsupported} do not support MIG"}
+    off = [g.index for g in hw.gpus if not g.mig_mode]
+    if off:
+        return {"ok": False,
+                "reason": f"MIG disabled on GPU(s) {off}; enable: sudo nvidia-smi -i {off[0]} -mig 1"}
+    n = sum(len(g.mig_devices) for g in hw.gpus)
+    return {"ok": True, "reason": f"MIG enabled on every GPU; {n} MIG device(s) exist"}
+
+
+def doctor(nvml: ModuleType | None = None, which: Which = shutil.which,
+           nccl: Callable[[], dict[str, Any]] = nccl_status, pipe_dir: str | None = None) -> dict[str, Any]:
+    """Everything ``mode=doctor`` reports, as a dict."""
+    hw = discover(nvml)
+    mps_binary = which(CONTROL)
+    return {
+        "host": {"cpu_count": hw.cpu_count, "source": hw.source, "note": hw.note},
+        "driver_version": hw.driver_version,
+        "cuda_version": hw.cuda_version,
+        "gpus": [_gpu_row(g) for g in hw.gpus],
+        "tools": {CONTROL: mps_binary, "nvidia-smi": which("nvidia-smi")},
+        "nccl": nccl(),
+        "mps_daemon": mps_daemon_status(pipe_dir),
+        "backends": backend_verdicts(hw, which),
+    }
+
+
+def _gpu_row(g: Any) -> dict[str, Any]:
+    return {"index": g.index, "name": g.name, "uuid": g.uuid,
+            "compute_capability": ".".join(map(str, g.compute_capability)), "memory_mb": g.memory_mb,
+            "mig_mode": {None: "unsupported", True: "enabled", False: "disabled"}[g.mig_mode],
+            "mig_devices": [{"index": d.index, "profile": d.profile, "uuid": d.uuid, "memory_mb": d.memory_mb}
+                            for d in g.mig_devices]}
+
+
+def format_doctor(report: dict[str, Any]) -> str:
+    """Human-readable doctor report, one fact per line."""
+    lines = ["gmiexp doctor"]
+    h = report["host"]
+    lines.append(f"  host: {h['cpu_count']} CPU cores; hardware source {h['source']}"
+                 + (f" ({h['note']})" if h["note"] else ""))
+    lines.append(f"  driver: {report['driver_version'] or 'none'}; CUDA (driver API): "
+                 f"{report['cuda_version'] or 'none'}")
+    if not report["gpus"]:
+        lines.append("  GPUs: none")
+    for g in report["gpus"]:
+        lines.append(f"  GPU {g['index']}: {g['name']}, cc {g['compute_capability']}, {g['memory_mb']} MiB, "
+                     f"MIG {g['mig_mode']}")
+        for d in g["mig_devices"]:
+            lines.append(f"    MIG {d['index']}: {d['profile']} {d['memory_mb']} MiB {d['uuid']}")
+    for tool, path in report["tools"].items():
+        lines.append(f"  {tool}: {path or 'not found on PATH'}")
+    n = report["nccl"]
+    state = f"available {n['version']}" if n["available"] else "not available"
+    lines.append(f"  NCCL: {state} ({n['reason']})")
+    m = report["mps_daemon"]
+    lines.append(f"  MPS daemon at {m['pipe_dir']}: "
+                 + (f"running (pid {m['pid']})" if m["running"] else "not running"))
+    lines.append("  backends:")
+    for name, v in report["backends"].items():
+        lines.append(f"    {name:6s} {'yes' if v['ok'] else 'no ':3s}  {v['reason']}")
+    return "\n".join(lines)

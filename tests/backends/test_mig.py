@@ -1,0 +1,167 @@
+import pytest
+from backend_helpers import nvml_host, realise
+
+from fakes import nvml as fake_nvml
+from gmiexp.backends import get, mig
+from gmiexp.backends.mig_profiles import PRODUCTS, find, largest_fitting, product_of
+from gmiexp.config import BackendConfig
+from gmiexp.errors import ConfigError
+from gmiexp.hardware import discover, preset
+
+
+def a100_with(profile="3g.20gb", n=2, total_mb=19968):
+    return nvml_host(fake_nvml.a100_40gb(mig=1, migs=fake_nvml.a100_migs(profile, n, total_mb)))
+
+
+def test_maps_each_gmi_to_an_existing_instance(tmp_path):
+    hw = a100_with()
+    plan, _ = realise(hw, tmp_path, gmis_per_gpu=2, name="mig")
+    uuids = [d.uuid for d in hw.gpus[0].mig_devices]
+    assert [g.env["CUDA_VISIBLE_DEVICES"] for g in plan.gmis] == uuids
+    assert all(u.startswith("MIG-") for u in uuids)
+    assert [g.share for g in plan.gmis] == ["3g.20gb", "3g.20gb"]
+    assert plan.setup_commands == [] and plan.teardown_commands == []
+    assert [i["mig_index"] for i in plan.notes["mig"]["instances"]] == [0, 1]
+
+
+def test_missing_instances_print_the_exact_commands(tmp_path):
+    hw = a100_with(n=1)
+    with pytest.raises(ConfigError) as info:
+        realise(hw, tmp_path, gmis_per_gpu=2, name="mig", profile="3g.20gb")
+    msg = str(info.value)
+    assert "sudo nvidia-smi mig -i 0 -cgi 9 -C" in msg
+    assert "backend.create_instances=true" in msg
+
+
+def test_blocking_instances_are_destroyed_first_in_the_commands(tmp_path):
+    hw = a100_with()  # two 3g.20gb use 6 of 7 slices; three 2g.10gb need 6 more
+    with pytest.raises(ConfigError) as info:
+        realise(hw, tmp_path, gmis_per_gpu=3, name="mig")
+    lines = [ln.strip() for ln in str(info.value).splitlines()[1:4]]
+    assert lines == ["sudo nvidia-smi mig -i 0 -dci", "sudo nvidia-smi mig -i 0 -dgi",
+                     "sudo nvidia-smi mig -i 0 -cgi 14,14,14 -C"]
+
+
+@pytest.mark.parametrize("name, n, profile, cmd", [
+    ("dgx_a100", 3, "2g.10gb", "sudo nvidia-smi mig -i 1 -cgi 14,14,14 -C"),
+    ("dgx_a100", 2, "3g.20gb", "sudo nvidia-smi mig -i 1 -cgi 9,9 -C"),
+    ("h200x1", 2, "3g.71gb", "sudo nvidia-smi mig -i 0 -cgi 9,9 -C"),
+    ("h100x8", 4, "1g.20gb", "sudo nvidia-smi mig -i 1 -cgi 15,15,15,15 -C"),
+])
+def test_preset_plans_list_creation_commands(tmp_path, name, n, profile, cmd):
+    num_gpus = 2 if name != "h200x1" else 1
+    plan, _ = realise(preset(name), tmp_path, num_gpus=num_gpus, gmis_per_gpu=n, name="mig")
+    assert cmd in plan.setup_commands
+    assert {g.share for g in plan.gmis} == {profile}
+    assert all(g.env["CUDA_VISIBLE_DEVICES"].startswith(mig.PENDING) for g in plan.gmis)
+    assert len({g.env["CUDA_VISIBLE_DEVICES"] for g in plan.gmis}) == len(plan.gmis)
+
+
+def test_create_instances_runs_commands_then_maps_new_uuids(tmp_path, monkeypatch):
+    gpu = fake_nvml.a100_40gb(mig=1)
+    nv = fake_nvml.make([gpu])
+    hw = discover(nv)
+    ran = []
+
+    def fake_smi(cmd):
+        ran.append(cmd)
+        gpu.migs.extend(fake_nvml.a100_migs("3g.20gb", 2))
+
+    monkeypatch.setattr(mig, "nvidia_smi", fake_smi)
+    backend = mig.MIGBackend(BackendConfig(name="mig", create_instances=True), hw, nvml=nv)
+    from backend_helpers import plan_for
+
+    plan = backend.realise(plan_for(hw, gmis_per_gpu=2), tmp_path)
+    assert plan.setup_commands == ["sudo nvidia-smi mig -i 0 -cgi 9,9 -C"]
+    with backend.session(plan, tmp_path):
+        assert ran == [["nvidia-smi", "mig", "-i", "0", "-cgi", "9,9", "-C"]]
+        assert [g.env["CUDA_VISIBLE_DEVICES"] for g in plan.gmis] == [m.uuid for m in gpu.migs]
+
+
+def test_mps_inside_mig_one_daemon_per_instance(tmp_path):
+    plan, _ = realise(preset("h200x1"), tmp_path, gmis_per_gpu=3, name="mig", mps_in_mig=True)
+    daemons = plan.notes["mps"]["daemons"]
+    assert len(daemons) == 1 and daemons[0]["visible"].startswith(mig.PENDING)
+    assert {g.env["CUDA_MPS_PIPE_DIRECTORY"] for g in plan.gmis} == {daemons[0]["pipe_dir"]}
+    assert [g.env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] for g in plan.gmis] == ["33"] * 3
+    assert plan.setup_commands[0] == "sudo nvidia-smi mig -i 0 -cgi 0 -C"
+    assert "nvidia-cuda-mps-control -d" in plan.setup_commands[1]
+    assert len(plan.teardown_commands) == 1
+
+
+def test_mps_inside_existing_instances_round_robin(tmp_path, fake_mps):
+    hw = a100_with()
+    plan, _ = realise(hw, tmp_path, gmis_per_gpu=4, name="mig", mps_in_mig=True)
+    uuids = [d.uuid for d in hw.gpus[0].mig_devices]
+    assert [g.env["CUDA_VISIBLE_DEVICES"] for g in plan.gmis] == [uuids[0], uuids[1], uuids[0], uuids[1]]
+    assert len(plan.notes["mps"]["daemons"]) == 2
+    assert plan.gmis[0].env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
+
+
+# ---- bad input --------------------------------------------------------------
+
+
+def test_unknown_profile_lists_the_products_profiles(tmp_path):
+    want = (r"invalid MIG profile for GPU 0 \(NVIDIA A100-SXM4-40GB\): '3g.40gb'; "
+            r"valid: 1g.5gb, 1g.5gb\+me, 1g.10gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb")
+    with pytest.raises(ConfigError, match=want):
+        realise(preset("dgx_a100"), tmp_path, name="mig", profile="3g.40gb")
+
+
+def test_mig_disabled_says_how_to_enable(tmp_path):
+    with pytest.raises(ConfigError, match=r"MIG is disabled on GPU 0 .*`sudo nvidia-smi -i 0 -mig 1`"):
+        realise(nvml_host(fake_nvml.h100_80gb(mig=0)), tmp_path, name="mig")
+
+
+def test_gpu_without_mig(tmp_path):
+    a10 = fake_nvml.FakeGPU("NVIDIA A10", "GPU-a10", (8, 6), 24 << 30, mig=None)
+    with pytest.raises(ConfigError, match=r"GPU 0 \(NVIDIA A10\) does not support MIG .*use backend=mps"):
+        realise(nvml_host(a10), tmp_path, name="mig")
+
+
+def test_pre_ampere_refused(tmp_path):
+    with pytest.raises(ConfigError, match=r"compute capability >= 8.0 .*has 7.0"):
+        realise(nvml_host(fake_nvml.v100()), tmp_path, name="mig")
+
+
+def test_cpu_host_refused(tmp_path):
+    from gmiexp.hardware import cpu_only
+
+    with pytest.raises(ConfigError, match="backend=mig needs an NVIDIA GPU"):
+        realise(cpu_only(), tmp_path, name="mig")
+
+
+def test_more_gmis_than_instances(tmp_path):
+    with pytest.raises(ConfigError, match=r"invalid gmis_per_gpu for backend=mig: 8; valid: 1..7"):
+        realise(preset("dgx_a100"), tmp_path, gmis_per_gpu=8, name="mig")
+    with pytest.raises(ConfigError, match=r"3 GMIs on GPU 0 need 3 instances of 3g.20gb, but .* at most 2"):
+        realise(preset("dgx_a100"), tmp_path, gmis_per_gpu=3, name="mig", profile="3g.20gb")
+
+
+def test_preset_session_refuses(tmp_path):
+    hw = preset("dgx_a100")
+    backend = get(BackendConfig(name="mig"), hw)
+    from backend_helpers import plan_for
+
+    plan = backend.realise(plan_for(hw), tmp_path)
+    with pytest.raises(ConfigError, match="preset for planning only"):
+        with backend.session(plan, tmp_path):
+            pytest.fail("the body must not run")
+
+
+# ---- profile tables ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("count, name", [(1, "7g.40gb"), (2, "3g.20gb"), (3, "2g.10gb"), (4, "1g.10gb"),
+                                          (5, "1g.5gb"), (7, "1g.5gb")])
+def test_largest_fitting_profile_a100_40gb(count, name):
+    assert largest_fitting(preset("dgx_a100").gpus[0], count).name == name
+
+
+def test_products_and_lookup():
+    hw = nvml_host(fake_nvml.a100_40gb(), fake_nvml.h100_80gb(1), fake_nvml.h200(2))
+    assert [product_of(g) for g in hw.gpus] == ["A100-40GB", "H100-80GB", "H200-141GB"]
+    assert find(hw.gpus[2], "MIG 7g.141gb").id == 0
+    assert set(PRODUCTS) == {"A100-40GB", "A100-80GB", "H100-80GB", "H100-NVL", "H200-141GB", "A30", "B200"}
+    assert max(p.slices for p in PRODUCTS["A30"]) == 4
+    assert all(max(p.slices for p in t) == 7 for k, t in PRODUCTS.items() if k != "A30")

@@ -1,0 +1,58 @@
+import os
+
+from fakes import nvml as fake_nvml
+from gmiexp.doctor import doctor, format_doctor
+
+
+def fake_which(name):
+    return f"/usr/bin/{name}"
+
+
+def nccl_ok():
+    return {"available": True, "version": "2.21.5", "reason": "torch.distributed.is_nccl_available()"}
+
+
+def test_doctor_on_a_fake_gpu_host(tmp_path):
+    pipe = tmp_path / "pipe"
+    pipe.mkdir()
+    (pipe / "nvidia-cuda-mps-control.pid").write_text(str(os.getpid()))  # a live pid: "running"
+    nv = fake_nvml.make([fake_nvml.a100_40gb(0, mig=1, migs=fake_nvml.a100_migs()), fake_nvml.a100_40gb(1)])
+    r = doctor(nvml=nv, which=fake_which, nccl=nccl_ok, pipe_dir=str(pipe))
+    assert r["driver_version"] == "550.54.15" and r["cuda_version"] == "12.4"
+    assert [(g["compute_capability"], g["memory_mb"], g["mig_mode"]) for g in r["gpus"]] == [
+        ("8.0", 40960, "enabled"), ("8.0", 40960, "disabled")]
+    assert r["mps_daemon"] == {"running": True, "pid": os.getpid(), "pipe_dir": str(pipe)}
+    assert r["backends"]["mps"]["ok"] and not r["backends"]["mig"]["ok"]
+    assert "sudo nvidia-smi -i 1 -mig 1" in r["backends"]["mig"]["reason"]
+    text = format_doctor(r)
+    for line in ["GPU 0: NVIDIA A100-SXM4-40GB, cc 8.0, 40960 MiB, MIG enabled",
+                 "MIG 0: 3g.20gb 19968 MiB MIG-", "nvidia-cuda-mps-control: /usr/bin/nvidia-cuda-mps-control",
+                 "NCCL: available 2.21.5", f"running (pid {os.getpid()})", "mps    yes",
+                 "auto   yes  training -> layout tcg_ex trains"]:
+        assert line in text
+    assert nv.calls.count("nvmlInit") == nv.calls.count("nvmlShutdown") == 1
+
+
+def test_doctor_all_backends_on_an_h200_with_mig(tmp_path):
+    nv = fake_nvml.make([fake_nvml.h200(mig=1)])
+    r = doctor(nvml=nv, which=fake_which, nccl=nccl_ok, pipe_dir=str(tmp_path))
+    assert all(v["ok"] for v in r["backends"].values())
+    assert "serving -> serving layout tcg on compute capability 9.0 with MIG enabled" in \
+        r["backends"]["auto"]["reason"]
+    assert not r["mps_daemon"]["running"]
+
+
+def test_doctor_without_driver(tmp_path):
+    r = doctor(nvml=fake_nvml.make([], no_driver=True), which=lambda _n: None, pipe_dir=str(tmp_path))
+    assert r["gpus"] == [] and r["host"]["source"] == "cpu"
+    assert {k: v["ok"] for k, v in r["backends"].items()} == {"direct": True, "mps": False, "mig": False,
+                                                              "auto": True}
+
+
+def test_doctor_on_this_machine():
+    r = doctor()
+    text = format_doctor(r)
+    assert text.startswith("gmiexp doctor")
+    assert "backends:" in text and "direct yes" in text
+    if not r["gpus"]:
+        assert "GPUs: none" in text and not r["backends"]["mps"]["ok"]
