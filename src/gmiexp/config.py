@@ -106,6 +106,7 @@ class TrainConfig:
     mixed_precision: bool = False
     torch_compile: bool = False
     print_stats: bool = False  # rl-games' own per-epoch print line (the progress bar replaces it)
+    check_sync: bool = False  # after every epoch, compare a digest of weights+normalisers across GMIs
 
 
 @dataclass

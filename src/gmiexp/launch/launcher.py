@@ -92,7 +92,6 @@ def launch(plan: Plan, backend: Backend, run_dir: Path) -> dict[str, Any]:
 
         raise ConfigError(f"invalid launch.inprocess=true with {plan.world_size} GMIs; valid: a 1-GMI plan")
     run_dir.mkdir(parents=True, exist_ok=True)
-    plan_path = plan.save(run_dir / "plan.yaml")
     lc = plan.launch
     watchdog = Watchdog(
         run_dir=str(run_dir), n_gmis=plan.world_size,
@@ -103,6 +102,7 @@ def launch(plan: Plan, backend: Backend, run_dir: Path) -> dict[str, Any]:
     monitor = Monitor(backend.hardware)
     t0 = time.perf_counter()
     with backend.session(plan, run_dir):
+        plan_path = plan.save(run_dir / "plan.yaml")  # after set-up: MIG creation fills instance UUIDs
         watchdog.start()
         monitor.start()
         try:

@@ -52,9 +52,12 @@ class Watchdog:
         try:
             while not self._stop.wait(self.interval_s):
                 statuses = [read_status(self.run_dir, i) for i in range(self.n_gmis)]
-                self._update_bar(bar, statuses)
                 if self.hang is None:
                     self._check_heartbeats(statuses, t_start)
+                try:
+                    self._update_bar(bar, statuses)
+                except (TypeError, ValueError, KeyError):  # a half-written field must not stop the watchdog
+                    pass
         finally:
             bar.close()
 

@@ -13,11 +13,13 @@ observation/value normalisers are merged after every epoch.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import time
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from rl_games.algos_torch import a2c_continuous, a2c_discrete
 from torch import nn
 
@@ -73,10 +75,22 @@ class GMISyncMixin:
             merge_running_stats(self.model, gloo_sum(), self.world_size, self._stats_counts)
         sync_s = time.perf_counter() - t0
         self._account(result, self.gmi_ctx.reduction.comm_s - comm0 + sync_s, sync_s)
+        if self.config.get("check_sync"):
+            self.last_epoch["digest"] = self._check_sync()
         epoch_done = getattr(self.algo_observer, "epoch_done", None)
         if epoch_done is not None:
             epoch_done()
         return result
+
+    def _check_sync(self) -> str:
+        """Raise if any GMI's weights or normalisers differ from the others' (bit for bit)."""
+        digest = model_digest(self.model)
+        if self.multi_gpu:
+            digests: list[str | None] = [None] * self.world_size
+            dist.all_gather_object(digests, digest)
+            if len(set(digests)) != 1:
+                raise RuntimeError(f"GMI models diverged at epoch {self.epoch_num}: digests {digests}")
+        return digest
 
     def _account(self, result: tuple, comm_s: float, extra_s: float) -> None:
         step_time, play_time, update_time, total_time = result[:4]
@@ -99,6 +113,16 @@ class GMIContinuousAgent(GMISyncMixin, a2c_continuous.A2CAgent):
 
 class GMIDiscreteAgent(GMISyncMixin, a2c_discrete.DiscreteA2CAgent):
     """rl-games' discrete PPO with GMI synchronisation."""
+
+
+def model_digest(model: nn.Module) -> str:
+    """Hash of the exact bytes of every parameter and buffer (normalisers included)."""
+    h = hashlib.sha1()
+    for name, t in model.state_dict().items():
+        if torch.is_tensor(t):
+            h.update(name.encode())
+            h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
 
 
 def model_fingerprint(model: nn.Module) -> torch.Tensor:

@@ -51,12 +51,13 @@ class GMIObserver(AlgoObserver):
             "reward/mean": self.reward(),
             "perf/env_steps_per_s": ep["frames"] * a.world_size / ep["total_s"] if ep.get("total_s") else 0.0,
             **{f"time/{k}": v for k, v in ep.items() if k.endswith("_s")},
+            **({"sync/digest": ep["digest"]} if "digest" in ep else {}),
         }
         self.status.beat(force=True, iteration=row["iteration"], frames=self.frames,
                          steps_per_s=row["perf/env_steps_per_s"], reward=row["reward/mean"])
         self.status.history(row)
         if self.logger is not None and self.gmi_id == 0:
-            self.logger.log({k: v for k, v in row.items() if v is not None and k != "iteration"},
+            self.logger.log({k: v for k, v in row.items() if isinstance(v, (int, float)) and k != "iteration"},
                             step=self.frames)
 
     def reward(self) -> float | None:

@@ -78,8 +78,11 @@ def build_params(plan: Plan, gmi: GMI, num_envs: int | None = None, device: str 
         "critic_coef": tr["critic_coef"],
         "clip_value": tr["clip_value"],
         "seq_length": 4,
+        "check_sync": tr.get("check_sync", False),
         "env_config": {"seed": plan.seed + 1000 * gmi.id},
-        "train_dir": str(train_dir or Path(plan.run_dir) / "rl_games"),
+        # GMI 0 owns the run's rl-games directory (logs, checkpoints); the others get scratch space
+        "train_dir": str(train_dir or (Path(plan.run_dir) / "rl_games" if gmi.id == 0
+                                       else Path(plan.run_dir) / "gmis" / str(gmi.id) / "rl_games")),
     }
     if task["continuous"]:
         config["bounds_loss_coef"] = tr["bounds_loss_coef"]

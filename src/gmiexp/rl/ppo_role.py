@@ -75,5 +75,6 @@ def run_config(plan: Any) -> dict[str, Any]:
         "experiment": plan.experiment, "task": plan.task.get("name"), "layout": plan.layout,
         "backend": plan.backend, "reduction": plan.reduction, "gmis": plan.world_size,
         "devices": len(plan.devices), "num_envs": plan.gmis[0].num_envs, "seed": plan.seed,
-        "max_iterations": plan.max_iterations, "plan_id": plan.plan_id, **{f"train.{k}": v for k, v in plan.train.items()},
+        "max_iterations": plan.max_iterations, "plan_id": plan.plan_id,
+        **{f"train.{k}": v for k, v in plan.train.items()},
     }

@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from gmiexp.backends.direct import DirectBackend, split_cores, thread_budget
+from gmiexp.config import BackendConfig, LayoutConfig
+from gmiexp.hardware import Hardware, preset
+from gmiexp.layouts.base import LayoutRequest
+from gmiexp.layouts.tcg_ex import build
+
+
+def plan_for(hw: Hardware, gpus: int, per: int, pin: bool = False):
+    plan = build(LayoutRequest(layout=LayoutConfig(), hardware=hw, num_gpus=gpus, gmis_per_gpu=per, num_envs=8))
+    return DirectBackend(BackendConfig(pin_cores=pin), hw).realise(plan, Path("/tmp/run"))
+
+
+def test_cpu_thread_budget_and_pinning() -> None:
+    hw = Hardware(source="cpu", cpu_count=4)
+    plan = plan_for(hw, 1, 2, pin=True)
+    assert [g.torch_threads for g in plan.gmis] == [2, 2]
+    assert [g.cpus for g in plan.gmis] == [[0, 1], [2, 3]]
+    assert all(g.env["CUDA_VISIBLE_DEVICES"] == "" and g.env["OMP_NUM_THREADS"] == "2" for g in plan.gmis)
+    assert plan.backend == "direct"
+
+
+def test_gpu_visible_devices_per_gmi() -> None:
+    plan = plan_for(preset("dgx_a100"), 2, 2)
+    assert [g.env["CUDA_VISIBLE_DEVICES"] for g in plan.gmis] == ["0", "0", "1", "1"]
+    assert all(g.cpus is None for g in plan.gmis)
+
+
+def test_split_cores_and_budget() -> None:
+    assert split_cores(2, 3) == [[0], [1], [0]]
+    assert split_cores(8, 3) == [[0, 1], [2, 3], [4, 5]]
+    assert thread_budget(2, 4) == 1 and thread_budget(16, 4) == 4

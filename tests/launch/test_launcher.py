@@ -1,0 +1,116 @@
+"""The launcher end to end: user roles across GMIs, failures, hangs, Ctrl-C, no orphans."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from conftest import FAST, popen_cli, run_cli
+from gmiexp.launch.status import read_status
+
+
+def test_user_role_allreduce_send_recv_across_3_gmis(tmp_path: Path, no_orphans: None) -> None:
+    r = run_cli("role=user_roles:CheckRole", "num_gpus=3", "gmis_per_gpu=1", *FAST,
+                f"hydra.run.dir={tmp_path}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    n = 3
+    for me in range(n):
+        out = json.loads((tmp_path / f"role_{me}.json").read_text())
+        assert out["sum"] == [float(sum(range(1, n + 1)))] * 5
+        assert out["mean"] == [sum(range(n)) / n] * 6
+        prev = (me - 1) % n
+        assert out["from_prev"] == [10.0 * prev + k for k in range(4)]
+    assert (tmp_path / "summary.json").exists() and (tmp_path / "plan.yaml").exists()
+
+
+def _wait_for(pred, timeout: float) -> bool:
+    end = time.time() + timeout
+    while time.time() < end:
+        if pred():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def _wait_stage(run_dir: Path, gmi: int, stage: str, timeout: float = 90) -> dict:
+    ok = _wait_for(lambda: (read_status(run_dir, gmi) or {}).get("stage") == stage, timeout)
+    assert ok, f"GMI {gmi} never reached stage {stage!r}: {read_status(run_dir, gmi)}"
+    return read_status(run_dir, gmi) or {}
+
+
+def _assert_all_gone(proc: psutil.Process | None, pids: list[int]) -> None:
+    for pid in pids:
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, pid
+
+
+def test_killing_one_gmi_stops_all_within_10s(tmp_path: Path, no_orphans: None) -> None:
+    p = popen_cli("role=user_roles:SleepRole", "num_gpus=1", "gmis_per_gpu=3", *FAST,
+                  f"hydra.run.dir={tmp_path}")
+    try:
+        sts = [_wait_stage(tmp_path, g, "sleeping") for g in range(3)]
+        pids = [int(s["pid"]) for s in sts]
+        t0 = time.time()
+        psutil.Process(pids[1]).kill()
+        _out, err = p.communicate(timeout=30)
+        elapsed = time.time() - t0
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode not in (0, None)
+    assert elapsed < 10, f"took {elapsed:.1f}s to stop"
+    assert "GMI 1 failed" in err
+    assert "every GMI was stopped" in err
+    _assert_all_gone(None, pids)
+    assert json.loads((tmp_path / "summary.json").read_text())["status"] == "failed"
+
+
+def test_hung_gmi_is_detected_and_everything_stops(tmp_path: Path, no_orphans: None) -> None:
+    t0 = time.time()
+    r = run_cli("role=user_roles:HangRole", "num_gpus=1", "gmis_per_gpu=2", *FAST,
+                "launch.heartbeat_timeout_s=3", f"hydra.run.dir={tmp_path}", timeout=90)
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "GMI 1 hung: no heartbeat" in r.stderr
+    assert time.time() - t0 < 60
+
+
+def test_ctrl_c_stops_cleanly(tmp_path: Path, no_orphans: None) -> None:
+    p = popen_cli("role=user_roles:SleepRole", "num_gpus=2", "gmis_per_gpu=1", *FAST,
+                  f"hydra.run.dir={tmp_path}")
+    try:
+        pids = [int(_wait_stage(tmp_path, g, "sleeping")["pid"]) for g in range(2)]
+        t0 = time.time()
+        p.send_signal(signal.SIGINT)
+        _out, err = p.communicate(timeout=30)
+        elapsed = time.time() - t0
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, err[-2000:]
+    assert "every GMI was stopped" in err
+    assert elapsed < 10
+    _assert_all_gone(None, pids)
+
+
+def test_inprocess_single_gmi(tmp_path: Path) -> None:
+    from conftest import compose_config
+    from gmiexp.app import run
+
+    cfg = compose_config(*FAST, "num_gpus=1", "gmis_per_gpu=1", "launch.inprocess=true", "max_iterations=2")
+    assert run(cfg, tmp_path) == 0
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert s["status"] == "ok" and s["metrics"]["perf/env_steps_per_s"] > 0
+
+
+@pytest.mark.parametrize("gmis", [2])
+def test_inprocess_refuses_multi_gmi_plans(gmis: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from conftest import compose_config
+    from gmiexp.app import run
+
+    cfg = compose_config(*FAST, f"gmis_per_gpu={gmis}", "launch.inprocess=true")
+    assert run(cfg, tmp_path) == 2
+    assert "launch.inprocess" in capsys.readouterr().err

@@ -1,0 +1,67 @@
+"""Hand-checked numerics of the gradient reduction and normaliser merge."""
+
+from __future__ import annotations
+
+import torch
+from rl_games.algos_torch.running_mean_std import RunningMeanStd
+from torch import nn
+
+from gmiexp.rl.params import fit_minibatch
+from gmiexp.rl.sync import merge_running_stats, reduce_gradients
+
+
+class Sum2:
+    """Two fake GMIs: the 'all-reduce' adds the other GMI's tensor."""
+
+    def __init__(self, other: torch.Tensor) -> None:
+        self.other = other
+
+    def __call__(self, t: torch.Tensor) -> None:
+        t.add_(self.other)
+
+
+def stats_module(data: torch.Tensor) -> RunningMeanStd:
+    m = RunningMeanStd((data.shape[1],))
+    m.train()
+    m(data)
+    return m
+
+
+def test_merge_running_stats_equals_stats_of_all_data() -> None:
+    torch.manual_seed(0)
+    a, b = torch.randn(100, 3) * 2 + 1, torch.randn(300, 3) - 4
+    ma, mb = stats_module(a), stats_module(b)
+    pa = torch.cat([ma.count.reshape(1).double(), (ma.count * ma.running_mean).double(),
+                    (ma.count * (ma.running_var + ma.running_mean ** 2)).double()])
+    wrapper_b = nn.Sequential(mb)
+    merge_running_stats(wrapper_b, Sum2(pa), world=2, last_count={0: 1.0})
+    # Each GMI's RunningMeanStd starts from one prior sample (mean 0, var 1): pooled moments of
+    # both GMIs' histories, and the shared prior counted once in the count.
+    both = torch.cat([a, b]).double()
+    n = both.shape[0] + 2
+    mean = both.sum(0) / n
+    var = ((both ** 2).sum(0) + 2.0) / n - mean ** 2
+    torch.testing.assert_close(mb.running_mean, mean, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(mb.running_var, var, rtol=1e-6, atol=1e-6)
+    assert float(mb.count) == 401.0
+
+
+def test_reduce_gradients_averages_flat() -> None:
+    class Half:
+        comm_s = 0.0
+
+        def allreduce_(self, flat: torch.Tensor, average: bool = True) -> torch.Tensor:
+            return flat.mul_(0.5)
+
+    lin = nn.Linear(3, 2)
+    lin.weight.grad = torch.ones(2, 3) * 4
+    lin.bias.grad = torch.arange(2.0)
+    reduce_gradients(lin.parameters(), Half())  # type: ignore[arg-type]
+    assert torch.equal(lin.weight.grad, torch.full((2, 3), 2.0))
+    assert torch.equal(lin.bias.grad, torch.tensor([0.0, 0.5]))
+
+
+def test_fit_minibatch() -> None:
+    assert fit_minibatch(1024, 256) == 256
+    assert fit_minibatch(48 * 16, 500) == 384
+    assert fit_minibatch(100, 1000) == 100

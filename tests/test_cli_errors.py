@@ -1,0 +1,63 @@
+"""Bad input exits 2 with a message naming the value and the valid ones; nothing is launched."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import compose_config, run_cli
+from gmiexp.app import run
+
+CLI_CASES = [
+    # (overrides, text expected on stderr)
+    (["layout=nope"], "nope"),
+    (["backend=warp"], "warp"),
+    (["task=Pong"], "Pong"),
+    (["reduction=ring"], "ring"),
+]
+
+INPROCESS_CASES = [
+    (["gmis_per_gpu=0"], "invalid gmis_per_gpu: 0; valid: an integer >= 1"),
+    (["num_envs=0"], "invalid num_envs: 0; valid: a positive integer"),
+    (["num_envs=-5"], "invalid num_envs: -5"),
+    (["num_gpus=0"], "invalid num_gpus: 0"),
+    (["max_iterations=0"], "invalid max_iterations: 0"),
+    (["backend=mps", "hardware=cpu"], "backend=mps needs an NVIDIA GPU"),
+    (["backend=mig", "hardware=cpu"], "backend=mig needs"),
+    (["task=IsaacAnt"], "isaacgym"),
+    (["mode=dance"], "invalid mode: 'dance'"),
+    (["role=nosuchmodule:Role"], "cannot import module 'nosuchmodule'"),
+    (["role=gmiexp.plan:Plan"], "is not a gmiexp.role.Role subclass"),
+    (["checkpoint=/does/not/exist.pth"], "invalid checkpoint"),
+    (["train.lr_schedule=cosine"], "invalid train.lr_schedule: 'cosine'; valid: adaptive, linear, identity"),
+    (["task.env_id=Ant-v99"], "invalid envpool env_id: 'Ant-v99'"),
+    (["logger.mode=sometimes", "logger=wandb"], "invalid logger.mode"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "expected"), CLI_CASES)
+def test_cli_bad_group_option_exits_2(overrides: list[str], expected: str, tmp_path: Path) -> None:
+    r = run_cli(*overrides, f"hydra.run.dir={tmp_path / 'run'}")
+    assert r.returncode == 2, r.stderr
+    assert expected in r.stderr
+    assert not (tmp_path / "run" / "gmis").exists()
+
+
+@pytest.mark.parametrize(("overrides", "expected"), INPROCESS_CASES)
+def test_bad_value_exits_2_and_launches_nothing(overrides: list[str], expected: str, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = compose_config(*overrides)
+    code = run(cfg, tmp_path)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert expected in err
+    assert not (tmp_path / "plan.yaml").exists()
+    assert not (tmp_path / "gmis").exists()
+
+
+def test_cli_value_error_exits_2(tmp_path: Path) -> None:
+    r = run_cli("gmis_per_gpu=0", f"hydra.run.dir={tmp_path}")
+    assert r.returncode == 2
+    assert "invalid gmis_per_gpu: 0" in r.stderr
+    assert not (tmp_path / "gmis").exists()

@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from gmiexp import hardware
+from gmiexp.errors import ConfigError
+
+
+def test_presets() -> None:
+    dgx = hardware.preset("dgx_a100")
+    assert len(dgx.gpus) == 8 and dgx.gpus[0].name == "NVIDIA A100-SXM4-40GB"
+    assert dgx.gpus[0].compute_capability == (8, 0) and dgx.gpus[0].memory_mb == 40960
+    assert len(hardware.preset("h100x8").gpus) == 8
+    h200 = hardware.preset("h200x1")
+    assert len(h200.gpus) == 1 and h200.gpus[0].cc == 9.0
+    assert not hardware.preset("cpu").has_gpu
+
+
+def test_unknown_preset_lists_valid() -> None:
+    with pytest.raises(ConfigError, match="invalid hardware: 'tpu'; valid: auto, cpu, dgx_a100, h100x8, h200x1"):
+        hardware.resolve("tpu")
+
+
+def test_cpu_fallback_when_nvml_cannot_init() -> None:
+    class NVMLError(Exception):
+        pass
+
+    def fail() -> None:
+        raise NVMLError("NVML Shared Library Not Found")
+
+    fake = types.SimpleNamespace(nvmlInit=fail, NVMLError=NVMLError)
+    hw = hardware.discover(fake)  # type: ignore[arg-type]
+    assert not hw.has_gpu and hw.source == "cpu" and "Not Found" in hw.note
+    assert hw.cpu_count >= 1
+
+
+def test_this_machine_discovers_cleanly() -> None:
+    hw = hardware.discover()
+    assert hw.cpu_count >= 1
+    assert hw.describe()
