@@ -1,0 +1,59 @@
+"""Helpers shared by the experiments' plot scripts: find a multirun, load its runs, write CSV and PNG."""
+
+from __future__ import annotations
+
+import csv
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from gmiexp.report import Run, load_runs  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def multirun_dir(experiment: str, argv: Sequence[str] = ()) -> Path:
+    """The directory given on the command line, else the newest ``multirun/<experiment>/<timestamp>``."""
+    if argv:
+        return Path(argv[0])
+    runs = sorted((ROOT / "multirun" / experiment).glob("*/multirun.yaml"))
+    if not runs:
+        sys.exit(f"no multirun of {experiment} under {ROOT / 'multirun'}; run the sweep first")
+    return runs[-1].parent
+
+
+def runs_of(experiment: str, argv: Sequence[str] = ()) -> list[Run]:
+    root = multirun_dir(experiment, argv)
+    runs = [r for r in load_runs(root) if r.ok]
+    if not runs:
+        sys.exit(f"no successful run under {root}")
+    print(f"{experiment}: {len(runs)} runs from {root}")
+    return runs
+
+
+def results_dir(study_file: str) -> Path:
+    out = Path(study_file).resolve().parent / "results"
+    out.mkdir(exist_ok=True)
+    return out
+
+
+def write_csv(rows: list[dict[str, Any]], path: Path) -> Path:
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def save(fig: plt.Figure, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    print(f"wrote {path}")
+    return path

@@ -1,0 +1,43 @@
+"""Real mode=search through the CLI on CPU with torch Cartpole and a tiny grid (slow suite)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ["task=Cartpole", "search.max_gmis_per_gpu=2", "search.num_envs=[32,64,128]", "search.warmup_iterations=1",
+        "search.profile_iterations=2", "search.timeout_s=120"]
+
+
+def gmiexp(*args, env):
+    return subprocess.run([sys.executable, "-m", "gmiexp", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=900)
+
+
+@pytest.mark.slow
+def test_real_search_then_preset_runs(tmp_path):
+    env = {**os.environ, "GMIEXP_CACHE_DIR": str(tmp_path / "cache"), "GMIEXP_PRESET_DIR": str(tmp_path / "p")}
+    r = gmiexp("mode=search", *TINY, "search.output=tiny.yaml", f"hydra.run.dir={tmp_path / 's'}", env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads((tmp_path / "s" / "search.json").read_text())
+    assert report["status"] == "ok" and report["profiles"] >= 2
+    assert "+preset=tiny" in r.stdout
+    again = gmiexp("mode=search", *TINY, "search.output=tiny.yaml", f"hydra.run.dir={tmp_path / 's2'}", env=env)
+    assert json.loads((tmp_path / "s2" / "search.json").read_text())["profiles_run"] == 0, again.stderr[-2000:]
+    run = gmiexp("--config-dir", str(tmp_path / "p"), "+preset=tiny", "max_iterations=2", "launch.progress=false",
+                 f"hydra.run.dir={tmp_path / 'run'}", env=env)
+    assert run.returncode == 0, run.stderr[-2000:]
+    cfg = json.loads((tmp_path / "run" / "summary.json").read_text())["config"]
+    assert (cfg["num_envs"], cfg["gmis_per_gpu"]) == (report["num_envs"], report["gmis_per_gpu"])
+
+
+@pytest.mark.slow
+def test_real_grid_profiles_every_point(tmp_path):
+    env = {**os.environ, "GMIEXP_CACHE_DIR": str(tmp_path / "cache"), "GMIEXP_PRESET_DIR": str(tmp_path / "p")}
+    r = gmiexp("mode=search", *TINY, "search.grid=true", f"hydra.run.dir={tmp_path / 'g'}", env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads((tmp_path / "g" / "search.json").read_text())["profiles"] == 6

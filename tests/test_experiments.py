@@ -1,0 +1,60 @@
+"""Each experiment's smallest configuration runs end to end and its plot writes CSV + PNG (slow suite)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXP = ROOT / "experiments"
+PY = sys.executable
+
+
+def run(*cmd, timeout=900):
+    r = subprocess.run([*cmd], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, (r.stdout[-1500:], r.stderr[-3000:])
+    return r
+
+
+def multirun(study, tmp_path, *overrides):
+    sweep = tmp_path / study
+    run(PY, "-m", "gmiexp", "-m", "--config-dir", str(EXP / study), "--config-name", "cpu", "max_iterations=3",
+        f"hydra.sweep.dir={sweep}", *overrides)
+    return sweep
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("study", "overrides", "outputs"), [
+    ("fig7_throughput", ["hydra.sweeper.params.gmis_per_gpu=1,2"], ["fig7_throughput.csv", "fig7_throughput.png"]),
+    ("fig9_reward", [], ["fig9_reward.csv", "fig9_reward.png"]),
+    ("fig10_num_envs", ["hydra.sweeper.params.num_envs=64,256"], ["fig10_num_envs.csv", "fig10_num_envs.png"]),
+    ("table7_reduction", ["hydra.sweeper.params.reduction=mpr,har"],
+     ["table7_reduction.csv", "table7_reduction.png"]),
+])
+def test_training_experiment_smallest(study, overrides, outputs, tmp_path):
+    sweep = multirun(study, tmp_path, *overrides)
+    run(PY, str(EXP / study / "plot.py"), str(sweep))
+    for name in outputs:
+        assert (EXP / study / "results" / name).stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_fig8_plans_on_cpu(tmp_path):
+    run(PY, "-m", "gmiexp", "-m", "--config-dir", str(EXP / "fig8_backends"), "--config-name", "plan",
+        f"hydra.sweep.dir={tmp_path}", "hydra.sweeper.params.task=Ant")
+
+
+@pytest.mark.slow
+def test_vectorization_fusion_smallest(tmp_path):
+    run(PY, str(EXP / "vectorization_fusion" / "bench.py"), f"results_dir={tmp_path}", "num_envs=[16,64]",
+        "min_time_s=0.02", "fused_steps=4")
+    assert (tmp_path / "vectorization_fusion.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_packing_smallest(tmp_path):
+    run(PY, str(EXP / "packing" / "run.py"), "jobs=[2]", f"results_dir={tmp_path}",
+        "job_overrides=[task=Cartpole,num_gpus=1,gmis_per_gpu=1,num_envs=32,max_iterations=2,launch.progress=false]")
+    run(PY, str(EXP / "packing" / "plot.py"), str(tmp_path))
+    assert (tmp_path / "packing.png").stat().st_size > 0
