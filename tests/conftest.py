@@ -10,10 +10,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-from hydra import compose, initialize_config_dir
 
-from gmiexp.__main__ import conf_dir
-from gmiexp.config import Config, register_configs
+from gmiexp.compose import compose_config  # noqa: F401  (re-exported for the tests)
 
 TESTS_DIR = Path(__file__).resolve().parent
 FAST = ["task=Cartpole", "num_envs=32", "launch.progress=false", "train.horizon_length=16",
@@ -37,16 +35,6 @@ def run_cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
 def popen_cli(*args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "gmiexp", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=cli_env(), start_new_session=True)
-
-
-def compose_config(*overrides: str) -> Config:
-    """The typed Config that ``python -m gmiexp overrides`` would see (no launch)."""
-    from omegaconf import OmegaConf
-
-    register_configs()
-    with initialize_config_dir(config_dir=conf_dir(), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=list(overrides))
-    return OmegaConf.to_object(cfg)  # type: ignore[return-value]
 
 
 def descendants_alive(pid: int) -> list[psutil.Process]:

@@ -1,0 +1,80 @@
+"""Vanilla rl-games: one process, stock ``a2c_continuous``/``a2c_discrete`` agent, same task and PPO config.
+
+The peer gmiexp is measured against. It builds the same rl-games params as a
+gmiexp GMI would (``gmiexp.rl.params.build_params``) for one process holding
+all the environments, registers the same simulator adapter, and runs rl-games'
+own Runner untouched. Prints the same one-line summary as ``python -m gmiexp``.
+
+    python experiments/baseline_rlgames/run_baseline.py task=Ant num_envs=128 max_iterations=30
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rl_games.common.algo_observer import AlgoObserver
+from rl_games.torch_runner import Runner
+
+from gmiexp.compose import compose_config
+from gmiexp.launch.summary import one_line, steady_rate
+from gmiexp.planner import build_plan
+from gmiexp.rl.params import build_params
+from gmiexp.rl.ppo_role import register_env
+
+
+class RateObserver(AlgoObserver):
+    """Records (wall time, global frames) every epoch, like gmiexp's history."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[dict] = []
+        self.t0 = time.perf_counter()
+        self.algo = None
+
+    def after_init(self, algo) -> None:
+        self.algo = algo
+        self.t0 = time.perf_counter()
+
+    def after_print_stats(self, frame: int, epoch_num: int, total_time: float) -> None:
+        if self.rows and self.rows[-1]["iteration"] == epoch_num:
+            return
+        a = self.algo
+        reward = float(a.game_rewards.get_mean()[0]) if a.game_rewards.current_size else None
+        self.rows.append({"iteration": epoch_num, "wall_s": time.perf_counter() - self.t0,
+                          "frames": int(a.frame), "reward/mean": reward})
+
+
+def main(argv: list[str]) -> dict:
+    cfg = compose_config("num_gpus=1", "gmis_per_gpu=1", *argv)
+    run_dir = Path(tempfile.mkdtemp(prefix="baseline_rlgames_"))
+    plan, _ = build_plan(cfg, run_dir)
+    gmi = plan.gmis[0]
+    register_env(plan.task, gmi.sim_threads, "cpu", {})
+    params = build_params(plan, gmi, device="cpu")
+    params["torch_threads"] = "auto"  # rl-games' own default: min(4, cores)
+    obs = RateObserver()
+    runner = Runner(algo_observer=obs)  # stock agents, stock builders
+    runner.load({"params": params})
+    t0 = time.perf_counter()
+    runner.run({"train": True, "play": False, "checkpoint": None})
+    wall = time.perf_counter() - t0
+    rate = steady_rate(obs.rows, "frames", cumulative=True)
+    rewards = [r["reward/mean"] for r in obs.rows if r["reward/mean"] is not None]
+    summary = {
+        "status": "ok", "run_dir": str(run_dir), "wall_s": wall,
+        "config": {"task": plan.task["name"], "layout": "rl_games", "backend": "none", "reduction": "none",
+                   "gmis": 1, "num_envs": gmi.num_envs},
+        "metrics": {"perf/env_steps_per_s": rate, "reward/mean": rewards[-1] if rewards else None},
+        "history": obs.rows,
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    print(one_line(summary).replace("gmiexp ok", "rl_games baseline ok"), flush=True)
+    return summary
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,29 @@
+"""The wheel carries conf/ so an installed gmiexp finds its Hydra configs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_wheel_packages_conf(tmp_path: Path) -> None:
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(ROOT)],
+                   check=True, timeout=600)
+    wheel = next(tmp_path.glob("gmiexp-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    conf = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "conf").rglob("*.yaml"))
+    assert conf and all(f"gmiexp/{c}" in names for c in conf)
+    assert "gmiexp/__main__.py" in names
+
+
+def test_conf_dir_found_from_source_tree() -> None:
+    from gmiexp.__main__ import conf_dir
+
+    assert (Path(conf_dir()) / "config.yaml").is_file()
