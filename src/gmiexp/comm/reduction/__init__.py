@@ -1,32 +1,82 @@
-"""Gradient reduction strategies (paper section 4.1). ``resolve`` picks one for a plan; ``build`` makes it."""
+"""Gradient reduction strategies (paper section 4.1). ``resolve`` picks one for a plan; ``build`` makes it.
+
+* ``allreduce``: one flat gloo all-reduce (what rl-games does);
+* ``mpr``: multi-process reduction through host shared memory;
+* ``mrr``: multi-ring reduction (GMIs per GPU <= GPUs, even);
+* ``har``: hierarchical reduction (any layout);
+* ``auto``: the paper's Algorithm 1 over the plan's GMI-to-GPU map.
+"""
 
 from __future__ import annotations
 
 from gmiexp.comm.manager import GMIManager
+from gmiexp.comm.reduction.algorithm1 import mrr_limit, select
 from gmiexp.comm.reduction.base import Reduction
-from gmiexp.errors import invalid
+from gmiexp.errors import ConfigError, invalid
 from gmiexp.plan import Plan
 
 STRATEGIES = ("allreduce", "mpr", "mrr", "har", "auto")
-IMPLEMENTED = ("allreduce",)
+IMPLEMENTED = STRATEGIES
+
+
+def serving(plan: Plan) -> list[str]:
+    """The concrete strategies that can serve the plan's trainer layout."""
+    ok = ["mpr", "har", "allreduce"]
+    if len({plan.gmi(i).node for i in plan.trainer_group}) > 1:
+        ok.remove("mpr")  # shared memory needs one host
+    if mrr_limit(plan.gpu_map(plan.trainer_group)) is None:
+        ok.insert(1, "mrr")
+    return ok
 
 
 def resolve(name: str, plan: Plan) -> tuple[str, str]:
-    """The concrete strategy for ``plan`` and why (``auto`` runs Algorithm 1)."""
+    """The concrete strategy for ``plan`` and why (``auto`` runs Algorithm 1).
+
+    Raises ConfigError (exit 2) when the requested strategy cannot serve the layout.
+    """
     if name not in STRATEGIES:
         raise invalid("reduction", name, STRATEGIES)
-    if name not in IMPLEMENTED:
-        raise invalid("reduction", name, IMPLEMENTED, "the paper's strategies land with their own issue")
-    return name, f"reduction={name} requested"
+    mpl = plan.gpu_map(plan.trainer_group)
+    if name == "auto":
+        choice, reason = select(mpl)
+        return choice, f"{reason} (MPL={mpl})"
+    if name == "mrr":
+        why = mrr_limit(mpl)
+        if why is not None:
+            ok = ", ".join(serving(plan))
+            raise ConfigError(
+                f"invalid reduction: 'mrr' cannot serve this layout: {why} (MPL={mpl}); "
+                f"valid for this layout: {ok}, auto"
+            )
+    if name == "mpr" and "mpr" not in serving(plan):
+        raise ConfigError(
+            f"invalid reduction: 'mpr' needs every trainer GMI on one host; "
+            f"valid for this layout: {', '.join(serving(plan))}, auto"
+        )
+    return name, f"reduction={name} requested (MPL={mpl})"
 
 
 def build(name: str, mgr: GMIManager, members: list[int]) -> Reduction:
-    """Construct strategy ``name`` (collective across all GMIs)."""
+    """Construct strategy ``name`` (collective across all GMIs; ``auto`` is resolved first)."""
+    if name == "auto":
+        name, _ = resolve(name, mgr.plan)
     if name == "allreduce":
         from gmiexp.comm.reduction.allreduce import AllReduce
 
         return AllReduce(mgr, members)
-    raise invalid("reduction", name, IMPLEMENTED)
+    if name == "mpr":
+        from gmiexp.comm.reduction.mpr import MPR
+
+        return MPR(mgr, members)
+    if name == "mrr":
+        from gmiexp.comm.reduction.mrr import MRR
+
+        return MRR(mgr, members)
+    if name == "har":
+        from gmiexp.comm.reduction.har import HAR
+
+        return HAR(mgr, members)
+    raise invalid("reduction", name, STRATEGIES)
 
 
-__all__ = ["IMPLEMENTED", "STRATEGIES", "Reduction", "build", "resolve"]
+__all__ = ["IMPLEMENTED", "STRATEGIES", "Reduction", "build", "resolve", "select", "serving"]

@@ -1,0 +1,125 @@
+"""HAR, hierarchical reduction (paper section 4.1, Figure 4c).
+
+1. intra-GPU: the GMIs on one GPU reduce through host shared memory (MPR);
+2. inter-GPU: one leader per GPU all-reduces the GPU sums (NCCL on GPUs,
+   gloo on CPU); on CPU it works in place on the shared result buffer;
+3. intra-GPU broadcast: the other GMIs of the GPU read the total from the
+   shared buffer.
+
+Leader rule. The paper picks the GMI whose ``GMI_id % M == t`` (M GMIs per
+GPU, ``0 <= t < M``), which with GPU-major ids is the t-th GMI of each GPU.
+gmiexp uses that form so uneven layouts work too: the leader of GPU d is
+``mpl[d][t % len(mpl[d])]``, with ``t = 0`` by default (equal to the paper's
+rule on even layouts with GPU-major ids).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import torch
+
+from gmiexp.comm.manager import GMIManager
+from gmiexp.comm.reduction.base import Reduction
+from gmiexp.comm.reduction.collective import Collective, TorchCollective
+from gmiexp.comm.reduction.mpr import open_arena, segment_name
+from gmiexp.comm.reduction.shm import ShmArena
+
+
+def leaders(mpl: Sequence[Sequence[int]], t: int = 0) -> list[int]:
+    """The leader GMI of every GPU: the t-th GMI on it (cyclically on GPUs with fewer GMIs)."""
+    return [li[t % len(li)] for li in mpl]
+
+
+class Hierarchical:
+    """The HAR structure of one layout, as seen by ``rank``; ``name`` prefixes the shared segments."""
+
+    def __init__(
+        self,
+        mpl: Sequence[Sequence[int]],
+        rank: int,
+        coll: Collective,
+        name: str,
+        t: int = 0,
+        timeout_s: float | None = None,
+    ) -> None:
+        self.coll = coll
+        self.rank = rank
+        self.leaders = leaders(mpl, t)
+        coll.prepare([self.leaders])
+        self.local: list[int] = next((list(li) for li in mpl if rank in li), [])
+        self.is_leader = rank in self.leaders
+        self.arena: ShmArena | None = None
+        # one arena per GPU; every GMI takes part in the single construction barrier
+        dev = next((d for d, li in enumerate(mpl) if rank in li), None)
+        label = f"{name}g{dev if dev is not None else 'x'}"
+        self.arena = open_arena(label, self.local, rank, coll, timeout_s)
+
+    def _inter(self, result: torch.Tensor, flat: torch.Tensor) -> bool:
+        """Leader step: all-reduce the GPU sum among leaders, in place in the shared buffer."""
+        if flat.is_cuda:  # through the device (NCCL), then back to the shared buffer for the others
+            flat.copy_(result)
+            self.coll.all_reduce(flat, self.leaders)
+            result.copy_(flat)
+            return True
+        self.coll.all_reduce(result, self.leaders)
+        return False
+
+    def reduce(self, flat: torch.Tensor, divisor: int | None = None) -> None:
+        """Sum ``flat`` in place over every GMI of the layout (then divide by ``divisor`` if given)."""
+        if not self.local:
+            return
+        if self.arena is None:  # alone on its GPU: it is the leader
+            self.coll.all_reduce(flat, self.leaders)
+            if divisor:
+                flat.div_(divisor)
+            return
+        inter = len(self.leaders) > 1
+        step = self._inter if (inter and self.is_leader) else None
+        self.arena.allreduce(flat, divisor, leader_step=step, has_leader_step=inter)
+
+    def close(self) -> None:
+        if self.arena is not None:
+            self.arena.close()
+            self.arena = None
+
+
+class HAR(Reduction):
+    """Hierarchical reduction over the members' GMI-to-GPU map; uneven GMIs per GPU allowed."""
+
+    name = "har"
+
+    def __init__(
+        self,
+        mgr: GMIManager,
+        members: list[int],
+        *,
+        collective: Collective | None = None,
+        t: int = 0,
+        timeout_s: float | None = None,
+    ) -> None:
+        super().__init__(mgr, members)
+        self.tree = Hierarchical(
+            mgr.plan.gpu_map(self.members),
+            mgr.rank,
+            collective or TorchCollective(mgr),
+            segment_name(mgr, "har"),
+            t=t,
+            timeout_s=timeout_s,
+        )
+
+    def allreduce_(self, flat: torch.Tensor, average: bool = True) -> torch.Tensor:
+        """As :meth:`Reduction.allreduce_`, with the averaging fused into the shared-memory copy out."""
+        t0 = time.perf_counter()
+        if len(self.members) > 1 and self.is_member:
+            self.tree.reduce(flat, len(self.members) if average else None)
+        self.comm_s += time.perf_counter() - t0
+        self.calls += 1
+        return flat
+
+    def _reduce(self, flat: torch.Tensor) -> None:
+        self.tree.reduce(flat)
+
+    def close(self) -> None:
+        self.tree.close()

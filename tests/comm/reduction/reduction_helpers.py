@@ -1,0 +1,140 @@
+"""Shared helpers of the reduction tests: plans from layouts, thread and process drivers, checks."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import traceback
+import uuid
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from gmiexp.plan import GMI, Plan
+
+
+def plan_of(counts: list[int], trainers: list[int] | None = None) -> Plan:
+    """GPU-major plan with ``counts[d]`` GMIs on logical GPU d."""
+    gmis, k = [], 0
+    for d, c in enumerate(counts):
+        for i in range(c):
+            gmis.append(GMI(id=k, device=d, local_index=i, roles=["trainer"]))
+            k += 1
+    group = list(range(k)) if trainers is None else trainers
+    return Plan(gmis=gmis, layout="tcg_ex", backend="direct", reduction="", trainer_group=group)
+
+
+def inputs_for(world: int, numel: int, seed: int) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(numel, generator=g) * (1 + r) for r in range(world)]
+
+
+def check(results: dict[int, torch.Tensor], inputs: list[torch.Tensor], members: list[int], average: bool) -> None:
+    """Bitwise identical on every member, and within float32 error of the float64 sum (or mean)."""
+    first = results[members[0]]
+    for m in members:
+        assert torch.equal(results[m], first), f"member {m} differs from member {members[0]}"
+    xs = torch.stack([inputs[m].double() for m in members])
+    ref = xs.sum(0)
+    bound = len(members) * 2.0**-23 * xs.abs().sum(0) + 1e-30
+    if average:
+        ref, bound = ref / len(members), bound / len(members)
+    err = (first.double() - ref).abs()
+    assert bool((err <= bound).all()), f"max error {float(err.max())} above float32 bound"
+
+
+def shm_leftovers(tag: str) -> list[str]:
+    return [f for f in os.listdir("/dev/shm") if tag in f]
+
+
+def new_tag() -> str:
+    return "t" + uuid.uuid4().hex[:10]
+
+
+def make(strategy: str, mgr, members, coll, timeout_s: float = 20.0):
+    from gmiexp.comm.reduction.har import HAR
+    from gmiexp.comm.reduction.mpr import MPR
+    from gmiexp.comm.reduction.mrr import MRR
+
+    if strategy == "mpr":
+        return MPR(mgr, members, collective=coll, timeout_s=timeout_s)
+    if strategy == "har":
+        return HAR(mgr, members, collective=coll, timeout_s=timeout_s)
+    if strategy == "mrr":
+        return MRR(mgr, members, collective=coll)
+    raise ValueError(strategy)
+
+
+def run_threads(plan: Plan, strategy: str, inputs: list[torch.Tensor], average: bool = True,
+                calls: int = 1) -> dict[int, torch.Tensor]:
+    """Every GMI of ``plan`` as a thread of this process, with shared memory and a LocalCollective."""
+    from gmiexp.comm.manager import GMIManager
+    from gmiexp.comm.reduction.collective import LocalWorld
+
+    world = LocalWorld(plan.world_size, timeout_s=30)
+    results: dict[int, torch.Tensor] = {}
+    errors: list[str] = []
+
+    def member(rank: int) -> None:
+        try:
+            mgr = GMIManager(plan, rank)
+            red = make(strategy, mgr, plan.trainer_group, world.collective(rank))
+            try:
+                for _ in range(calls):
+                    x = inputs[rank].clone()
+                    red.allreduce_(x, average=average)
+                results[rank] = x
+            finally:
+                red.close()
+        except BaseException:
+            errors.append(traceback.format_exc())
+
+    threads = [threading.Thread(target=member, args=(r,), daemon=True) for r in range(plan.world_size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads), "a member thread hung"
+    assert not errors, errors[0]
+    return results
+
+
+# ---- real processes (spawned) ------------------------------------------------
+def proc_main(rank: int, counts: list[int], port: int, tag: str, out: str, strategies: list[str],
+              numel: int, kill_rank: int = -1, timeout_s: float = 20.0) -> None:
+    """One GMI: gloo default group, build() each strategy, reduce twice, save results."""
+    os.environ["GMIEXP_RUN_TAG"] = tag
+    os.environ["GMIEXP_REDUCTION_TIMEOUT_S"] = str(timeout_s)
+    import signal
+
+    import torch.distributed as dist
+
+    from gmiexp.comm.manager import GMIManager
+    from gmiexp.comm.reduction import build, shm
+
+    shm.DEFAULT_TIMEOUT_S = timeout_s
+    torch.set_num_threads(1)
+    plan = plan_of(counts)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=plan.world_size)
+    mgr = GMIManager(plan, rank)
+    inputs = inputs_for(plan.world_size, numel, seed=7)
+    for s in strategies:
+        red = build(s, mgr, plan.trainer_group)
+        x = inputs[rank].clone()
+        red.allreduce_(x, average=False)
+        if rank == kill_rank:
+            os.kill(os.getpid(), signal.SIGKILL)
+        t0 = time.monotonic()
+        try:
+            y = inputs[rank].clone()
+            red.allreduce_(y, average=True)
+        except Exception as e:  # the kill test expects this on the survivors
+            Path(out, f"{s}_{rank}.err").write_text(f"{type(e).__name__} {time.monotonic() - t0:.3f} {e}")
+            os._exit(0)
+        np.save(Path(out, f"{s}_{rank}_sum.npy"), x.numpy())
+        np.save(Path(out, f"{s}_{rank}_mean.npy"), y.numpy())
+        red.close()
+    dist.destroy_process_group()
