@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from gmitest import compose_config, run_cli
 
-from conftest import compose_config, run_cli
 from gmiexp.app import run
 
 CLI_CASES = [

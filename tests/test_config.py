@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from gmitest import compose_config, run_cli
 
-from conftest import compose_config, run_cli
 from gmiexp.__main__ import conf_dir
 from gmiexp.config import GROUP_SCHEMAS, Config
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import psutil
 import pytest
+from gmitest import FAST, popen_cli, run_cli
 
-from conftest import FAST, popen_cli, run_cli
 from gmiexp.launch.status import read_status
 
 
@@ -97,7 +97,8 @@ def test_ctrl_c_stops_cleanly(tmp_path: Path, no_orphans: None) -> None:
 
 
 def test_inprocess_single_gmi(tmp_path: Path) -> None:
-    from conftest import compose_config
+    from gmitest import compose_config
+
     from gmiexp.app import run
 
     cfg = compose_config(*FAST, "num_gpus=1", "gmis_per_gpu=1", "launch.inprocess=true", "max_iterations=2")
@@ -108,7 +109,8 @@ def test_inprocess_single_gmi(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("gmis", [2])
 def test_inprocess_refuses_multi_gmi_plans(gmis: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from conftest import compose_config
+    from gmitest import compose_config
+
     from gmiexp.app import run
 
     cfg = compose_config(*FAST, f"gmis_per_gpu={gmis}", "launch.inprocess=true")

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from gmitest import FAST, run_cli
 
-from conftest import FAST, run_cli
 from gmiexp.launch.status import read_history
 
 

@@ -1,0 +1,54 @@
+"""Test helpers: run the CLI in a subprocess, compose configs in-process, find leftover GMI processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+
+from gmiexp.compose import compose_config  # noqa: F401  (re-exported for the tests)
+
+TESTS_DIR = Path(__file__).resolve().parents[1]
+FAST = ["task=Cartpole", "num_envs=32", "launch.progress=false", "train.horizon_length=16",
+        "train.minibatch_size=256", "train.mini_epochs=2"]
+
+
+def cli_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(TESTS_DIR / "helpers"), env.get("PYTHONPATH", "")])
+    env["WANDB_MODE"] = "offline"
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    return env
+
+
+def run_cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    """``python -m gmiexp args`` with the test helpers importable (user roles)."""
+    return subprocess.run([sys.executable, "-m", "gmiexp", *args], capture_output=True, text=True,
+                          timeout=timeout, env=cli_env())
+
+
+def popen_cli(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "gmiexp", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=cli_env(), start_new_session=True)
+
+
+def descendants_alive(pid: int) -> list[psutil.Process]:
+    try:
+        return [p for p in psutil.Process(pid).children(recursive=True) if p.is_running()]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def gmiexp_workers(run_dir: Path) -> list[psutil.Process]:
+    """GMI worker processes of the run in ``run_dir`` still alive (their command line names its plan)."""
+    out = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        cmd = " ".join(p.info.get("cmdline") or [])
+        if "gmiexp.launch.worker" in cmd and str(run_dir) in cmd and p.info["status"] != psutil.STATUS_ZOMBIE:
+            out.append(p)
+    return out
+
+
