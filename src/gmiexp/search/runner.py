@@ -25,9 +25,14 @@ OWN_KEYS = ("mode", "num_gpus", "gmis_per_gpu", "num_envs", "max_iterations", "e
             "hydra", "launch", "logger")
 
 
-def validate(search: Any) -> str:
+def variant(cfg: Config) -> str:
+    """``search.variant`` once the schema has it, else ``extra.search_variant``; default the paper's."""
+    return str(getattr(cfg.search, "variant", None) or (cfg.extra or {}).get("search_variant", "paper"))
+
+
+def validate(search: Any, method: str = "paper") -> str:
     """Check the search config; return the method name (paper | cn | grid)."""
-    method = "grid" if search.grid else str(getattr(search, "variant", "paper"))
+    method = "grid" if search.grid else method
     if method not in METHODS:
         raise invalid("search.variant", method, [m for m in METHODS if m != "grid"])
     if search.max_gmis_per_gpu < 1:
@@ -53,7 +58,7 @@ def user_overrides(cfg: Config) -> list[str]:
         given = list(HydraConfig.get().overrides.task)
     except ValueError:  # not inside a Hydra app (tests, library use)
         given = [f"{g}={OmegaConf.select(cfg, f'{g}.name')}" for g in output.GROUPS if g != "train"]
-    return [o for o in given if _key(o).split(".")[0] not in OWN_KEYS]
+    return [o for o in given if _key(o).split(".")[0] not in OWN_KEYS and _key(o) != "extra.search_variant"]
 
 
 def group_choices(overrides: Sequence[str]) -> dict[str, str]:
@@ -111,7 +116,7 @@ def emit_preset(cfg: Config, run_dir: Path, outcome: SearchOutcome, overrides: l
 
 def run_search(cfg: Config, run_dir: Path) -> dict[str, Any]:
     """Run Algorithm 2 (or the grid) with real profiles; write search.json and the preset; return a report."""
-    method = validate(cfg.search)
+    method = validate(cfg.search, variant(cfg))
     overrides = user_overrides(cfg)
     s = cfg.search
     profile: Profiler = SubprocessProfiler(

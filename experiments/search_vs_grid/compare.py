@@ -1,0 +1,65 @@
+"""Compare mode=search runs with a grid run over the same space: pick quality and profiling cost.
+
+Quality: the grid's measurement at each search's pick against the grid's best. Cost: profiling seconds
+(cached points count what they cost when measured). Writes CSV and a PNG heat map of the grid's projected
+throughput with the points the first search visited.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from plotting import plt, results_dir, save, write_csv  # noqa: E402
+
+MARKS = {"best": "*", "candidate": "o", "init": "i", "saturated": "S", "unrunnable": "x"}
+
+
+def row(name, search, grid, est):
+    best = max(est.values())
+    at_pick = est.get((search["gmis_per_gpu"], search["num_envs"]), 0.0)
+    return {"run": name, "method": search["method"], "pick": f"G={search['gmis_per_gpu']} N={search['num_envs']}",
+            "grid_pick": f"G={grid['gmis_per_gpu']} N={grid['num_envs']}",
+            "grid_best_env_steps_per_s": round(best, 1), "grid_at_pick": round(at_pick, 1),
+            "quality": round(at_pick / best, 3), "profiles": search["profiles"], "grid_profiles": grid["profiles"],
+            "profile_s": round(search["profile_s"], 1), "grid_profile_s": round(grid["profile_s"], 1),
+            "cost_ratio": round(search["profile_s"] / grid["profile_s"], 3)}
+
+
+def heatmap(search, grid, est, r, out):
+    gs = sorted({g for g, _ in est}, reverse=True)
+    ns = sorted({n for _, n in est})
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    im = ax.imshow([[est.get((g, n), 0.0) for n in ns] for g in gs], aspect="auto", cmap="viridis")
+    fig.colorbar(im, ax=ax, label="grid: projected env steps/s")
+    for s in search["trace"]:
+        ax.text(ns.index(s["num_envs"]), gs.index(s["gmis_per_gpu"]), MARKS[s["decision"]], ha="center",
+                va="center", color="w", fontsize=11)
+    for pick, color in (((search["gmis_per_gpu"], search["num_envs"]), "red"),
+                        ((grid["gmis_per_gpu"], grid["num_envs"]), "white")):
+        ax.add_patch(plt.Rectangle((ns.index(pick[1]) - 0.45, gs.index(pick[0]) - 0.45), 0.9, 0.9, fill=False,
+                                   ec=color, lw=2))
+    ax.set_xticks(range(len(ns)), ns)
+    ax.set_yticks(range(len(gs)), gs)
+    ax.set_xlabel("num_envs per GMI")
+    ax.set_ylabel("GMIs per device")
+    ax.set_title(f"Algorithm 2 ({search['method']}) visits: i init, o/* candidate/new best, S saturated, x crash\n"
+                 f"red box: search pick, white: grid pick; quality {r['quality']:.0%}, "
+                 f"cost {r['cost_ratio']:.0%} of grid", fontsize=9)
+    save(fig, out / "search_vs_grid.png")
+
+
+def main(grid_path, *search_paths):
+    grid = json.loads(Path(grid_path).read_text())
+    est = {(s["gmis_per_gpu"], s["num_envs"]): s["estimate"] or 0.0 for s in grid["trace"]}
+    runs = [(Path(p).parent.name, json.loads(Path(p).read_text())) for p in search_paths
+            if Path(p).resolve() != Path(grid_path).resolve()]
+    rows = [row(name, s, grid, est) for name, s in runs]
+    out = results_dir(__file__)
+    write_csv(rows, out / "search_vs_grid.csv")
+    print(json.dumps(rows, indent=1))
+    heatmap(runs[0][1], grid, est, rows[0], out)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -1,0 +1,19 @@
+#!/bin/sh
+# Algorithm 2 (paper and Chinese-summary variants) vs the grid over the same space on this host.
+# The grid profiles every point into a fresh cache; each search then runs against that cache, so it sees the
+# very measurements the grid took and its cost is the profiling time of the points it visited (cached points
+# keep what they cost). LIVE=1 also runs the paper's search with its own fresh profiles.
+#   sh experiments/search_vs_grid/run.sh      (CPU, torch Cartpole, GMIs 3..1 x num_envs 128..16384: ~12 min)
+set -e
+cd "$(dirname "$0")/../.."
+OUT=experiments/search_vs_grid/results
+export GMIEXP_CACHE_DIR=$OUT/cache GMIEXP_PRESET_DIR=$OUT/presets
+rm -rf "$GMIEXP_CACHE_DIR"
+SPACE="task=Cartpole search.max_gmis_per_gpu=${MAX_GMIS:-3} search.num_envs=${NUM_ENVS:-[128,256,512,1024,2048,4096,8192,16384]} \
+search.warmup_iterations=3 search.profile_iterations=10 search.timeout_s=400"
+L="flock /tmp/gmiexp-bench.lock .venv/bin/python -m gmiexp mode=search $SPACE"
+$L search.grid=true search.output=grid.yaml hydra.run.dir=$OUT/grid
+$L search.output=paper.yaml hydra.run.dir=$OUT/paper
+$L +extra.search_variant=cn search.output=cn.yaml hydra.run.dir=$OUT/cn
+if [ -n "$LIVE" ]; then $L search.cache=false search.output=live.yaml hydra.run.dir=$OUT/live; fi
+.venv/bin/python experiments/search_vs_grid/compare.py $OUT/grid/search.json $OUT/*/search.json
