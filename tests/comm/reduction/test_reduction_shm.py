@@ -1,5 +1,6 @@
 """The shared-memory engine: permissions, cleanup, size agreement, time-outs, dead peers."""
 
+import os
 import signal
 import subprocess
 import sys
@@ -58,6 +59,7 @@ def test_segments_are_owner_only_and_gone_after_join_and_close():
     tag = new_tag()
     a0 = ShmArena.create(f"gmiexp_{tag}_x", 2)
     assert a0.header.mode == 0o600
+    assert os.stat(f"/dev/shm/gmiexp_{tag}_x").st_mode & 0o777 == 0o600
     assert shm_leftovers(tag) == [f"gmiexp_{tag}_x"]
     a1 = ShmArena.attach(f"gmiexp_{tag}_x", 2, 1)
     in_threads([a0.join, a1.join])

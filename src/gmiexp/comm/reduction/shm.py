@@ -190,9 +190,10 @@ class Segment:
         return os.fstat(self.fd).st_mode & 0o777
 
     def unlink(self) -> None:
-        """Remove the name; the mapping stays valid until closed."""
+        """Remove the name (once: a later segment of the same name is not ours); the mapping stays valid."""
         if self.created:
             _unlink(self.name)
+            self.created = False
 
     def close(self) -> None:
         self.unlink()
