@@ -33,6 +33,7 @@ INPROCESS_CASES = [
     (["train.lr_schedule=cosine"], "invalid train.lr_schedule: 'cosine'; valid: adaptive, linear, identity"),
     (["task.env_id=Ant-v99"], "invalid envpool env_id: 'Ant-v99'"),
     (["logger.mode=sometimes", "logger=wandb"], "invalid logger.mode"),
+    (["hardware=dgx_a100"], "presets only plan (mode=plan)"),
 ]
 
 

@@ -23,6 +23,9 @@ def run_train(cfg: Config, run_dir: Path) -> dict:
     from gmiexp.planner import build_plan
 
     plan, backend = build_plan(cfg, run_dir)
+    if backend.hardware.is_preset:
+        raise ConfigError(f"invalid hardware={cfg.hardware.name} for mode=train: presets only plan (mode=plan); "
+                          "valid for running: auto, cpu")
     try:
         summary = launch(plan, backend, run_dir)
     except (LaunchError, Interrupted) as e:

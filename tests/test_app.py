@@ -1,0 +1,37 @@
+"""The CLI's modes: plan prints a complete Plan and launches nothing; doctor reports the host."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from gmitest import run_cli
+
+from gmiexp.plan import Plan
+
+
+def test_plan_mode_dgx_mps_prints_complete_plan(tmp_path: Path) -> None:
+    r = run_cli("mode=plan", "hardware=dgx_a100", "num_gpus=4", "gmis_per_gpu=3", "backend=mps",
+                f"hydra.run.dir={tmp_path}")
+    assert r.returncode == 0, r.stderr
+    plan = Plan.from_dict(yaml.safe_load(r.stdout))
+    assert plan.world_size == 12 and plan.backend == "mps"
+    assert [g.env["CUDA_VISIBLE_DEVICES"] for g in plan.gmis[::3]] == ["0", "1", "2", "3"]
+    assert all(g.env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "33" for g in plan.gmis)
+    assert any("nvidia-cuda-mps-control -d" in c for c in plan.setup_commands)
+    assert any("quit" in c for c in plan.teardown_commands)
+    assert not (tmp_path / "gmis").exists() and not (tmp_path / "mps").exists()
+
+
+def test_plan_mode_h200_mig(tmp_path: Path) -> None:
+    r = run_cli("mode=plan", "hardware=h200x1", "gmis_per_gpu=3", "backend=mig", f"hydra.run.dir={tmp_path}")
+    assert r.returncode == 0, r.stderr
+    plan = Plan.from_dict(yaml.safe_load(r.stdout))
+    assert {g.share for g in plan.gmis} == {"2g.35gb"}
+    assert any("nvidia-smi mig -i 0 -cgi" in c for c in plan.setup_commands)
+
+
+def test_doctor_mode(tmp_path: Path) -> None:
+    r = run_cli("mode=doctor", f"hydra.run.dir={tmp_path}")
+    assert r.returncode == 0, r.stderr
+    assert "gmiexp doctor" in r.stdout and "direct yes" in r.stdout
