@@ -23,6 +23,7 @@ HERE = Path(__file__).resolve().parent
 SIZES = (110_000, 290_000, 1_500_000)  # Table 7 model sizes (AT, HM, SH)
 LAYOUTS = ("1G2T", "1G4T", "2G2T", "2G3T", "4G4T")
 STRATEGIES = ("mpr", "allreduce", "mrr", "har")
+COLUMNS = ("mpr", "mpr-buf", "allreduce", "mrr", "har")
 
 
 def parse_layout(s: str) -> tuple[int, int]:
@@ -61,12 +62,17 @@ def worker(rank: int, g: int, t: int, port: int, sizes: list[int], iters: int, w
     gen = torch.Generator().manual_seed(rank)
     for n in sizes:
         x = torch.randn(n, generator=gen)
-        for name, red in reds.items():
+        runs = [(name, red, x) for name, red in reds.items()]
+        if "mpr" in reds:  # gradients flattened straight into the shared slot: no copy in
+            buf = reds["mpr"].buffer(n)
+            buf.copy_(x)
+            runs.insert(1, ("mpr-buf", reds["mpr"], buf))
+        for name, red, flat in runs:
             times = []
             for k in range(warmup + iters):
                 dist.barrier()
                 t0 = time.perf_counter()
-                red.allreduce_(x)
+                red.allreduce_(flat)
                 dt = time.perf_counter() - t0
                 if k >= warmup:
                     times.append(dt)
@@ -156,21 +162,23 @@ def render(records: list[dict], cores: int) -> str:
     by = {(r["layout"], r["params"], r["strategy"]): r for r in records}
     keys = sorted({(r["layout"], r["params"]) for r in records}, key=lambda k: (LAYOUTS.index(k[0])
                   if k[0] in LAYOUTS else 99, k[1]))
-    head = ["layout", "params"] + [f"{s} mean/p95 ms" for s in STRATEGIES] + [
-        "bound ms", "gloo/MPR", "MPR/bound"]
+    head = ["layout", "params"] + [f"{s} mean/p95 ms" for s in COLUMNS] + [
+        "bound ms", "gloo/MPR", "gloo/MPR-buf", "MPR/bound", "MPR-buf/bound"]
     lines = [f"memcpy bound: 2 x GMIs x gradient bytes, one core, / {cores} cores; "
              "latency = slowest member per call", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for lay, n in keys:
         cells = [lay, f"{n:.2g}"]
-        for s in STRATEGIES:
+        for s in COLUMNS:
             r = by.get((lay, n, s))
             cells.append(f"{r['mean_ms']:.2f} / {r['p95_ms']:.2f}" if r else "n/a")
-        bound = next(by[(lay, n, s)]["bound_ms"] for s in STRATEGIES if (lay, n, s) in by)
-        mpr, glo = by.get((lay, n, "mpr")), by.get((lay, n, "allreduce"))
+        bound = next(by[(lay, n, s)]["bound_ms"] for s in COLUMNS if (lay, n, s) in by)
+        mpr, buf, glo = (by.get((lay, n, s)) for s in ("mpr", "mpr-buf", "allreduce"))
         cells.append(f"{bound:.2f}")
-        cells.append(f"{glo['mean_ms'] / mpr['mean_ms']:.1f}x" if mpr and glo else "n/a")
-        cells.append(f"{mpr['mean_ms'] / bound:.2f}x" if mpr else "n/a")
+        for m in (mpr, buf):
+            cells.append(f"{glo['mean_ms'] / m['mean_ms']:.1f}x" if m and glo else "n/a")
+        for m in (mpr, buf):
+            cells.append(f"{m['mean_ms'] / bound:.2f}x" if m else "n/a")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -177,3 +177,21 @@ def test_stale_segment_of_same_name_is_replaced():
     for a in (stale, fresh, peer):
         a.close()
     assert shm_leftovers(tag) == []
+
+
+def test_reducing_in_the_shared_buffer_skips_the_copy_and_is_correct():
+    tag = new_tag()
+    arenas = open_threads(f"gmiexp_{tag}_b", 3)
+    bufs, _ = in_threads([lambda i=i: arenas[i].buffer(40_000) for i in range(3)])
+    assert bufs[0].data_ptr() == arenas[0]._slots[0].ctypes.data
+    for step in range(3):
+        for i in range(3):
+            bufs[i].copy_(torch.arange(40_000, dtype=torch.float32) * (i + step))
+        _, errs = in_threads([lambda i=i: arenas[i].allreduce(bufs[i], divisor=3) for i in range(3)])
+        assert not errs, errs
+        ref = torch.arange(40_000, dtype=torch.float64) * (1 + step)
+        for b in bufs.values():
+            assert torch.equal(b, bufs[0]) and torch.allclose(b.double(), ref, rtol=1e-6)
+    for a in arenas:
+        a.close()
+    assert shm_leftovers(tag) == []

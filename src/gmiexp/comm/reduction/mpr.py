@@ -79,6 +79,16 @@ class MPR(Reduction):
         self.calls += 1
         return flat
 
+    def buffer(self, numel: int) -> torch.Tensor:
+        """A CPU float32 tensor to flatten gradients into; reducing it skips one copy (collective).
+
+        Every member calls it with the same ``numel``; non-members and
+        single-member groups get a private tensor.
+        """
+        if self.arena is None:
+            return torch.empty(numel)
+        return self.arena.buffer(numel)
+
     def _reduce(self, flat: torch.Tensor) -> None:
         if self.arena is not None:
             self.arena.allreduce(flat)

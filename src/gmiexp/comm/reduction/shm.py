@@ -402,6 +402,27 @@ class ShmArena:
             self._registered = False
 
     # ---- the reduction -----------------------------------------------------
+    def buffer(self, numel: int) -> torch.Tensor:
+        """The slot of this member as a float32 CPU tensor of ``numel`` elements (collective: same numel).
+
+        Gradients flattened straight into it skip the copy into shared memory
+        in :meth:`allreduce`; it stays valid until a call needs more elements.
+        """
+        try:
+            self._mine[_M_NUMEL] = numel
+            self.barrier()
+            numels = self._numels.tolist()
+            if any(x != numel for x in numels):
+                raise self._fail(f"members of {self.name} ask for buffers of different sizes: {numels}")
+            if numel > self.capacity:
+                self._grow(numel)
+        except ReductionTimeout:
+            raise
+        except BaseException:
+            self._fail("")
+            raise
+        return torch.from_numpy(self._slots[self.index][:numel])
+
     def allreduce(
         self,
         flat: torch.Tensor,
@@ -485,6 +506,8 @@ class ShmArena:
 
     def _write(self, flat: torch.Tensor, mine: np.ndarray | None, numel: int, lo: int, hi: int) -> None:
         slot = self._slots[self.index]
+        if mine is not None and mine.ctypes.data == slot.ctypes.data:
+            return  # ``flat`` is this member's slot (see :meth:`buffer`): nothing to copy in
         if mine is not None:  # own chunk [lo, hi) is read from ``mine`` directly
             np.copyto(slot[:lo], mine[:lo])
             np.copyto(slot[hi:numel], mine[hi:])
