@@ -36,7 +36,8 @@ def main(argv):
     ax.axhline(1.0, color="k", lw=0.8, ls="--")
     ax.set_ylabel("throughput / (1 device, 1 process)")
     ax.set_title("Sync. training throughput (Fig. 7b)")
-    ax.legend(fontsize=8)
+    ax.set_ylim(0, max(row["normalised"] for row in rows) * 1.35)
+    ax.legend(fontsize=8, loc="upper left")
     save(fig, out / "fig7_throughput.png")
 
 
