@@ -177,7 +177,7 @@ def markdown(table: list[dict[str, Any]], root: Path, base: Run, images: Sequenc
 
 def fmt(v: Any) -> str:
     if isinstance(v, float):
-        return f"{v:,.3f}" if abs(v) < 10 else f"{v:,.0f}"
+        return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.1f}" if abs(v) >= 10 else f"{v:.3f}"
     return "" if v is None else str(v)
 
 
