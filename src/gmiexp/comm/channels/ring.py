@@ -1,0 +1,290 @@
+"""Single-producer/single-consumer slot ring in one shared-memory segment.
+
+Only counters cross processes: the producer copies a payload into the next free slot, writes the
+slot header (sequence number, dtype, shape, tag, first row) and then advances ``head``; the
+consumer reads ``head``, takes a zero-copy tensor view of the slot and advances ``tail`` when it
+releases it. No pickling, no file descriptor per tensor, memory bounded by ``n_slots * slot_bytes``.
+
+Ordering relies on x86-64's total store order (data stores become visible before the counter
+store, loads are not reordered with loads); CPython performs the stores in program order.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+
+from gmiexp.comm.channels import segment
+from gmiexp.comm.channels.wait import Backoff, PeerDied, pid_alive
+from gmiexp.errors import invalid
+
+OnFull = Literal["block", "drop"]
+ON_FULL = ("block", "drop")
+
+_MAGIC = 0x474D4952494E4731  # "GMIRING1"
+_HDR = 256  # bytes: config words, then head / tail / dropped on their own cache lines
+_W_MAGIC, _W_NSLOTS, _W_SLOTB, _W_PROD, _W_CONS, _W_CLOSED = 0, 1, 2, 3, 4, 5
+_W_HEAD, _W_TAIL, _W_DROPPED = 8, 16, 24
+_SLOT_HDR = 128  # bytes: nbytes, seq, dtype, ndim, shape[8], tag, row0
+_MAX_NDIM = 8
+_ALIGN = 64
+
+DTYPES: tuple[torch.dtype, ...] = (
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    torch.bool,
+)
+_DTYPE_CODE = {d: i for i, d in enumerate(DTYPES)}
+
+
+class ChannelClosed(EOFError):
+    """The producer closed the ring and every item was consumed."""
+
+
+@dataclass(frozen=True)
+class RingSpec:
+    """What a process needs to attach: the segment name (sizes are read from its header)."""
+
+    name: str
+
+
+@dataclass
+class Item:
+    """One received transfer: a zero-copy view valid until the consumer releases it."""
+
+    seq: int
+    tag: int
+    row0: int
+    data: torch.Tensor
+
+
+def _round_up(n: int, a: int) -> int:
+    return (n + a - 1) // a * a
+
+
+def as_bytes(t: torch.Tensor) -> torch.Tensor:
+    """Flat uint8 view of a contiguous CPU tensor (copies only if it is not contiguous)."""
+    t = t.contiguous().reshape(-1)
+    return t.view(torch.uint8) if t.dtype != torch.uint8 else t
+
+
+class SlotRing:
+    """A preallocated SPSC ring of ``n_slots`` fixed-size slots. Create in one process, attach in the other.
+
+    Either end's ``close()`` unlinks the name (the channel is point to point); mappings survive,
+    so items already delivered stay readable after the producer exits or is killed.
+    """
+
+    def __init__(self, seg: segment.Segment, on_full: OnFull = "block", backoff: Backoff | None = None) -> None:
+        if on_full not in ON_FULL:
+            raise invalid("on_full", on_full, ON_FULL)
+        self._seg = seg
+        self.on_full = on_full
+        self.backoff = backoff or Backoff()
+        self._w = memoryview(seg.buf).cast("B").cast("Q")
+        if self._w[_W_MAGIC] != _MAGIC:
+            raise ValueError(f"segment {seg.name} is not a gmiexp ring")
+        self.n_slots = int(self._w[_W_NSLOTS])
+        self.slot_bytes = int(self._w[_W_SLOTB])
+        self._stride = _round_up(_SLOT_HDR + self.slot_bytes, _ALIGN)
+        whole = torch.frombuffer(seg.buf, dtype=torch.uint8)
+        self._data = [
+            whole[self._off(i) + _SLOT_HDR : self._off(i) + _SLOT_HDR + self.slot_bytes] for i in range(self.n_slots)
+        ]
+        self._hdr = [
+            np.frombuffer(seg.buf, dtype=np.uint64, count=_SLOT_HDR // 8, offset=self._off(i))
+            for i in range(self.n_slots)
+        ]
+        self._seq = 0  # producer: attempts so far (gaps seen by the consumer = drops)
+        self._rd = int(self._w[_W_TAIL])  # consumer: next item to hand out
+        self._reserved = False
+
+    # ---- construction -------------------------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        name: str,
+        n_slots: int,
+        slot_bytes: int,
+        tag: str | None = None,
+        on_full: OnFull = "block",
+        backoff: Backoff | None = None,
+    ) -> SlotRing:
+        """Create a ring segment ``gmiexp_<tag>_<name>_*`` (mode 0600)."""
+        if n_slots < 1:
+            raise invalid("n_slots", n_slots, ">= 1")
+        if slot_bytes < 1:
+            raise invalid("slot_bytes", slot_bytes, ">= 1")
+        if on_full not in ON_FULL:
+            raise invalid("on_full", on_full, ON_FULL)
+        stride = _round_up(_SLOT_HDR + slot_bytes, _ALIGN)
+        seg = segment.create(segment.segment_name(name, tag), _HDR + n_slots * stride)
+        w = memoryview(seg.buf).cast("B").cast("Q")
+        w[_W_NSLOTS], w[_W_SLOTB], w[_W_MAGIC] = n_slots, slot_bytes, _MAGIC
+        w.release()
+        return cls(seg, on_full, backoff)
+
+    @classmethod
+    def attach(
+        cls, spec: RingSpec, on_full: OnFull = "block", backoff: Backoff | None = None, seal: bool = False
+    ) -> SlotRing:
+        """Attach by name; ``seal=True`` unlinks the name at once (no leftover even after a SIGKILL)."""
+        ring = cls(segment.attach(spec.name), on_full, backoff)
+        if seal:
+            ring.seal()
+        return ring
+
+    @property
+    def spec(self) -> RingSpec:
+        return RingSpec(self._seg.name)
+
+    def __reduce__(self) -> tuple:
+        return (_attach_for_pickle, (self.spec, self.on_full, self.backoff))
+
+    def seal(self) -> None:
+        """Remove the name now that both ends have mapped it."""
+        self._seg.unlink()
+
+    def close(self) -> None:
+        """Mark the producer side closed (if we produced), unlink the name, unmap when views are gone."""
+        if self._w[_W_PROD] == os.getpid():
+            self._w[_W_CLOSED] = 1
+        self._seg.unlink()
+        self._hdr.clear()
+        self._data.clear()
+        self._w.release()
+        self._seg.close()
+
+    # ---- shared state ---------------------------------------------------------------------
+    def _off(self, i: int) -> int:
+        return _HDR + i * self._stride
+
+    @property
+    def head(self) -> int:
+        return int(self._w[_W_HEAD])
+
+    @property
+    def tail(self) -> int:
+        return int(self._w[_W_TAIL])
+
+    @property
+    def dropped(self) -> int:
+        """Items dropped by a producer in ``on_full='drop'`` mode."""
+        return int(self._w[_W_DROPPED])
+
+    @property
+    def occupancy(self) -> int:
+        """Items published but not yet released: the load signal the Migrator reads."""
+        return self._w[_W_HEAD] - self._w[_W_TAIL]
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._w[_W_CLOSED])
+
+    # ---- producer ---------------------------------------------------------------------------
+    def _bind(self, word: int) -> None:
+        if self._w[word] != os.getpid():
+            self._w[word] = os.getpid()
+
+    def reserve(self, timeout: float | None = None) -> torch.Tensor | None:
+        """Writable uint8 view of the next free slot; None if full in drop mode (counted)."""
+        self._bind(_W_PROD)
+        w, n = self._w, self.n_slots
+        if w[_W_HEAD] - w[_W_TAIL] >= n:
+            if self.on_full == "drop":
+                self._seq += 1
+                w[_W_DROPPED] += 1
+                return None
+            self.backoff.wait(lambda: w[_W_HEAD] - w[_W_TAIL] < n, timeout, lambda: int(w[_W_CONS]), "ring full")
+        self._reserved = True
+        return self._data[w[_W_HEAD] % n]
+
+    def commit(self, nbytes: int, dtype: torch.dtype, shape: tuple[int, ...], tag: int = 0, row0: int = 0) -> int:
+        """Publish the reserved slot holding ``nbytes`` of a ``dtype``/``shape`` tensor; returns its seq."""
+        if not self._reserved:
+            raise RuntimeError("commit() without reserve()")
+        if len(shape) > _MAX_NDIM:
+            raise invalid("tensor rank", len(shape), f"<= {_MAX_NDIM}")
+        head = self._w[_W_HEAD]
+        h = self._hdr[head % self.n_slots]
+        seq = self._seq
+        h[0], h[1], h[2], h[3] = nbytes, seq, _DTYPE_CODE[dtype], len(shape)
+        h[4 : 4 + len(shape)] = shape
+        h[12], h[13] = tag, row0
+        self._w[_W_HEAD] = head + 1  # publish after the data and header stores
+        self._seq += 1
+        self._reserved = False
+        return seq
+
+    def put(self, t: torch.Tensor, tag: int = 0, row0: int = 0, timeout: float | None = None) -> bool:
+        """Copy ``t`` (CPU) into a slot and publish it. False if dropped (drop mode, ring full)."""
+        src = as_bytes(t)
+        if src.numel() > self.slot_bytes:
+            raise invalid("item size (bytes)", src.numel(), f"<= slot_bytes={self.slot_bytes}")
+        dst = self.reserve(timeout)
+        if dst is None:
+            return False
+        dst[: src.numel()].copy_(src)
+        self.commit(src.numel(), t.dtype, tuple(t.shape), tag, row0)
+        return True
+
+    def close_writer(self) -> None:
+        """Tell the consumer no more items will come (it sees ChannelClosed once drained)."""
+        self._w[_W_CLOSED] = 1
+
+    # ---- consumer ---------------------------------------------------------------------------
+    def poll(self) -> bool:
+        """True if an item is ready to receive."""
+        return self._w[_W_HEAD] > self._rd
+
+    def recv(self, timeout: float | None = None) -> Item:
+        """Next item as a zero-copy view; raises ChannelClosed at end of stream, TimeoutError, PeerDied."""
+        self._bind(_W_CONS)
+        w, rd = self._w, self._rd
+        if w[_W_HEAD] <= rd:
+            try:
+                self.backoff.wait(
+                    lambda: w[_W_HEAD] > rd or w[_W_CLOSED], timeout, lambda: int(w[_W_PROD]), "ring empty"
+                )
+            except PeerDied:
+                raise PeerDied(f"producer of {self._seg.name} died; {rd} items received") from None
+            if w[_W_HEAD] <= rd:
+                raise ChannelClosed(self._seg.name)
+        h = self._hdr[rd % self.n_slots]
+        nbytes, seq, code, ndim = int(h[0]), int(h[1]), int(h[2]), int(h[3])
+        shape = tuple(int(s) for s in h[4 : 4 + ndim])
+        data = self._data[rd % self.n_slots][:nbytes].view(DTYPES[code]).view(shape)
+        self._rd = rd + 1
+        return Item(seq, int(h[12]), int(h[13]), data)
+
+    def release(self, n: int = 1) -> None:
+        """Give the ``n`` oldest received slots back to the producer (their views become invalid)."""
+        tail = self._w[_W_TAIL]
+        if tail + n > self._rd:
+            raise RuntimeError(f"release({n}) but only {self._rd - tail} items held")
+        self._w[_W_TAIL] = tail + n
+
+    def recv_copy(self, timeout: float | None = None) -> Item:
+        """Receive, clone out of the slot and release it at once."""
+        item = self.recv(timeout)
+        item.data = item.data.clone()
+        self.release()
+        return item
+
+    def producer_alive(self) -> bool:
+        return pid_alive(int(self._w[_W_PROD]))
+
+
+def _attach_for_pickle(spec: RingSpec, on_full: OnFull, backoff: Backoff) -> SlotRing:
+    return SlotRing.attach(spec, on_full, backoff)
