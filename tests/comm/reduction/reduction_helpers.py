@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
 import traceback
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +53,20 @@ def shm_leftovers(tag: str) -> list[str]:
 
 def new_tag() -> str:
     return "t" + uuid.uuid4().hex[:10]
+
+
+@contextlib.contextmanager
+def run_tag() -> Iterator[str]:
+    """A fresh GMIEXP_RUN_TAG (unique segment names) for the duration, restored afterwards."""
+    tag, old = new_tag(), os.environ.get("GMIEXP_RUN_TAG")
+    os.environ["GMIEXP_RUN_TAG"] = tag
+    try:
+        yield tag
+    finally:
+        if old is None:
+            os.environ.pop("GMIEXP_RUN_TAG", None)
+        else:
+            os.environ["GMIEXP_RUN_TAG"] = old
 
 
 def make(strategy: str, mgr, members, coll, timeout_s: float = 20.0):

@@ -1,12 +1,10 @@
 """Every strategy, members as threads of one process (shared memory + LocalCollective), on many layouts."""
 
-import os
-
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reduction_helpers import check, inputs_for, new_tag, plan_of, run_threads, shm_leftovers
+from reduction_helpers import check, inputs_for, plan_of, run_tag, run_threads, shm_leftovers
 
 from gmiexp.comm.reduction.algorithm1 import mrr_limit
 
@@ -16,12 +14,11 @@ SETTINGS = settings(max_examples=12, deadline=None, suppress_health_check=[Healt
 
 
 def run_and_check(strategy, counts, numel, average, seed=0, calls=1):
-    tag = new_tag()
-    os.environ["GMIEXP_RUN_TAG"] = tag
-    plan = plan_of(counts)
-    xs = inputs_for(plan.world_size, numel, seed)
-    res = run_threads(plan, strategy, xs, average=average, calls=calls)
-    check(res, xs, plan.trainer_group, average)
+    with run_tag() as tag:
+        plan = plan_of(counts)
+        xs = inputs_for(plan.world_size, numel, seed)
+        res = run_threads(plan, strategy, xs, average=average, calls=calls)
+        check(res, xs, plan.trainer_group, average)
     assert shm_leftovers(tag) == []
 
 
@@ -54,12 +51,11 @@ def test_large_tensor_on_uneven_layout_repeated(strategy):
 
 
 def test_non_member_gmis_take_part_in_construction_only():
-    tag = new_tag()
-    os.environ["GMIEXP_RUN_TAG"] = tag
     plan = plan_of([2, 2], trainers=[0, 1, 3])
     xs = inputs_for(4, 1000, 3)
-    for strategy in ("mpr", "har"):
-        res = run_threads(plan, strategy, xs)
-        check(res, xs, [0, 1, 3], True)
-        assert torch.equal(res[2], xs[2])  # untouched
+    with run_tag() as tag:
+        for strategy in ("mpr", "har"):
+            res = run_threads(plan, strategy, xs)
+            check(res, xs, [0, 1, 3], True)
+            assert torch.equal(res[2], xs[2])  # untouched
     assert shm_leftovers(tag) == []
