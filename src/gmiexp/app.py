@@ -38,10 +38,20 @@ def run_train(cfg: Config, run_dir: Path) -> dict:
 
 
 def run_plan(cfg: Config, run_dir: Path) -> dict:
+    """Print the Plan (YAML on stdout, the cost model on stderr); launch nothing."""
+    from gmiexp.comm.cost_model import format_cost, reduction_cost
     from gmiexp.planner import build_plan
+    from gmiexp.rl.params import policy_param_count
 
     plan, _backend = build_plan(cfg, run_dir)
+    try:
+        n_params: int | None = policy_param_count(plan)
+    except Exception:  # noqa: BLE001 - a task whose sizes are unknown: Table 7's sizes instead
+        n_params = None
+    plan.notes["policy_params"] = n_params
+    plan.notes["reduction_cost"] = reduction_cost(plan, params=n_params, calibrate_bandwidth=cfg.reduction.calibrate)
     print(plan.to_yaml(), end="", flush=True)
+    print(format_cost(plan.notes["reduction_cost"]), file=sys.stderr, flush=True)
     return {"status": "ok", "plan_id": plan.plan_id}
 
 

@@ -33,6 +33,24 @@ def check_task(task: dict[str, Any]) -> None:
         raise ConfigError(f"task.continuous={task['continuous']} does not match task {env_id!r}")
 
 
+# Observation and action sizes of the IsaacGymEnvs tasks (paper Table 6).
+ISAAC_DIMS = {"Ant": (60, 8), "Anymal": (48, 12), "BallBalance": (24, 3), "FrankaCabinet": (23, 9),
+              "Humanoid": (108, 21), "ShadowHand": (211, 20)}
+
+
+def task_dims(task: dict[str, Any]) -> tuple[int, int]:
+    """(observation size, action size or number of discrete actions) without building the simulator."""
+    sim, env_id = task["simulator"], task["env_id"]
+    if sim == "torch":
+        return 4, 2
+    if sim == "isaacgym":
+        return ISAAC_DIMS[env_id]
+    import envpool
+
+    spec = envpool.make_spec(env_id)
+    return int(spec.observation_space.shape[0]), int(spec.action_space.shape[0])
+
+
 def make_vec_env(task: dict[str, Any], num_envs: int, seed: int, sim_threads: int = 1,
                  device: str = "cpu") -> GMIVecEnv:
     """Build the simulator of ``task`` for one GMI."""
@@ -53,4 +71,4 @@ def make_vec_env(task: dict[str, Any], num_envs: int, seed: int, sim_threads: in
     raise invalid("task.simulator", sim, SIMULATORS)
 
 
-__all__ = ["SIMULATORS", "GMIVecEnv", "check_task", "make_vec_env"]
+__all__ = ["SIMULATORS", "GMIVecEnv", "check_task", "make_vec_env", "task_dims"]

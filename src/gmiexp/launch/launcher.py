@@ -9,6 +9,7 @@ summary.
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import time
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gmiexp.backends.base import Backend
+from gmiexp.comm.channels import cleanup_run
 from gmiexp.errors import Interrupted, LaunchError
 from gmiexp.launch.summary import build_summary
 from gmiexp.launch.watchdog import Watchdog
@@ -83,8 +85,6 @@ def _describe_failure(err: Exception, run_dir: Path, watchdog: Watchdog) -> Laun
 
 def launch(plan: Plan, backend: Backend, run_dir: Path) -> dict[str, Any]:
     """Execute ``plan``; return the summary (also written to ``summary.json``). Raises LaunchError."""
-    from torch.distributed.elastic.multiprocessing.api import SignalException
-
     from gmiexp.monitor import Monitor
 
     if plan.launch.get("inprocess") and plan.world_size != 1:
@@ -99,26 +99,43 @@ def launch(plan: Plan, backend: Backend, run_dir: Path) -> dict[str, Any]:
         heartbeat_timeout_s=float(lc.get("heartbeat_timeout_s", 120.0)),
         interval_s=float(lc.get("monitor_interval_s", 0.5)), progress=bool(lc.get("progress", True)),
     )
-    monitor = Monitor(backend.hardware)
+    monitor = Monitor(backend.hardware, interval_s=max(0.5, float(lc.get("monitor_interval_s", 0.5))))
+    # shared-memory segments of this run are named /dev/shm/gmiexp_<tag>_*; workers inherit the tag
+    previous = os.environ.get("GMIEXP_RUN_TAG")
+    tag = os.environ["GMIEXP_RUN_TAG"] = uuid.uuid4().hex[:10]
     t0 = time.perf_counter()
-    with backend.session(plan, run_dir):
-        plan_path = plan.save(run_dir / "plan.yaml")  # after set-up: MIG creation fills instance UUIDs
-        watchdog.start()
-        monitor.start()
-        try:
-            if lc.get("inprocess"):
-                _inprocess(plan)
-            else:
-                _elastic(plan, run_dir, plan_path)
-        except SignalException as sig:
-            raise Interrupted(f"stopped by signal {sig.sigval.name}; every GMI was stopped") from None
-        except KeyboardInterrupt:
-            raise Interrupted("interrupted (Ctrl-C); every GMI was stopped") from None
-        except Exception as err:  # ChildFailedError and friends
-            raise _describe_failure(err, run_dir, watchdog) from None
-        finally:
-            watchdog.stop()
-            host_metrics = monitor.stop()
+    try:
+        with backend.session(plan, run_dir):
+            return _run_session(plan, run_dir, watchdog, monitor, t0)
+    finally:
+        cleanup_run(tag)  # segments a crashed GMI could not unlink
+        if previous is None:
+            os.environ.pop("GMIEXP_RUN_TAG", None)
+        else:
+            os.environ["GMIEXP_RUN_TAG"] = previous
+
+
+def _run_session(plan: Plan, run_dir: Path, watchdog: Watchdog, monitor: Any, t0: float) -> dict[str, Any]:
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+
+    lc = plan.launch
+    plan_path = plan.save(run_dir / "plan.yaml")  # after set-up: MIG creation fills instance UUIDs
+    watchdog.start()
+    monitor.start()
+    try:
+        if lc.get("inprocess"):
+            _inprocess(plan)
+        else:
+            _elastic(plan, run_dir, plan_path)
+    except SignalException as sig:
+        raise Interrupted(f"stopped by signal {sig.sigval.name}; every GMI was stopped") from None
+    except KeyboardInterrupt:
+        raise Interrupted("interrupted (Ctrl-C); every GMI was stopped") from None
+    except Exception as err:  # ChildFailedError and friends
+        raise _describe_failure(err, run_dir, watchdog) from None
+    finally:
+        watchdog.stop()
+        host_metrics = monitor.stop()
     if watchdog.hang is not None:
         raise _describe_failure(RuntimeError("hang"), run_dir, watchdog)
     return build_summary(plan, run_dir, time.perf_counter() - t0, host_metrics)

@@ -25,6 +25,28 @@ def steady_rate(rows: list[dict[str, Any]], frames_key: str, cumulative: bool) -
     return frames / dt if dt > 0 else 0.0
 
 
+def async_metrics(histories: dict[int, list[dict[str, Any]]]) -> dict[str, float]:
+    """PPS and TTOP: steady rates of the ``predictions`` / ``train_samples`` history keys, summed over GMIs.
+
+    Only runs whose roles write those keys (serving and experience-sharing layouts) get them.
+    """
+    out: dict[str, float] = {}
+    for key, metric in (("predictions", "async/predictions_per_s"), ("train_samples", "async/train_samples_per_s")):
+        rates = [steady_rate(rows, key, cumulative=False) for rows in histories.values()
+                 if rows and all(key in r for r in rows) and any(r[key] for r in rows)]
+        if rates:
+            out[metric] = sum(rates)
+    return out
+
+
+def reward_history(histories: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The first GMI's history that reports rewards (GMI 0 unless it is a trainer or agent-only GMI)."""
+    for gid in sorted(histories):
+        if any(r.get("reward/mean") is not None for r in histories[gid]):
+            return histories[gid]
+    return histories.get(0, [])
+
+
 def build_summary(plan: Plan, run_dir: Path, wall_s: float, host_metrics: dict[str, float]) -> dict[str, Any]:
     metrics: dict[str, Any] = {}
     results = {g.id: read_result(run_dir, g.id) or {} for g in plan.gmis}
@@ -35,10 +57,11 @@ def build_summary(plan: Plan, run_dir: Path, wall_s: float, host_metrics: dict[s
         per_gmi[gid] = steady_rate(rows, "local_frames", cumulative=False)
         metrics[f"perf/gmi/{gid}/env_steps_per_s"] = per_gmi[gid]
     metrics["perf/env_steps_per_s"] = sum(per_gmi.values()) if per_gmi else 0.0
+    metrics.update(async_metrics(histories))
     for k in TIME_KEYS:
         vals = [r[k] for r in results.values() if k in r]
         metrics[k] = sum(vals) / len(vals) if vals else 0.0
-    rewards = [r.get("reward/mean") for r in history0 if r.get("reward/mean") is not None]
+    rewards = [r.get("reward/mean") for r in reward_history(histories) if r.get("reward/mean") is not None]
     metrics["reward/mean"] = rewards[-1] if rewards else None
     rss = [r["mem/peak_rss_mb"] for r in results.values() if "mem/peak_rss_mb" in r]
     metrics["mem/peak_rss_mb"] = max(rss) if rss else None
@@ -54,6 +77,7 @@ def build_summary(plan: Plan, run_dir: Path, wall_s: float, host_metrics: dict[s
             "gmis_per_gpu": max(len(ids) for ids in plan.gpu_map()), "gmis": plan.world_size,
             "num_envs": plan.gmis[0].num_envs, "max_iterations": plan.max_iterations, "seed": plan.seed,
             "experiment": plan.experiment, "role": plan.role,
+            **({"channel": plan.notes["channel"]["name"]} if "channel" in plan.notes else {}),
         },
         "metrics": metrics,
         "gmis": {str(k): v for k, v in results.items()},

@@ -94,3 +94,17 @@ def build_params(plan: Plan, gmi: GMI, num_envs: int | None = None, device: str 
         "network": network(task, tr["activation"]),
         "config": config,
     }
+
+
+def policy_param_count(plan: Plan) -> int:
+    """Parameters of the policy rl-games builds for this task (what every gradient reduction moves)."""
+    from rl_games.algos_torch.model_builder import ModelBuilder
+
+    from gmiexp.envs import task_dims
+
+    obs, act = task_dims(plan.task)
+    params = build_params(plan, plan.gmis[0])
+    model = ModelBuilder().load(params)
+    net = model.build({"actions_num": act, "input_shape": (obs,), "num_seqs": 1, "value_size": 1,
+                       "normalize_value": False, "normalize_input": False})
+    return sum(p.numel() for p in net.parameters())

@@ -1,0 +1,165 @@
+"""Serving-only roles: TCG (simulator + agent in one GMI) and TDG (simulator and agent GMIs).
+
+Both collect experience with a fixed (initial) policy and report predictions per second
+(``async/predictions_per_s``, PPS): one prediction is one environment's action. An iteration is
+``train.horizon_length`` steps of every environment.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from gmiexp.comm.channels import SlotRing, cleanup_run
+from gmiexp.envs import make_vec_env
+from gmiexp.rl import links
+from gmiexp.rl.policy import EpisodeStats, Policy, Spaces, build_model, probe_spaces
+from gmiexp.role import Role
+
+
+class Meter:
+    """Per-iteration history rows and heartbeats, in the keys the progress bar and summary read."""
+
+    def __init__(self, role: Role) -> None:
+        self.role = role
+        self.t0 = time.perf_counter()
+        self.last = self.t0
+        self.frames = 0
+        self.predictions = 0
+
+    def row(self, iteration: int, local_frames: int, predictions: int, **extra: Any) -> dict[str, Any]:
+        now = time.perf_counter()
+        dt = max(now - self.last, 1e-9)
+        self.last = now
+        self.frames += local_frames
+        self.predictions += predictions
+        row = {"iteration": iteration, "wall_s": now - self.t0, "frames": self.frames,
+               "local_frames": local_frames, "perf/env_steps_per_s": local_frames / dt,
+               "predictions": predictions, "async/predictions_per_s": predictions / dt, **extra}
+        self.role.ctx.status.history(row)
+        self.role.heartbeat(force=True, iteration=iteration, frames=self.frames,
+                            steps_per_s=row["perf/env_steps_per_s"], reward=extra.get("reward/mean"))
+        return row
+
+    @property
+    def wall_s(self) -> float:
+        return time.perf_counter() - self.t0
+
+
+def make_env(role: Role) -> Any:
+    plan, gmi = role.plan, role.ctx.gmi
+    return make_vec_env(plan.task, gmi.num_envs, seed=plan.seed + 1000 * gmi.id, sim_threads=gmi.sim_threads,
+                        device=str(role.device))
+
+
+def as_tensor(x: Any) -> torch.Tensor:
+    return x if torch.is_tensor(x) else torch.as_tensor(x)
+
+
+class ServeRole(Role):
+    """TCG: step the simulator, predict actions in the same GMI; no data crosses a GMI boundary."""
+
+    def run(self) -> dict[str, Any]:
+        plan, gmi = self.plan, self.ctx.gmi
+        env = make_env(self)
+        spaces = Spaces.of(env.get_env_info())
+        policy = Policy(build_model(plan, gmi, spaces, self.device), spaces)
+        stats, meter = EpisodeStats(gmi.num_envs), Meter(self)
+        sim_s = inf_s = 0.0
+        obs = as_tensor(env.reset())
+        for it in range(1, plan.max_iterations + 1):
+            for _ in range(plan.train["horizon_length"]):
+                t0 = time.perf_counter()
+                out = policy.act(obs)
+                t1 = time.perf_counter()
+                obs, rew, done, _ = env.step(policy.env_actions(out["actions"]))
+                obs = as_tensor(obs)
+                sim_s += time.perf_counter() - t1
+                inf_s += t1 - t0
+                stats.update(as_tensor(rew), as_tensor(done))
+            n = plan.train["horizon_length"] * gmi.num_envs
+            meter.row(it, n, n, **{"reward/mean": stats.mean()})
+        return {"wall_s": meter.wall_s, "frames_local": meter.frames, "predictions": policy.predictions,
+                "reward/mean": stats.mean(), "time/sim_s": sim_s, "time/inference_s": inf_s}
+
+
+class TDGRole(Role):
+    """TDG: a simulator GMI and an agent GMI exchange states and actions through shared memory every step."""
+
+    def run(self) -> dict[str, Any]:
+        plan, me = self.plan, self.gmi_id
+        pair = next(p for p in plan.channels if me in p)
+        agent, sim = pair
+        tag = self.ctx.mgr.run_tag
+        timeout = float(plan.launch.get("heartbeat_timeout_s", 120.0))
+        spaces = probe_spaces(plan)
+        n = plan.gmi(sim).num_envs
+        width = spaces.obs_shape[0] + 2  # obs | reward | done, one float32 row per environment
+        act_bytes = n * (4 * spaces.actions_num if spaces.continuous else 8)
+        mine: dict[str, Any] = {}
+        if me == sim:
+            mine[f"tdg/state/{sim}"] = SlotRing.create(f"tdg-state{sim}", 2, n * width * 4, tag)
+        else:
+            mine[f"tdg/action/{agent}"] = SlotRing.create(f"tdg-action{agent}", 2, act_bytes, tag)
+        rings: dict[str, SlotRing] = {}
+        try:
+            handles = links.exchange(self.ctx.mgr, mine)
+            peer_key = f"tdg/action/{agent}" if me == sim else f"tdg/state/{sim}"
+            rings = {**mine, "peer": links.attach(handles, peer_key)}
+            links.barrier(self.ctx.mgr)
+            for r in rings.values():
+                r.seal()
+            if me == sim:
+                return self._simulate(rings[f"tdg/state/{sim}"], rings["peer"], spaces, timeout)
+            return self._predict(rings["peer"], rings[f"tdg/action/{agent}"], spaces, n, timeout)
+        finally:
+            for r in rings.values() or mine.values():
+                r.close()
+            cleanup_run(tag)
+
+    def _simulate(self, state: SlotRing, action: SlotRing, spaces: Spaces, timeout: float) -> dict[str, Any]:
+        plan, gmi = self.plan, self.ctx.gmi
+        env = make_env(self)
+        stats, meter = EpisodeStats(gmi.num_envs), Meter(self)
+        obs = as_tensor(env.reset()).float()
+        rew = torch.zeros(gmi.num_envs)
+        done = torch.zeros(gmi.num_envs)
+        sim_s = wait_s = 0.0
+        for it in range(1, plan.max_iterations + 1):
+            for _ in range(plan.train["horizon_length"]):
+                state.put(torch.cat([obs.reshape(gmi.num_envs, -1).cpu(), rew.reshape(-1, 1).float(),
+                                     done.reshape(-1, 1).float()], dim=1), timeout=timeout)
+                t0 = time.perf_counter()
+                act = action.recv_copy(timeout=timeout).data
+                t1 = time.perf_counter()
+                obs, rew, done, _ = env.step(act.to(self.device))
+                obs, rew, done = as_tensor(obs).float(), as_tensor(rew).cpu(), as_tensor(done).cpu()
+                sim_s += time.perf_counter() - t1
+                wait_s += t1 - t0
+                stats.update(rew, done)
+            meter.row(it, plan.train["horizon_length"] * gmi.num_envs, 0, **{"reward/mean": stats.mean()})
+        state.close_writer()
+        return {"wall_s": meter.wall_s, "frames_local": meter.frames, "reward/mean": stats.mean(),
+                "time/sim_s": sim_s, "time/comm_s": wait_s}
+
+    def _predict(self, state: SlotRing, action: SlotRing, spaces: Spaces, n: int, timeout: float) -> dict[str, Any]:
+        plan = self.plan
+        policy = Policy(build_model(plan, self.ctx.gmi, spaces, self.device), spaces)
+        meter, obs_dim = Meter(self), spaces.obs_shape[0]
+        inf_s = wait_s = 0.0
+        for it in range(1, plan.max_iterations + 1):
+            for _ in range(plan.train["horizon_length"]):
+                t0 = time.perf_counter()
+                item = state.recv(timeout=timeout)
+                t1 = time.perf_counter()
+                out = policy.act(item.data[:, :obs_dim].to(self.device))
+                state.release()
+                inf_s += time.perf_counter() - t1
+                wait_s += t1 - t0
+                action.put(policy.env_actions(out["actions"]).cpu(), timeout=timeout)
+            meter.row(it, 0, plan.train["horizon_length"] * n)
+        action.close_writer()
+        return {"wall_s": meter.wall_s, "predictions": policy.predictions, "time/inference_s": inf_s,
+                "time/comm_s": wait_s}
