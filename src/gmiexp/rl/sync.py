@@ -16,7 +16,13 @@ def reduce_gradients(params: Iterable[nn.Parameter], reduction: Reduction) -> No
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return
-    flat = torch.cat([g.reshape(-1) for g in grads])
+    numel = sum(g.numel() for g in grads)
+    buffer = getattr(reduction, "buffer", None)  # MPR: flatten straight into this GMI's shared slot
+    if buffer is not None and grads[0].device.type == "cpu" and grads[0].dtype == torch.float32:
+        flat = buffer(numel)
+        torch.cat([g.reshape(-1) for g in grads], out=flat)
+    else:
+        flat = torch.cat([g.reshape(-1) for g in grads])
     reduction.allreduce_(flat, average=True)
     offset = 0
     for g in grads:
