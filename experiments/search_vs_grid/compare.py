@@ -29,7 +29,7 @@ def row(name, search, grid, est):
             "cost_ratio": round(search["profile_s"] / grid["profile_s"], 3)}
 
 
-def heatmap(search, grid, est, r, out):
+def heatmap(name, search, grid, est, r, out):
     gs = sorted({g for g, _ in est}, reverse=True)
     ns = sorted({n for _, n in est})
     fig, ax = plt.subplots(figsize=(8, 3.5))
@@ -46,10 +46,10 @@ def heatmap(search, grid, est, r, out):
     ax.set_yticks(range(len(gs)), gs)
     ax.set_xlabel("num_envs per GMI")
     ax.set_ylabel("GMIs per device")
-    ax.set_title(f"Algorithm 2 ({search['method']}) visits: i init, o/* candidate/new best, S saturated, x crash\n"
+    ax.set_title(f"{name} ({search['method']}): i init, o/* candidate/new best, S saturated, x crash\n"
                  f"red box: search pick, white: grid pick; quality {r['quality']:.0%}, "
                  f"cost {r['cost_ratio']:.0%} of grid", fontsize=9)
-    save(fig, out / "search_vs_grid.png")
+    save(fig, out / f"search_vs_grid_{name.replace(':', '_')}.png")
 
 
 def replay(grid, method):
@@ -72,7 +72,8 @@ def main(grid_path, *search_paths):
     out = results_dir(__file__)
     write_csv(rows, out / "search_vs_grid.csv")
     print(json.dumps(rows, indent=1))
-    heatmap(runs[0][1], grid, est, rows[0], out)
+    for (name, search), r in zip(runs, rows, strict=True):
+        heatmap(name, search, grid, est, r, out)
 
 
 if __name__ == "__main__":
