@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,8 +39,11 @@ def runs_of(experiment: str, argv: Sequence[str] = ()) -> list[Run]:
 
 
 def results_dir(study_file: str) -> Path:
-    out = Path(study_file).resolve().parent / "results"
-    out.mkdir(exist_ok=True)
+    """``<study>/results``, or ``$GMIEXP_RESULTS_DIR/<study>`` (tests keep the real results untouched)."""
+    study = Path(study_file).resolve().parent
+    root = os.environ.get("GMIEXP_RESULTS_DIR")
+    out = Path(root) / study.name if root else study / "results"
+    out.mkdir(parents=True, exist_ok=True)
     return out
 
 

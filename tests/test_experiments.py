@@ -1,5 +1,6 @@
 """Each experiment's smallest configuration runs end to end and its plot writes CSV + PNG (slow suite)."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,8 +12,9 @@ EXP = ROOT / "experiments"
 PY = sys.executable
 
 
-def run(*cmd, timeout=900):
-    r = subprocess.run([*cmd], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+def run(*cmd, timeout=900, results=None):
+    env = {**os.environ, **({"GMIEXP_RESULTS_DIR": str(results)} if results else {})}
+    r = subprocess.run([*cmd], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, (r.stdout[-1500:], r.stderr[-3000:])
     return r
 
@@ -34,9 +36,9 @@ def multirun(study, tmp_path, *overrides):
 ])
 def test_training_experiment_smallest(study, overrides, outputs, tmp_path):
     sweep = multirun(study, tmp_path, *overrides)
-    run(PY, str(EXP / study / "plot.py"), str(sweep))
+    run(PY, str(EXP / study / "plot.py"), str(sweep), results=tmp_path / "results")
     for name in outputs:
-        assert (EXP / study / "results" / name).stat().st_size > 0
+        assert (tmp_path / "results" / study / name).stat().st_size > 0
 
 
 @pytest.mark.slow
