@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from statistics import median
 
 HERE = Path(__file__).resolve().parent
 
@@ -75,6 +76,10 @@ def report(rows: list[dict], args: argparse.Namespace) -> None:
         lines.append(f"| {r['run']} | {r['perf/env_steps_per_s']:,.0f} | {r['perf/env_steps_per_s'] / base:.2f}x | "
                      f"{fmt(r['time/sim_s'])} | {fmt(r['time/inference_s'])} | {fmt(r['time/train_s'])} | "
                      f"{fmt(r['time/comm_s'])} |")
+    lines += ["", "| run | median env steps/s | vs rl_games median |", "|---|---:|---:|"]
+    base_med = median(by["rl_games (1 process)"])
+    for name, vals in by.items():
+        lines.append(f"| {name} | {median(vals):,.0f} | {median(vals) / base_med:.2f}x |")
     text = "\n".join(lines)
     (res / "compare.md").write_text(text + "\n")
     print(text)
