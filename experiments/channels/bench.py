@@ -66,13 +66,38 @@ def _channel_producer(cs, nbytes: int, n: int) -> None:
     d.close()
 
 
+class Sink:
+    """What every consumer does with what it receives: one copy into a preallocated trainer buffer.
+
+    It stands for the trainer's own read of the batch (PinnedStaging.to_device copies each field
+    into a pinned buffer), and it makes every system's consumer touch every byte it is handed, so a
+    system whose receiver only maps memory (the rings, torch's fd-passing Queue) gets no free pass.
+    """
+
+    def __init__(self, nbytes: int) -> None:
+        self.buf = torch.empty(nbytes, dtype=torch.uint8)
+
+    def take(self, t: torch.Tensor, at: int = 0) -> int:
+        n = t.numel() * t.element_size()
+        self.buf[at : at + n].view(t.dtype).view(t.shape).copy_(t)
+        return at + n
+
+    def take_all(self, tensors) -> None:
+        at = 0
+        for t in tensors:
+            at = self.take(t, at)
+
+
 def _channel_consumer(cs, nbytes: int, n: int, out) -> None:
     torch.set_num_threads(1)
     b = Batcher([cs], batch_size=TRAIN_BYTES // ROW, zero_copy=True)
+    sink = Sink(TRAIN_BYTES)
     first = b.next_batch(timeout=120)
+    sink.take_all(first.values())
     t0 = time.perf_counter()
     rows = 0
     for batch in b:
+        sink.take_all(batch.values())
         rows += batch["obs"].shape[0]
     out.put((1 + rows * ROW // nbytes, time.perf_counter() - t0, first["obs"].shape[0]))
 
@@ -87,11 +112,12 @@ def _ring_producer(ring: SlotRing, nbytes: int, n: int) -> None:
 
 def _ring_consumer(ring: SlotRing, nbytes: int, n: int, out) -> None:
     torch.set_num_threads(1)
-    ring.recv(timeout=120)
+    sink = Sink(nbytes)
+    sink.take(ring.recv(timeout=120).data)
     ring.release()
     t0 = time.perf_counter()
     for _ in range(n - 1):
-        ring.recv(timeout=120)
+        sink.take(ring.recv(timeout=120).data)
         ring.release()
     out.put((n, time.perf_counter() - t0, nbytes))
 
@@ -108,10 +134,16 @@ def _queue_producer(q, nbytes: int, n: int, one_tensor: bool, done) -> None:
 
 def _queue_consumer(q, done, nbytes: int, n: int, out) -> None:
     torch.set_num_threads(1)
-    q.get(timeout=120)
+    sink = Sink(nbytes)
+
+    def take(x) -> None:
+        sink.take_all(x.values()) if isinstance(x, dict) else sink.take(x)
+
+    take(q.get(timeout=120))
     t0 = time.perf_counter()
     got = 1
-    while q.get(timeout=120) is not None:
+    while (x := q.get(timeout=120)) is not None:
+        take(x)
         got += 1
     out.put((got, time.perf_counter() - t0, nbytes))
     done.set()

@@ -37,11 +37,19 @@ def main() -> None:
     p = mp.get_context("spawn").Process(target=produce, args=(server.port, nbytes, n, envs))
     p.start()
     client = reverb.Client(f"localhost:{server.port}")
+    sink = [np.empty(d.shape, d.dtype) for d in batch(nbytes, envs)]  # same consumer copy as bench.Sink
+
+    def take(sample) -> None:
+        data = (sample[0] if isinstance(sample, list) else sample).data  # one timestep: the 6 fields
+        for dst, src in zip(sink, data, strict=True):
+            np.copyto(dst, src)
+
     it = client.sample("q", num_samples=n)
-    next(it)
+    take(next(it))
     t0 = time.perf_counter()
     got = 0
-    for _ in it:
+    for s in it:
+        take(s)
         got += 1
     secs = time.perf_counter() - t0
     p.join()

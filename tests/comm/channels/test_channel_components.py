@@ -227,3 +227,23 @@ def test_pipeline_across_spawned_agent(tag, mode):
             p.kill()
             p.join()
         cs.close()
+
+
+def test_multi_send_non_contiguous_fields_and_partial_transfers(tag):
+    """Non-contiguous fields take the slicing path, contiguous ones the memmove path: same rows."""
+    cs = make_channel_set("multi", FIELDS, rows_per_step=4, target_bytes=16 * 6, n_slots=32, tag=tag)
+    try:
+        d = Dispenser(FIELDS, Migrator.single(cs))
+        for k in range(4):
+            e = exp(2, 4, start=8 * k)
+            if k % 2:
+                e["obs"] = e["obs"].transpose(0, 1).contiguous().transpose(0, 1)  # same values, strided
+            d.dispense(e)
+        d.close()
+        seen = 0
+        for batch in Batcher([cs], 5, zero_copy=True):
+            check_rows(batch, seen)
+            seen += batch["obs"].shape[0]
+        assert seen == 32
+    finally:
+        cs.close()

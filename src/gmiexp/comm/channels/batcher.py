@@ -34,6 +34,7 @@ class Batcher:
         if batch_size < 1:
             raise invalid("batch_size", batch_size, ">= 1")
         self.fields: list[FieldSpec] = routes[0].fields
+        self._names = [f.name for f in self.fields]
         self.batch_size = batch_size
         self.backoff = backoff or Backoff()
         self._sources: list[list[RowSource]] = [r.sources() for r in routes]
@@ -74,14 +75,23 @@ class Batcher:
 
     def _view_batch(self, srcs: list[RowSource]) -> dict[str, torch.Tensor] | None:
         """Slice a whole batch out of the current transfers without copying, if they hold one."""
-        heads = [s.peek() for s in srcs]
-        if any(h is None or h[1].shape[0] < self.batch_size for h in heads):
-            return None
-        if any(h[0] != heads[0][0] for h in heads):
-            return None
-        self._deferred = [(s, self.batch_size) for s in srcs]
-        self.rows += self.batch_size
-        return {f.name: h[1][: self.batch_size] for f, h in zip(self.fields, heads, strict=True)}
+        bs, row, views = self.batch_size, None, []
+        for s in srcs:
+            h = s.peek()
+            if h is None:
+                return None
+            data = h[1]
+            n = data.shape[0]
+            if n < bs:
+                return None
+            if row is None:
+                row = h[0]
+            elif h[0] != row:
+                return None
+            views.append(data if n == bs else data[:bs])
+        self._deferred = [(s, bs) for s in srcs]
+        self.rows += bs
+        return dict(zip(self._names, views, strict=True))
 
     def try_batch(self) -> dict[str, torch.Tensor] | None:
         """Make progress without waiting; a full batch when one is ready.
@@ -121,6 +131,9 @@ class Batcher:
 
     def next_batch(self, timeout: float | None = None) -> dict[str, torch.Tensor]:
         """Wait for a full batch; at end of stream the last partial one, then ChannelClosed."""
+        batch = self.try_batch()
+        if batch is not None:
+            return batch
         state: dict[str, dict[str, torch.Tensor] | None] = {"batch": None}
 
         def ready() -> bool:

@@ -7,6 +7,7 @@ sent on its own through one generic ring: the paper's uni-channel baseline).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
@@ -14,7 +15,7 @@ import torch
 
 from gmiexp.comm.channels.compressor import Compressor
 from gmiexp.comm.channels.fields import FieldSpec, check_names, field_specs
-from gmiexp.comm.channels.ring import OnFull, RingSpec, SlotRing
+from gmiexp.comm.channels.ring import OnFull, RingSpec, SlotRing, memmove
 from gmiexp.comm.channels.sources import RingRowSource, UniDemux, UniRowSource
 from gmiexp.errors import invalid
 
@@ -53,14 +54,47 @@ class MultiChannelSet:
     # producer side
     def send(self, exp: Mapping[str, torch.Tensor]) -> None:
         """Push each field's rows (``exp[f]`` shaped ``(T, N, *shape)``) into its Compressor."""
-        if self._compressors is None:
-            self._compressors = [Compressor(r, f) for r, f in zip(self.rings, self.fields, strict=True)]
-        xs = [exp[c.field.name].reshape(-1, *c.field.shape) for c in self._compressors]
-        step = self._compressors[0].rows_per_transfer
-        # fields advance in lockstep, one transfer at a time: blocking on a full ring of one field
-        # while the others hold nothing would starve a consumer that needs every field of a row
+        comps = self._compressors
+        if comps is None:
+            comps = self._compressors = [Compressor(r, f) for r, f in zip(self.rings, self.fields, strict=True)]
+            self._plan = [(c.field.name, c, c.field.row_bytes, math.prod(c.field.shape)) for c in comps]
+        # host tensors (the common case): one memmove per field and transfer, no tensor slicing
+        srcs: list[tuple[Compressor, int, int]] | None = []
+        n = -1
+        for name, c, rb, per_row in self._plan:
+            x = exp[name]
+            if not (x.is_cpu and per_row and x.is_contiguous()):
+                srcs = None
+                break
+            k = x.numel() // per_row
+            if k != n and n >= 0:
+                srcs = None  # row counts differ (not via a Dispenser): the slicing path below clips as before
+                break
+            n = k
+            srcs.append((c, rb, x.data_ptr()))  # x stays alive in exp while we copy
+        if srcs is not None:
+            c0 = comps[0]
+            fill = c0._fill
+            if c0._slot is not None and fill + n < c0.rows_per_transfer:
+                # every field has the same transfer open with room for all rows (lockstep, no drops)
+                if all(c._slot is not None and c._fill == fill for c, _, _ in srcs):
+                    for c, rb, ptr in srcs:
+                        memmove(c._addr + fill * rb, ptr, n * rb)
+                        c._fill = fill + n
+                        c.row += n
+                    return
+            step = c0.rows_per_transfer
+            # fields advance in lockstep, one transfer at a time: blocking on a full ring of one field
+            # while the others hold nothing would starve a consumer that needs every field of a row
+            for start in range(0, n, step):
+                take = min(step, n - start)
+                for c, rb, ptr in srcs:
+                    c._push_ptr(ptr + start * rb, take)
+            return
+        xs = [exp[c.field.name].reshape(-1, *c.field.shape) for c in comps]
+        step = comps[0].rows_per_transfer
         for start in range(0, xs[0].shape[0], step):
-            for c, x in zip(self._compressors, xs, strict=True):
+            for c, x in zip(comps, xs, strict=True):
                 c.push(x[start : start + step])
 
     def flush(self) -> None:

@@ -23,9 +23,39 @@ class Dispenser:
         self.fields = list(fields)
         self.migrator = migrator
         self.batches = 0
+        self._spec = [(f.name, f.dtype, torch.Size(f.shape), len(f.shape)) for f in self.fields]
 
     def split(self, exp: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """Per-field tensors shaped ``(T, N, *shape)``; a ``(N, *shape)`` input is one step."""
+        out = self._split_fast(exp)
+        return out if out is not None else self._split_checked(exp)
+
+    def _split_fast(self, exp: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor] | None:
+        """The common case: exactly the fields, tensors of the right dtype and shape, nothing to convert.
+
+        None on anything else, which ``_split_checked`` then converts or rejects.
+        """
+        if len(exp) != len(self._spec):
+            return None
+        out, lead = {}, None
+        for name, dtype, shape, nd in self._spec:
+            x = exp.get(name)
+            if not isinstance(x, torch.Tensor) or x.dtype is not dtype:
+                return None
+            xs = x.shape
+            if len(xs) == nd + 1:
+                x = x.unsqueeze(0)
+                xs = x.shape
+            if len(xs) != nd + 2 or xs[2:] != shape:
+                return None
+            if lead is None:
+                lead = xs[:2]
+            elif xs[:2] != lead:
+                return None
+            out[name] = x
+        return out
+
+    def _split_checked(self, exp: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         check_names(exp.keys(), self.fields)
         out, lead = {}, None
         for f in self.fields:

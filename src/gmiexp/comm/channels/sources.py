@@ -20,18 +20,27 @@ class RingRowSource:
         self.ring = ring
         self._item: Item | None = None
         self._off = 0
+        self._head: tuple[int, torch.Tensor] | None = None  # cached peek() of the current item
 
     def peek(self) -> tuple[int, torch.Tensor] | None:
         """(index of the first pending row, view of the pending rows), or None if nothing is ready."""
-        if self._item is None:
+        head = self._head
+        if head is not None:
+            return head
+        item = self._item
+        if item is None:
             if not self.ring.poll():
                 return None
-            self._item, self._off = self.ring.recv(), 0
-        return self._item.row0 + self._off, self._item.data[self._off :]
+            item, self._off = self.ring.recv(), 0
+            self._item = item
+        off = self._off
+        head = self._head = (item.row0 + off, item.data[off:] if off else item.data)
+        return head
 
     def consume(self, k: int) -> None:
         """Mark ``k`` peeked rows used; the slot goes back to the producer when all are."""
         self._off += k
+        self._head = None
         if self._off >= self._item.data.shape[0]:
             self._item = None
             self.ring.release()

@@ -30,7 +30,10 @@ class PinnedStaging:
 
     def to_host(self, parts: Mapping[str, torch.Tensor]) -> Mapping[str, torch.Tensor]:
         """CPU views of ``parts``; GPU tensors go through the pinned buffers (valid until next call)."""
-        if not any(t.is_cuda for t in parts.values()):
+        for t in parts.values():
+            if t.is_cuda:
+                break
+        else:
             return parts
         out = {}
         for k, t in parts.items():
