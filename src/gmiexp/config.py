@@ -65,6 +65,17 @@ class ChannelConfig:
 
 
 @dataclass
+class AsyncConfig:
+    """Experience-sharing training (tdg_ex, decoupled_async) and the A3C-style async trainer."""
+
+    algo: str = "a2c"  # decoupled_async trainer update: a2c (advantage actor-critic, A3C) | ppo
+    publish_every: int = 1  # trainer updates between weight publications to the agents (k >= 1)
+    max_policy_lag: int = 8  # rollouts older than this many weight versions are dropped (>= 0)
+    batch_rollouts: int = 1  # rollouts of one agent per trainer batch (>= 1)
+    drain_timeout_s: float = 60.0  # trainers give up waiting for experience after this long
+
+
+@dataclass
 class TaskConfig:
     """Simulator and the task's policy size."""
 
@@ -178,6 +189,7 @@ class Config:
     logger: LoggerConfig = MISSING
     search: SearchConfig = MISSING
     launch: LaunchConfig = field(default_factory=LaunchConfig)
+    async_train: AsyncConfig = field(default_factory=AsyncConfig)
     extra: dict[str, Any] = field(default_factory=dict)  # free-form, for experiments' own knobs
 
 

@@ -54,16 +54,19 @@ def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> 
                         gmis_per_gpu=cfg.gmis_per_gpu, num_envs=cfg.num_envs, mode=cfg.mode)
     plan = layouts.get(cfg.layout.name)(req)
     check_task(dataclasses.asdict(cfg.task))
-    load_role(cfg.role)
+    load_role(layouts.choose_role(cfg.layout.name, cfg.role))
     plan.task = dataclasses.asdict(cfg.task)
     plan.train = dataclasses.asdict(cfg.train)
     plan.logger = dataclasses.asdict(cfg.logger)
     plan.launch = dataclasses.asdict(cfg.launch)
     plan.hardware = hw.summary()
-    plan.seed, plan.max_iterations, plan.role = cfg.seed, cfg.max_iterations, cfg.role
+    plan.seed, plan.max_iterations = cfg.seed, cfg.max_iterations
+    layouts.configure(plan, cfg)  # role by layout (when role=ppo), channel/async notes, cost model
     plan.checkpoint = str(Path(cfg.checkpoint).resolve()) if cfg.checkpoint else ""
     plan.experiment, plan.run_dir = cfg.experiment, str(run_dir.resolve())
-    plan.reduction, plan.reduction_reason = reductions.resolve(cfg.reduction.name, plan)
+    plan.reduction, plan.reduction_reason = reductions.resolve(layouts.reduction_for(plan, cfg.reduction.name), plan)
+    if not plan.trainer_group:
+        plan.reduction_reason = f"no trainer GMIs (layout={plan.layout}): nothing is reduced"
     backend = backends.get(cfg.backend, hw)
     backend.realise(plan, run_dir.resolve())
     return plan.validate(), backend

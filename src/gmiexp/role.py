@@ -83,14 +83,24 @@ class Role:
         self.ctx.status.beat(**progress)
 
 
-def load_role(spec: str) -> type[Role]:
-    """``ppo`` (built-in) or ``package.module:ClassName``."""
-    if spec == "ppo":
-        from gmiexp.rl.ppo_role import PPORole
+#: Built-in roles: name -> "module:Class" (ppo for tcg_ex; the others are the layouts' defaults).
+BUILTIN_ROLES = {
+    "ppo": "gmiexp.rl.ppo_role:PPORole",
+    "serve": "gmiexp.rl.serving:ServeRole",
+    "tdg": "gmiexp.rl.serving:TDGRole",
+    "tdg_ex": "gmiexp.rl.experience:TDGEXRole",
+    "a3c": "gmiexp.rl.experience:A3CRole",
+}
 
-        return PPORole
+
+def load_role(spec: str) -> type[Role]:
+    """A built-in name (``ppo``, ``serve``, ``tdg``, ``tdg_ex``, ``a3c``) or ``package.module:ClassName``."""
+    if spec in BUILTIN_ROLES:
+        mod_name, cls_name = BUILTIN_ROLES[spec].split(":")
+        return getattr(importlib.import_module(mod_name), cls_name)
     if ":" not in spec:
-        raise ConfigError(f"invalid role: {spec!r}; valid: ppo, or <module>:<Class> of a gmiexp.role.Role subclass")
+        raise ConfigError(f"invalid role: {spec!r}; valid: {', '.join(BUILTIN_ROLES)}, "
+                          "or <module>:<Class> of a gmiexp.role.Role subclass")
     mod_name, cls_name = spec.split(":", 1)
     try:
         mod = importlib.import_module(mod_name)

@@ -1,0 +1,86 @@
+"""Checks for layouts that move experience (tdg_ex, decoupled_async) and the cost-model inputs of a plan."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gmiexp.comm.channels import DEFAULT_FIELDS
+from gmiexp.errors import ConfigError, invalid
+from gmiexp.layouts.cost import CostTerms, model_bytes
+from gmiexp.plan import Plan
+
+CHANNELS = ("multi", "uni")
+ON_FULL = ("block", "drop")
+ALGOS = ("a2c", "ppo")
+#: Fields every trainer update reads (PPO also needs the behaviour policy's neglogp).
+REQUIRED = ("obs", "actions", "rewards", "values", "dones")
+
+
+def check_experience(plan: Plan, channel: Any, async_cfg: Any) -> None:
+    """ConfigError (exit 2) naming the bad value and the valid range."""
+    if channel.name not in CHANNELS:
+        raise invalid("channel", channel.name, CHANNELS)
+    if channel.on_full not in ON_FULL:
+        raise invalid("channel.on_full", channel.on_full, ON_FULL)
+    for f in channel.fields:
+        if f not in DEFAULT_FIELDS:
+            raise invalid("channel.fields entry", f, DEFAULT_FIELDS)
+    algo = "ppo" if plan.layout == "tdg_ex" else async_cfg.algo
+    if algo not in ALGOS:
+        raise invalid("async_train.algo", algo, ALGOS)
+    needed = REQUIRED + (("neglogp",) if algo == "ppo" else ())
+    missing = [f for f in needed if f not in channel.fields]
+    if missing:
+        raise invalid("channel.fields", list(channel.fields), f"a list including {', '.join(needed)}",
+                      f"the {algo} trainer needs {', '.join(missing)}")
+    if channel.slots < 1:
+        raise invalid("channel.slots", channel.slots, "an integer >= 1")
+    if channel.target_bytes < 64:
+        raise invalid("channel.target_bytes", channel.target_bytes, "an integer >= 64 (bytes per transfer)")
+    horizon = plan.train["horizon_length"]
+    if horizon < 2:
+        raise invalid("train.horizon_length", horizon,
+                      f">= 2 for layout={plan.layout} (the last step of a rollout bootstraps the returns)")
+    envs = max(g.num_envs for g in plan.gmis)
+    batch = horizon * envs
+    if batch > channel.store_capacity:
+        raise invalid("trainer batch (train.horizon_length x num_envs)", batch,
+                      f"1..{channel.store_capacity} (channel.store_capacity rows)",
+                      "lower num_envs or train.horizon_length, or raise channel.store_capacity")
+    if async_cfg.publish_every < 1:
+        raise invalid("async_train.publish_every", async_cfg.publish_every, "an integer >= 1 (updates)")
+    if async_cfg.max_policy_lag < 0:
+        raise invalid("async_train.max_policy_lag", async_cfg.max_policy_lag, "an integer >= 0 (versions)")
+    if async_cfg.drain_timeout_s <= 0:
+        raise invalid("async_train.drain_timeout_s", async_cfg.drain_timeout_s, "a positive number of seconds")
+    if not plan.trainer_group:
+        raise ConfigError(f"layout={plan.layout} produced no trainer GMIs; layout.trainers_per_gpu must be >= 1")
+
+
+def task_dims(task: dict[str, Any]) -> tuple[int, int]:
+    """(observation size, action size) of the task, without building a simulator where possible."""
+    if task.get("simulator") == "torch":
+        return 4, 1
+    if task.get("simulator") == "envpool":
+        try:
+            import envpool
+
+            spec = envpool.make_spec(task["env_id"])
+            act = spec.action_space.shape[0] if spec.action_space.shape else 1
+            return int(spec.observation_space.shape[0]), int(act)
+        except Exception:  # noqa: BLE001 - the cost model falls back to nominal sizes
+            pass
+    return 64, 8
+
+
+def cost_terms(plan: Plan) -> CostTerms:
+    """Table 3's terms for this plan: sizes from the task, ratios from the paper."""
+    obs, act = task_dims(plan.task)
+    envs = max(g.num_envs for g in plan.gmis) or 1
+    units = list(plan.task.get("mlp_units", [256, 128, 64]))
+    return CostTerms(
+        S=4.0 * obs * envs, A=4.0 * act * envs, W=4.0 * envs,
+        M_p=float(model_bytes(obs, act if plan.task.get("continuous", True) else 2, units,
+                              bool(plan.task.get("continuous", True)))),
+        m=int(plan.train.get("horizon_length", 16)), n=len(plan.gmis), R_all=100.0 * len(plan.devices),
+    )

@@ -1,0 +1,25 @@
+"""TCG (serving): task-colocated GMIs, each stepping its simulator and running its agent's policy.
+
+The paper's serving block (section 5.1, Table 4): states and actions never cross a GMI boundary
+(COM = 0). Experience collection only: no trainer, no channels; the role reports predictions per
+second (``async/predictions_per_s``).
+"""
+
+from __future__ import annotations
+
+from gmiexp.layouts.base import LayoutRequest
+from gmiexp.plan import GMI, Plan
+
+ROLE = "serve"
+
+
+def build(req: LayoutRequest) -> Plan:
+    """``num_gpus x gmis_per_gpu`` serving GMIs (simulator + agent), GPU-major ids."""
+    req.check()
+    gmis = [
+        GMI(id=d * req.gmis_per_gpu + i, device=d, local_index=i, roles=["simulator", "agent"],
+            num_envs=req.num_envs)
+        for d in range(req.num_gpus)
+        for i in range(req.gmis_per_gpu)
+    ]
+    return Plan(gmis=gmis, layout="tcg", backend="", reduction="", trainer_group=[], channels=[], role=ROLE)

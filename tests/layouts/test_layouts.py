@@ -1,0 +1,145 @@
+"""Plan structure of tcg, tdg, tdg_ex and decoupled_async; bad input exits 2; the cost model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from gmitest import compose_config
+
+from gmiexp.app import run
+from gmiexp.config import LayoutConfig
+from gmiexp.errors import ConfigError
+from gmiexp.hardware import preset
+from gmiexp.layouts import DEFAULT_ROLES, get
+from gmiexp.layouts.base import LayoutRequest
+from gmiexp.layouts.cost import SERVING, TRAINING, CostTerms, compare, dominant_resource
+from gmiexp.planner import build_plan
+
+
+def req(name: str, gpus: int, per: int, hw: str = "cpu", **layout: object) -> LayoutRequest:
+    return LayoutRequest(layout=LayoutConfig(name=name, **layout), hardware=preset(hw), num_gpus=gpus,
+                         gmis_per_gpu=per, num_envs=16)
+
+
+def test_tcg_serving_gmis_colocate_simulator_and_agent() -> None:
+    plan = get("tcg")(req("tcg", 2, 3)).validate()
+    assert [g.device for g in plan.gmis] == [0, 0, 0, 1, 1, 1]
+    assert all(g.roles == ["simulator", "agent"] for g in plan.gmis)
+    assert plan.trainer_group == [] and plan.channels == [] and plan.role == "serve"
+
+
+def test_tdg_pairs_simulator_and_agent_gmis_on_one_device() -> None:
+    plan = get("tdg")(req("tdg", 2, 4)).validate()
+    assert [g.roles for g in plan.gmis[:2]] == [["simulator"], ["agent"]]
+    assert plan.channels == [[1, 0], [3, 2], [5, 4], [7, 6]]
+    for agent, sim in plan.channels:
+        assert plan.gmi(agent).device == plan.gmi(sim).device
+        assert plan.gmi(agent).num_envs == 0 and plan.gmi(sim).num_envs == 16
+
+
+def test_tdg_ex_dedicated_trainers_per_gpu() -> None:
+    plan = get("tdg_ex")(req("tdg_ex", 2, 3, trainers_per_gpu=2)).validate()
+    roles = [tuple(g.roles) for g in plan.gmis]
+    per_gpu = [("simulator", "agent")] * 3 + [("trainer",)] * 2
+    assert roles == per_gpu * 2
+    assert plan.trainer_group == [3, 4, 8, 9]
+    assert plan.channels == [[0, 3], [1, 4], [2, 3], [5, 8], [6, 9], [7, 8]]
+    for a, t in plan.channels:  # forward path: agent and trainer share a device
+        assert plan.gmi(a).device == plan.gmi(t).device
+    assert plan.role == "tdg_ex"
+
+
+def test_decoupled_async_splits_serving_and_training_gpus() -> None:
+    plan = get("decoupled_async")(req("decoupled_async", 4, 2, hw="dgx_a100", trainers_per_gpu=1,
+                                      serving_gpus=3)).validate()
+    serving = [g for g in plan.gmis if g.has("agent")]
+    trainers = [g for g in plan.gmis if g.has("trainer")]
+    assert {g.device for g in serving} == {0, 1, 2} and len(serving) == 6
+    assert [g.device for g in trainers] == [3]
+    assert plan.trainer_group == [g.id for g in trainers]
+    assert plan.channels == [[a.id, trainers[0].id] for a in serving]
+    half = get("decoupled_async")(req("decoupled_async", 4, 1, hw="dgx_a100"))
+    assert {g.device for g in half.gmis if g.has("agent")} == {0, 1}
+
+
+def test_decoupled_async_on_cpu_uses_logical_devices() -> None:
+    plan = get("decoupled_async")(req("decoupled_async", 1, 2)).validate()
+    assert [g.device for g in plan.gmis] == [0, 0, 1]
+    assert plan.gmis[2].roles == ["trainer"]
+
+
+@pytest.mark.parametrize(("name", "layout", "gpus", "per", "hw", "expected"), [
+    ("tdg_ex", {"trainers_per_gpu": 0}, 1, 2, "cpu", "invalid layout.trainers_per_gpu: 0; valid: an integer >= 1"),
+    ("tdg_ex", {"trainers_per_gpu": 3}, 1, 2, "cpu", "invalid layout.trainers_per_gpu: 3; valid: 1..2"),
+    ("decoupled_async", {"trainers_per_gpu": 0}, 2, 2, "cpu", "invalid layout.trainers_per_gpu: 0"),
+    ("decoupled_async", {}, 1, 2, "dgx_a100", "invalid num_gpus: 1; valid: 2..8 for layout=decoupled_async"),
+    ("decoupled_async", {"serving_gpus": 2}, 2, 2, "dgx_a100", "invalid layout.serving_gpus: 2; valid: 1..1"),
+    ("tdg", {}, 1, 3, "cpu", "invalid gmis_per_gpu: 3; valid: an even integer >= 2"),
+])
+def test_bad_layout_values(name: str, layout: dict, gpus: int, per: int, hw: str, expected: str) -> None:
+    with pytest.raises(ConfigError, match=expected.replace(".", r"\.").replace("(", r"\(")):
+        get(name)(req(name, gpus, per, hw=hw, **layout))
+
+
+EXIT2 = [
+    (["layout=tdg_ex", "layout.trainers_per_gpu=0"], "invalid layout.trainers_per_gpu: 0; valid: an integer >= 1"),
+    (["layout=decoupled_async", "num_envs=8192", "train.horizon_length=16"],
+     "invalid trainer batch (train.horizon_length x num_envs): 131072; valid: 1..65536"),
+    (["layout=decoupled_async", "channel.fields=[obs,actions,rewards,values,dones,colour]"],
+     "invalid channel.fields entry: 'colour'; valid: obs, actions, rewards, values, dones, neglogp"),
+    (["layout=tdg_ex", "channel.fields=[obs,actions,rewards,values,dones]"], "the ppo trainer needs neglogp"),
+    (["layout=decoupled_async", "async_train.publish_every=0"], "invalid async_train.publish_every: 0"),
+    (["layout=decoupled_async", "async_train.algo=dqn"], "invalid async_train.algo: 'dqn'; valid: a2c, ppo"),
+    (["layout=decoupled_async", "train.horizon_length=1"], "invalid train.horizon_length: 1; valid: >= 2"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "expected"), EXIT2)
+def test_bad_input_exits_2_and_launches_nothing(overrides: list[str], expected: str, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    code = run(compose_config("task=Cartpole", *overrides), tmp_path)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert expected in err
+    assert not (tmp_path / "gmis").exists()
+
+
+@pytest.mark.parametrize("layout", sorted(DEFAULT_ROLES))
+def test_planner_picks_the_layouts_role_and_records_notes(layout: str, tmp_path: Path) -> None:
+    plan, _ = build_plan(compose_config("task=Cartpole", f"layout={layout}", "hardware=cpu"), tmp_path)
+    assert plan.role == DEFAULT_ROLES[layout]
+    assert "cost_model" in plan.notes
+    if layout in ("tdg_ex", "decoupled_async"):
+        assert plan.notes["channel"]["name"] == "multi" and plan.notes["async"]["publish_every"] == 1
+    if layout in ("tcg", "tdg"):
+        assert plan.trainer_group == []
+
+
+def test_user_role_is_kept(tmp_path: Path) -> None:
+    plan, _ = build_plan(compose_config("task=Cartpole", "layout=tcg", "hardware=cpu",
+                                        "role=gmiexp.rl.serving:ServeRole"), tmp_path)
+    assert plan.role == "gmiexp.rl.serving:ServeRole"
+
+
+def test_cost_model_reproduces_the_papers_estimates() -> None:
+    t = CostTerms()
+    serving, training = compare(SERVING, t), compare(TRAINING, t)
+    # Table 4 by hand: R_tdg = (6*50 + 1*0.2*5)/7 = 43.0; TOP_tcg = (100/50)/7; TOP_tdg = (100/43)/(7 + 2*7)
+    assert serving["tdg"]["resource"] == pytest.approx(301 / 7)
+    assert serving["tcg"]["throughput"] == pytest.approx(2 / 7)
+    assert serving["tdg"]["throughput"] == pytest.approx(100 / (301 / 7) / 21)
+    assert serving["resource_penalty_colocated"] == pytest.approx(50 / (301 / 7) - 1)  # paper: ~0.16
+    assert 2.3 < serving["speedup_colocated"] < 2.8  # paper: about 2.5x
+    assert training["tdg_ex"]["comm_over_bw"] == pytest.approx(7 * 9)
+    assert 0.4 < training["resource_penalty_colocated"] < 0.6  # paper: ~0.5
+    assert 4.5 < training["speedup_colocated"] < 6.0  # paper: about 5x
+    assert training["tcg_ex"]["comm_bytes"] == pytest.approx(2 * (t.n - 1) * t.M_p / t.n)
+    assert dominant_resource(60, 100, 10, 80) == "SM" and dominant_resource(10, 100, 40, 80) == "Memory"
+
+
+def test_plan_mode_prints_the_cost_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = run(compose_config("mode=plan", "layout=tdg_ex", "hardware=dgx_a100", "num_gpus=2", "task=Ant"), tmp_path)
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "cost_model" in out and "training (Table 5, eq. 3)" in out and "speedup_colocated" in out
