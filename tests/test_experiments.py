@@ -28,10 +28,10 @@ def multirun(study, tmp_path, *overrides):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("study", "overrides", "outputs"), [
-    ("fig7_throughput", ["hydra.sweeper.params.gmis_per_gpu=1,2"], ["fig7_throughput.csv", "fig7_throughput.png"]),
+    ("fig7_throughput", ["gmis_per_gpu=1,2"], ["fig7_throughput.csv", "fig7_throughput.png"]),
     ("fig9_reward", [], ["fig9_reward.csv", "fig9_reward.png"]),
-    ("fig10_num_envs", ["hydra.sweeper.params.num_envs=64,256"], ["fig10_num_envs.csv", "fig10_num_envs.png"]),
-    ("table7_reduction", ["hydra.sweeper.params.reduction=mpr,har"],
+    ("fig10_num_envs", ["num_envs=64,256"], ["fig10_num_envs.csv", "fig10_num_envs.png"]),
+    ("table7_reduction", ["reduction=mpr,har"],
      ["table7_reduction.csv", "table7_reduction.png"]),
 ])
 def test_training_experiment_smallest(study, overrides, outputs, tmp_path):
@@ -44,7 +44,7 @@ def test_training_experiment_smallest(study, overrides, outputs, tmp_path):
 @pytest.mark.slow
 def test_fig8_plans_on_cpu(tmp_path):
     run(PY, "-m", "gmiexp", "-m", "--config-dir", str(EXP / "fig8_backends"), "--config-name", "plan",
-        f"hydra.sweep.dir={tmp_path}", "hydra.sweeper.params.task=Ant")
+        f"hydra.sweep.dir={tmp_path}", "task=Ant")
 
 
 @pytest.mark.slow
