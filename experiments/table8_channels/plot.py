@@ -16,7 +16,8 @@ def main(argv):
     for r in runs:
         key = (r.config["task"], r.config["num_gpus"])
         for short, metric in METRICS.items():
-            table[key][f"{r.summary['config'].get('channel', '?')}_{short}"] = r.metrics.get(metric)
+            channel = r.config.get("channel", "?")
+            table[key][f"{channel}_{short}"] = round(float(r.metrics.get(metric) or 0.0), 1)
     if not any(v for row in table.values() for v in row.values()):
         sys.exit("runs have no async/* metrics: the decoupled_async layout and channels are not wired yet")
     rows = [{"task": t, "num_gpus": g, **v} for (t, g), v in sorted(table.items())]
@@ -30,7 +31,7 @@ def main(argv):
                    0.4, label=f"{ch}-channel")
         ax.set_xticks([j + 0.2 for j in range(len(keys))], [f"{t}\n{g} GPUs" for t, g in keys])
         ax.set_title(short)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="lower right")
     save(fig, out / "table8_channels.png")
 
 
