@@ -14,7 +14,8 @@ class AllReduce(Reduction):
 
     def __init__(self, mgr: GMIManager, members: list[int]) -> None:
         super().__init__(mgr, members)
-        self.group = mgr.group(self.members)
+        # new_group is collective, so every GMI asks; an empty or 1-member group reduces nothing
+        self.group = mgr.group(self.members) if len(self.members) > 1 else None
 
     def _reduce(self, flat: torch.Tensor) -> None:
         dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=self.group)
