@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal
@@ -36,6 +37,9 @@ class IndexManager:
             raise invalid("eviction", eviction, EVICTIONS)
         self.seg, self.capacity, self.eviction = seg, capacity, eviction
         self._fd = os.open(seg.path, os.O_RDWR)  # for flock; valid after the name is unlinked
+        # flock excludes other processes only: threads share this fd's lock, so they take this first
+        self._thread_lock = threading.RLock()
+        self._depth = 0
         buf = seg.buf
         self._clock = np.frombuffer(buf, np.int64, 1, 0)
         self.stamp = torch.from_numpy(np.frombuffer(buf, np.int64, capacity, 8))
@@ -48,11 +52,17 @@ class IndexManager:
 
     @contextmanager
     def locked(self) -> Iterator[None]:
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        with self._thread_lock:
+            outer = self._depth == 0  # re-entrant: only the outermost level takes/drops the flock
+            if outer:
+                fcntl.flock(self._fd, fcntl.LOCK_EX)
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+                if outer:
+                    fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def allocate(self, n: int) -> torch.Tensor:
         """Reserve ``n`` rows for writing, evicting ready rows (FIFO: oldest, LIFO: newest) if needed."""
