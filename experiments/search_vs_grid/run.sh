@@ -14,6 +14,6 @@ search.warmup_iterations=3 search.profile_iterations=10 search.timeout_s=400"
 L="flock /tmp/gmiexp-bench.lock .venv/bin/python -m gmiexp mode=search $SPACE"
 $L search.grid=true search.output=grid.yaml hydra.run.dir=$OUT/grid
 $L search.output=paper.yaml hydra.run.dir=$OUT/paper
-$L +extra.search_variant=cn search.output=cn.yaml hydra.run.dir=$OUT/cn
+$L search.variant=cn search.output=cn.yaml hydra.run.dir=$OUT/cn
 if [ -n "$LIVE" ]; then $L search.cache=false search.output=live.yaml hydra.run.dir=$OUT/live; fi
 .venv/bin/python experiments/search_vs_grid/compare.py $OUT/grid/search.json $OUT/*/search.json

@@ -159,6 +159,7 @@ class SearchConfig:
     num_envs: list[int] = field(default_factory=lambda: [128, 256, 512, 1024, 2048, 4096, 8192, 16384])
     alpha: float = 0.05  # saturation threshold on Sat = R_top / R_mem
     grid: bool = False  # profile every point instead of Algorithm 2's early stop
+    variant: str = "paper"  # paper | cn (the Chinese summary's Algorithm 2); ignored when grid=true
     warmup_iterations: int = 2
     profile_iterations: int = 4
     timeout_s: float = 300.0

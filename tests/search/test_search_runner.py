@@ -80,10 +80,10 @@ def test_bad_search_config_is_a_config_error(override, what):
         runner.validate(make_cfg(override).search)
 
 
-def test_variant_from_extra_until_the_schema_has_it(isolated):
-    cfg = make_cfg(*SPACE, "+extra.search_variant=cn")
+def test_search_variant_cn(isolated):
+    cfg = make_cfg(*SPACE, "search.variant=cn")
     assert runner.validate(cfg.search, runner.variant(cfg)) == "cn"
     assert runner.run_search(cfg, isolated / "run")["method"] == "cn"
-    assert "+extra.search_variant=cn" not in runner.user_overrides(cfg)
+    assert "search.variant=cn" not in runner.user_overrides(cfg)
     with pytest.raises(ConfigError, match="search.variant"):
         runner.validate(cfg.search, "bogus")

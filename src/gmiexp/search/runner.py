@@ -26,8 +26,8 @@ OWN_KEYS = ("mode", "num_gpus", "gmis_per_gpu", "num_envs", "max_iterations", "e
 
 
 def variant(cfg: Config) -> str:
-    """``search.variant`` once the schema has it, else ``extra.search_variant``; default the paper's."""
-    return str(getattr(cfg.search, "variant", None) or (cfg.extra or {}).get("search_variant", "paper"))
+    """``search.variant``: the paper's Algorithm 2 or the Chinese summary's."""
+    return str(cfg.search.variant)
 
 
 def validate(search: Any, method: str = "paper") -> str:
@@ -58,7 +58,7 @@ def user_overrides(cfg: Config) -> list[str]:
         given = list(HydraConfig.get().overrides.task)
     except ValueError:  # not inside a Hydra app (tests, library use)
         given = [f"{g}={OmegaConf.select(cfg, f'{g}.name')}" for g in output.GROUPS if g != "train"]
-    return [o for o in given if _key(o).split(".")[0] not in OWN_KEYS and _key(o) != "extra.search_variant"]
+    return [o for o in given if _key(o).split(".")[0] not in OWN_KEYS]
 
 
 def group_choices(overrides: Sequence[str]) -> dict[str, str]:
