@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 from pathlib import Path
 from typing import Any
 
@@ -104,7 +106,8 @@ def policy_param_count(plan: Plan) -> int:
 
     obs, act = task_dims(plan.task)
     params = build_params(plan, plan.gmis[0])
-    model = ModelBuilder().load(params)
-    net = model.build({"actions_num": act, "input_shape": (obs,), "num_seqs": 1, "value_size": 1,
-                       "normalize_value": False, "normalize_input": False})
+    with contextlib.redirect_stdout(io.StringIO()):  # rl-games prints while building; stdout carries the plan
+        model = ModelBuilder().load(params)
+        net = model.build({"actions_num": act, "input_shape": (obs,), "num_seqs": 1, "value_size": 1,
+                           "normalize_value": False, "normalize_input": False})
     return sum(p.numel() for p in net.parameters())

@@ -46,5 +46,5 @@ class Reduction(ABC):
     def _reduce(self, flat: torch.Tensor) -> None:
         """Sum ``flat`` in place across the members."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook: most strategies hold nothing to release
         """Release shared memory or groups the strategy holds."""
