@@ -71,7 +71,6 @@ class AsyncConfig:
     algo: str = "a2c"  # decoupled_async trainer update: a2c (advantage actor-critic, A3C) | ppo
     publish_every: int = 1  # trainer updates between weight publications to the agents (k >= 1)
     max_policy_lag: int = 8  # rollouts older than this many weight versions are dropped (>= 0)
-    batch_rollouts: int = 1  # rollouts of one agent per trainer batch (>= 1)
     drain_timeout_s: float = 60.0  # trainers give up waiting for experience after this long
 
 
