@@ -82,3 +82,10 @@ def test_profiler_detects_failures(profiler, n, why):
     r = profiler(1, n)
     assert not r.runnable and why in r.error
     assert json.dumps(r.error)
+
+
+def test_steady_throughput_is_robust_to_one_stalled_iteration():
+    hist = [{"iteration": i, "frames": 1000 * i, "wall_s": float(i)} for i in range(1, 9)]
+    for h in hist[5:]:
+        h["wall_s"] += 0.5  # iteration 6 stalled for half a second (another process took the core)
+    assert steady_throughput({"history": hist}, warmup_iterations=2) == pytest.approx(1000.0)

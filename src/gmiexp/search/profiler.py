@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -23,13 +24,17 @@ from gmiexp.search.algorithm import ProfileResult
 
 
 def steady_throughput(summary: dict[str, Any], warmup_iterations: int) -> float:
-    """Global env steps/s over the iterations after warm-up (falls back to the summary's metric)."""
+    """Median of the per-iteration global env steps/s after warm-up (falls back to the summary's metric).
+
+    The median, not the mean over the window: profiles are short, and one iteration stalled by
+    another process on a shared host would otherwise decide Algorithm 2's early stop.
+    """
     hist = sorted(summary.get("history") or [], key=lambda h: h["iteration"])
-    start = [h for h in hist if h["iteration"] <= warmup_iterations]
-    if start and hist[-1]["iteration"] > start[-1]["iteration"]:
-        a, b = start[-1], hist[-1]
-        if b["wall_s"] > a["wall_s"]:
-            return (b["frames"] - a["frames"]) / (b["wall_s"] - a["wall_s"])
+    rates = [(b["frames"] - a["frames"]) / (b["wall_s"] - a["wall_s"])
+             for a, b in zip(hist, hist[1:], strict=False)
+             if a["iteration"] >= warmup_iterations and b["wall_s"] > a["wall_s"]]
+    if rates:
+        return float(statistics.median(rates))
     return float(summary.get("metrics", {}).get("perf/env_steps_per_s", 0.0))
 
 
