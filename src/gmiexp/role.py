@@ -9,6 +9,7 @@ Plan's strategy, ``send``/``recv`` move tensors between GMIs.
 from __future__ import annotations
 
 import importlib
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ class GMIContext:
         return Path(self.plan.run_dir)
 
 
-class Role:
+class Role(ABC):
     """Base class of a GMI program. Override :meth:`run`; return per-GMI metrics (optional)."""
 
     def __init__(self, ctx: GMIContext) -> None:
@@ -55,9 +56,9 @@ class Role:
     def device(self) -> torch.device:
         return self.ctx.mgr.torch_device
 
+    @abstractmethod
     def run(self) -> dict[str, Any] | None:
         """The GMI's main routine (simulator, agent and/or trainer work)."""
-        raise NotImplementedError
 
     def allreduce(self, tensor: torch.Tensor, average: bool = False) -> torch.Tensor:
         """Sum (or average) ``tensor`` over the trainer group in place, with the Plan's strategy."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from abc import ABCMeta, abstractmethod
 from typing import Any
 
 import gymnasium as gym
@@ -10,7 +11,7 @@ import torch
 from rl_games.common.ivecenv import IVecEnv
 
 
-class GMIVecEnv(IVecEnv):
+class GMIVecEnv(IVecEnv, metaclass=ABCMeta):
     """Common part of gmiexp's simulators: env_info, time accounting (``time/sim_s``)."""
 
     def __init__(self, num_envs: int, observation_space: gym.Space, action_space: gym.Space) -> None:
@@ -38,5 +39,6 @@ class GMIVecEnv(IVecEnv):
         self.steps += self.num_envs
         return out
 
+    @abstractmethod
     def _step(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict]:
-        raise NotImplementedError
+        """Step the simulator: (obs, reward, done, info with ``time_outs``)."""

@@ -1,3 +1,5 @@
+"""Shared by the channel and store tests: a fresh run tag per test, with a leftover-segment check."""
+
 import os
 import uuid
 
