@@ -62,13 +62,12 @@ class Role(ABC):
 
     def allreduce(self, tensor: torch.Tensor, average: bool = False) -> torch.Tensor:
         """Sum (or average) ``tensor`` over the trainer group in place, with the Plan's strategy."""
-        flat = tensor.detach().reshape(-1)
-        if not flat.is_contiguous() or flat.data_ptr() != tensor.data_ptr():
-            flat = flat.clone()
-            self.ctx.reduction.allreduce_(flat, average=average)
-            tensor.copy_(flat.view_as(tensor))
+        if tensor.is_contiguous():
+            self.ctx.reduction.allreduce_(tensor.detach().view(-1), average=average)  # in place, no copy
             return tensor
+        flat = tensor.detach().reshape(-1).clone()
         self.ctx.reduction.allreduce_(flat, average=average)
+        tensor.copy_(flat.view_as(tensor))
         return tensor
 
     def send(self, tensor: torch.Tensor, dst_gmi: int) -> None:

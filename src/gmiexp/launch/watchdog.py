@@ -67,7 +67,7 @@ class Watchdog:
             return
         frames = int(s0.get("frames", 0))
         bar.n = min(frames, bar.total) if bar.total else frames
-        rate = sum(float(s.get("steps_per_s", 0.0)) for s in statuses[:1] if s)
+        rate = float(s0.get("steps_per_s", 0.0))  # GMI 0 reports the global rate
         reward = s0.get("reward")
         post = {"steps/s": f"{rate:,.0f}", "it": s0.get("iteration", 0)}
         if reward is not None:
