@@ -164,7 +164,14 @@ def _run_pair(ctx, producer, pargs, consumer, cargs) -> tuple[int, float]:
 
 def bench_channels(ctx, mode: str, nbytes: int, n: int, tag: str) -> tuple[int, float]:
     cs = make_channel_set(
-        mode, FIELDS, rows_per_step=ENVS, target_bytes=TRANSFER_BYTES, n_slots=SLOTS, name=f"bench-{mode}", tag=tag
+        mode,
+        FIELDS,
+        rows_per_step=ENVS,
+        target_bytes=TRANSFER_BYTES,
+        n_slots=SLOTS,
+        name=f"bench-{mode}",
+        tag=tag,
+        batch_rows=TRAIN_BYTES // ROW,
     )
     try:
         return _run_pair(ctx, _channel_producer, (cs, nbytes, n), _channel_consumer, (cs, nbytes, n))

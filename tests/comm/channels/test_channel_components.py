@@ -1,3 +1,4 @@
+import math
 import multiprocessing as mp
 
 import _workers
@@ -16,6 +17,7 @@ from gmiexp.comm.channels import (
     SlotRing,
     make_channel_set,
 )
+from gmiexp.comm.channels.channelset import aligned_rows
 from gmiexp.errors import ConfigError
 
 FIELDS = [FieldSpec("obs", (4,)), FieldSpec("actions", (2,)), FieldSpec("rewards"), FieldSpec("dones", (), torch.bool)]
@@ -245,5 +247,36 @@ def test_multi_send_non_contiguous_fields_and_partial_transfers(tag):
             check_rows(batch, seen)
             seen += batch["obs"].shape[0]
         assert seen == 32
+    finally:
+        cs.close()
+
+
+@pytest.mark.parametrize(
+    ("rows", "batch", "want"),
+    [(5041, 4096, 4096), (9000, 4096, 8192), (5041, None, 5041), (3000, 4096, 2048), (1000, 4096, 512),
+     (100, 97, 97), (100, 1009, 100)],
+)
+def test_aligned_rows_keeps_batches_inside_transfers(rows: int, batch: int | None, want: int) -> None:
+    got = aligned_rows(rows, batch)
+    assert got == want
+    assert got <= rows
+    if batch and got != rows:
+        assert got % batch == 0 or batch % got == 0
+
+
+def test_aligned_transfers_make_every_batch_a_view(tag: str) -> None:
+    """Transfers aligned with the trainer batch: the Batcher never stitches (so never copies)."""
+    cs = make_channel_set("multi", FIELDS, rows_per_step=4, target_bytes=10 * 16, n_slots=64, tag=tag, batch_rows=8)
+    try:
+        d = Dispenser(cs.fields, Migrator([Route(0, 0, cs)], device=0))
+        exp = {f.name: torch.arange(6 * 4 * math.prod(f.shape)).reshape(6, 4, *f.shape).to(f.dtype) for f in FIELDS}
+        d.dispense(exp)
+        d.close()
+        b = Batcher([cs], batch_size=8, zero_copy=True)
+        shm = cs.rings[0]._seg.buf
+        base = torch.frombuffer(shm, dtype=torch.uint8).data_ptr()
+        for batch in b:
+            ptr = batch[FIELDS[0].name].data_ptr()
+            assert base <= ptr < base + len(shm), "batch was copied out of shared memory"
     finally:
         cs.close()

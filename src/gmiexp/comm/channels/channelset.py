@@ -201,6 +201,7 @@ def make_channel_set(
     name: str = "exp",
     tag: str | None = None,
     on_full: OnFull = "block",
+    batch_rows: int | None = None,
 ) -> ChannelSet:
     """Create the rings from one agent to one trainer.
 
@@ -208,6 +209,8 @@ def make_channel_set(
     ``target_bytes`` the transfer size the Compressor aims for in ``multi`` mode (the largest
     field's transfer is at most this); ``n_slots`` bounds memory: at most ``n_slots`` transfers
     per ring are in flight before the producer blocks (or drops, with ``on_full='drop'``).
+    ``batch_rows``, the trainer's batch size, aligns transfers with batches (see
+    :func:`aligned_rows`) so the Batcher can hand most batches out as zero-copy views.
     """
     if mode not in MODES:
         raise invalid("channel mode", mode, MODES)
@@ -218,8 +221,27 @@ def make_channel_set(
     if target_bytes < widest:
         raise invalid("target_bytes", target_bytes, f">= {widest} (one row of the widest field)")
     if mode == "multi":
-        return MultiChannelSet.create(specs, target_bytes // widest, n_slots, name, tag, on_full)
+        rows = aligned_rows(target_bytes // widest, batch_rows)
+        return MultiChannelSet.create(specs, rows, n_slots, name, tag, on_full)
     return UniChannelSet.create(specs, rows_per_step, n_slots * len(specs), name, tag, on_full)
+
+
+def aligned_rows(rows: int, batch_rows: int | None) -> int:
+    """Rows per transfer: at most ``rows``, and a multiple or a divisor of ``batch_rows`` when one is near.
+
+    A batch that straddles two transfers must be stitched by a copy; with aligned transfers each
+    batch lies inside one transfer (a zero-copy view) or is exactly a whole number of them. Only
+    a divisor that keeps transfers at least half as large as ``rows`` is used: smaller transfers
+    would cost more per byte than the copy they save.
+    """
+    if not batch_rows or batch_rows < 1:
+        return rows
+    if rows >= batch_rows:
+        return rows // batch_rows * batch_rows
+    for k in range(2, batch_rows + 1):  # the largest divisor of batch_rows that fits
+        if batch_rows % k == 0 and batch_rows // k <= rows:
+            return batch_rows // k if batch_rows // k * 2 >= rows else rows
+    return rows
 
 
 def _attach(mode: str, fields: list[FieldSpec], specs: list[RingSpec], on_full: OnFull) -> ChannelSet:
@@ -227,4 +249,4 @@ def _attach(mode: str, fields: list[FieldSpec], specs: list[RingSpec], on_full: 
     return MultiChannelSet(fields, rings) if mode == "multi" else UniChannelSet(fields, rings[0])
 
 
-__all__ = ["MODES", "ChannelSet", "MultiChannelSet", "UniChannelSet", "make_channel_set", "check_names"]
+__all__ = ["MODES", "ChannelSet", "aligned_rows", "MultiChannelSet", "UniChannelSet", "make_channel_set", "check_names"]
