@@ -167,6 +167,7 @@ class SearchConfig:
 
 
 @dataclass
+    min_profile_steps: int = 200_000  # measured env steps per profile at least (small points run more iterations)
 class Config:
     """Top level, IsaacGymEnvs style: a few run-wide knobs plus the config groups."""
 

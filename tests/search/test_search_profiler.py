@@ -89,3 +89,15 @@ def test_steady_throughput_is_robust_to_one_stalled_iteration():
     for h in hist[5:]:
         h["wall_s"] += 0.5  # iteration 6 stalled for half a second (another process took the core)
     assert steady_throughput({"history": hist}, warmup_iterations=2) == pytest.approx(1000.0)
+
+
+def test_small_points_measure_at_least_min_profile_steps(tmp_path):
+    """A 128-env point runs more iterations (warm-up in proportion); big points keep the minimum."""
+    p = SubprocessProfiler(workdir=tmp_path, warmup_iterations=3, profile_iterations=10, min_profile_steps=200_000,
+                           horizon_length=16)
+    warmup, measured = p.iterations(2, 128)
+    assert measured == 49 and measured * 2 * 128 * 16 >= 200_000
+    assert warmup == 15
+    assert p.iterations(1, 16384) == (3, 10)
+    assert "max_iterations=64" in p.command(2, 128, tmp_path)
+    assert SubprocessProfiler(workdir=tmp_path, min_profile_steps=0).iterations(1, 128) == (2, 4)

@@ -9,6 +9,7 @@ is measured at steady state, after the warm-up iterations, from the run's
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import statistics
@@ -69,7 +70,12 @@ def run_with_timeout(cmd: Sequence[str], timeout_s: float, log: Path) -> int | N
 
 @dataclass
 class SubprocessProfiler:
-    """``profile(G, N)``: ``python -m gmiexp mode=train num_gpus=1 gmis_per_gpu=G num_envs=N ...``."""
+    """``profile(G, N)``: ``python -m gmiexp mode=train num_gpus=1 gmis_per_gpu=G num_envs=N ...``.
+
+    ``min_profile_steps`` lengthens the measured window of small points: with a fixed iteration
+    count, a 128-env point measures a fraction of a second (scheduler noise of 10-30% between
+    processes on a shared host), which decides Algorithm 2's early stop. Warm-up grows in proportion.
+    """
 
     workdir: Path
     overrides: list[str] = field(default_factory=list)  # the user's task/backend/... overrides
@@ -77,9 +83,18 @@ class SubprocessProfiler:
     profile_iterations: int = 4
     timeout_s: float = 300.0
     python: str = sys.executable
+    min_profile_steps: int = 0  # env steps (all GMIs) the measured window covers at least
+    horizon_length: int = 16  # env steps per GMI and env in one iteration
+
+    def iterations(self, gmis_per_gpu: int, num_envs: int) -> tuple[int, int]:
+        """(warm-up, measured) iterations of the profile of (G, N)."""
+        per_iter = gmis_per_gpu * num_envs * self.horizon_length
+        measured = max(self.profile_iterations, math.ceil(self.min_profile_steps / per_iter))
+        warmup = math.ceil(self.warmup_iterations * measured / self.profile_iterations)
+        return warmup, measured
 
     def command(self, gmis_per_gpu: int, num_envs: int, run_dir: Path) -> list[str]:
-        iters = self.warmup_iterations + self.profile_iterations
+        iters = sum(self.iterations(gmis_per_gpu, num_envs))
         return [self.python, "-m", "gmiexp", "mode=train", "num_gpus=1", f"gmis_per_gpu={gmis_per_gpu}",
                 f"num_envs={num_envs}", f"max_iterations={iters}", "launch.progress=false", "logger=none",
                 *self.overrides, f"hydra.run.dir={run_dir}"]
@@ -99,4 +114,4 @@ class SubprocessProfiler:
             summary = json.loads((run_dir / "summary.json").read_text())
         except (OSError, ValueError) as e:
             return ProfileResult(False, wall_s=wall, error=f"no summary.json: {e}")
-        return result_from_summary(summary, gmis_per_gpu, self.warmup_iterations, wall)
+        return result_from_summary(summary, gmis_per_gpu, self.iterations(gmis_per_gpu, num_envs)[0], wall)

@@ -43,6 +43,8 @@ def validate(search: Any, method: str = "paper") -> str:
     if search.profile_iterations < 1 or search.warmup_iterations < 0:
         raise invalid("search.profile_iterations/warmup_iterations",
                       (search.profile_iterations, search.warmup_iterations), "profile >= 1, warmup >= 0")
+    if search.min_profile_steps < 0:
+        raise invalid("search.min_profile_steps", search.min_profile_steps, "an integer >= 0 (env steps)")
     return method
 
 
@@ -80,7 +82,8 @@ def cache_key(cfg: Config, overrides: Sequence[str]) -> dict[str, Any]:
     return {"task": [cfg.task.name, cfg.task.simulator, cfg.task.env_id], "hardware": hw.describe(),
             "cpu": platform.processor() or platform.machine(), "version": code_version(),
             "overrides": sorted(overrides),
-            "iterations": [cfg.search.warmup_iterations, cfg.search.profile_iterations]}
+            "iterations": [cfg.search.warmup_iterations, cfg.search.profile_iterations,
+                           cfg.search.min_profile_steps, cfg.train.horizon_length]}
 
 
 def with_progress(profile: Profiler, bar: tqdm) -> Profiler:
@@ -121,7 +124,8 @@ def run_search(cfg: Config, run_dir: Path) -> dict[str, Any]:
     s = cfg.search
     profile: Profiler = SubprocessProfiler(
         workdir=Path(run_dir) / "profiles", overrides=overrides, warmup_iterations=s.warmup_iterations,
-        profile_iterations=s.profile_iterations, timeout_s=s.timeout_s)
+        profile_iterations=s.profile_iterations, timeout_s=s.timeout_s, min_profile_steps=s.min_profile_steps,
+        horizon_length=cfg.train.horizon_length)
     if s.cache:
         profile = cached(profile, ProfileCache(cache_key(cfg, overrides), default_cache_dir()))
     envs = list(s.num_envs)
