@@ -22,6 +22,7 @@ class BackendConfig:
 
     name: str = "direct"
     pin_cores: bool = False  # direct/CPU: pin each GMI to its own cores (os.sched_setaffinity)
+    pin_devices: bool = False  # direct: each device's GMIs share that device's cores (logical GPUs on CPU)
     # mps
     use_existing: bool = False  # join an already running MPS daemon instead of starting a private one
     sm_percent: list[int] | None = None  # per-GMI active thread % (by local index); None = even split

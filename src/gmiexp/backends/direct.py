@@ -17,6 +17,23 @@ def split_cores(n_cores: int, n_gmis: int) -> list[list[int]]:
     return [[i % n_cores] for i in range(n_gmis)]
 
 
+def device_cores(plan: Plan, n_cores: int, split: bool) -> list[list[int]]:
+    """Per GMI: its device's share of the host cores (``split``: a disjoint part of that share).
+
+    On CPU a logical GPU is then a core set, so GMIs on different devices never compete for a
+    core, as GMIs on different GPUs do not compete for SMs.
+    """
+    devices = sorted({g.device for g in plan.gmis})
+    shares = dict(zip(devices, split_cores(n_cores, len(devices)), strict=True))
+    out = []
+    for g in plan.gmis:
+        share = shares[g.device]
+        mates = [m.id for m in plan.gmis if m.device == g.device]
+        part = split_cores(len(share), len(mates))[mates.index(g.id)] if split else range(len(share))
+        out.append([share[i] for i in part])
+    return out
+
+
 def thread_budget(n_cores: int, n_gmis_on_host: int) -> int:
     """Torch threads per GMI: its share of the cores, at least 1 (oversubscription stalls libgomp)."""
     return max(1, n_cores // max(1, n_gmis_on_host))
@@ -30,6 +47,12 @@ class DirectBackend(Backend):
         n_cores = hw.cpu_count
         cores = split_cores(n_cores, len(plan.gmis))
         threads = thread_budget(n_cores, len(plan.gmis))
+        budget = [threads] * len(plan.gmis)
+        if self.cfg.pin_devices:  # each device's GMIs share that device's cores (separate "GPUs" on CPU)
+            cores = device_cores(plan, n_cores, self.cfg.pin_cores)
+            mates = [sum(m.device == g.device for m in plan.gmis) for g in plan.gmis]
+            budget = [len(cs) if self.cfg.pin_cores else max(1, len(cs) // k)
+                      for cs, k in zip(cores, mates, strict=True)]
         if hw.has_gpu:
             known = [g.index for g in hw.gpus]
             for g in plan.gmis:
@@ -38,13 +61,14 @@ class DirectBackend(Backend):
                         f"GMI {g.id} wants GPU {g.device} but this host has GPUs {known}; "
                         f"lower num_gpus to at most {len(known)}"
                     )
-        for g, cs in zip(plan.gmis, cores, strict=True):
-            self._realise_gmi(g, cs, threads, gpu=hw.has_gpu)
+        pinned = self.cfg.pin_cores or self.cfg.pin_devices
+        for g, cs, t in zip(plan.gmis, cores, budget, strict=True):
+            self._realise_gmi(g, cs, t, hw.has_gpu, pinned)
         plan.backend = self.name
         plan.backend_reason = plan.backend_reason or "backend=direct (plain time-sharing of each device)"
         return plan
 
-    def _realise_gmi(self, g: GMI, cores: list[int], threads: int, gpu: bool) -> None:
+    def _realise_gmi(self, g: GMI, cores: list[int], threads: int, gpu: bool, pinned: bool) -> None:
         g.torch_threads = threads
         g.sim_threads = threads
         g.env.update({"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)})
@@ -54,6 +78,6 @@ class DirectBackend(Backend):
         else:
             g.env["CUDA_VISIBLE_DEVICES"] = ""  # a logical GPU on CPU: never touch a real one
             g.share = f"{threads} of the host's cores"
-        if self.cfg.pin_cores:
+        if pinned:
             g.cpus = cores
             g.share = f"cpus {cores[0]}-{cores[-1]}" if len(cores) > 1 else f"cpu {cores[0]}"
