@@ -73,6 +73,12 @@ class AsyncConfig:
     publish_every: int = 1  # trainer updates between weight publications to the agents (k >= 1)
     max_policy_lag: int = 8  # rollouts older than this many weight versions are dropped (>= 0)
     drain_timeout_s: float = 60.0  # trainers give up waiting for experience after this long
+    # off-policy replay: every received rollout also goes into the trainer's ExperienceStore
+    # (channel.store_capacity records, whole rollouts); after each fresh update the trainers train
+    # on replay_ratio more batches drawn from it (PPO: clipped ratio, A2C: truncated IS weight)
+    replay_ratio: int = 0  # replayed batches per fresh batch (>= 0; 0 = off, no store is made)
+    replay_selection: str = "uniform"  # uniform | prioritized (mean |advantage|) | topk | fifo | lifo
+    replay_eviction: str = "fifo"  # fifo | lifo: which stored rollouts make room when the store is full
 
 
 @dataclass
@@ -162,13 +168,13 @@ class SearchConfig:
     variant: str = "paper"  # paper | cn (the Chinese summary's Algorithm 2); ignored when grid=true
     warmup_iterations: int = 2
     profile_iterations: int = 4
+    min_profile_steps: int = 200_000  # measured env steps per profile at least (small points run more iterations)
     timeout_s: float = 300.0
     cache: bool = True
     output: str = "search_result.yaml"
 
 
 @dataclass
-    min_profile_steps: int = 200_000  # measured env steps per profile at least (small points run more iterations)
 class Config:
     """Top level, IsaacGymEnvs style: a few run-wide knobs plus the config groups."""
 

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 from gmitest import FAST, run_cli
 
+from gmiexp.launch.status import read_history
 from gmiexp.plan import Plan
 
-#: Segments only the layouts' roles create (experience routes, weight boards, TDG state/action rings).
-OURS = re.compile(r"^gmiexp_.+_(exp\d+to\d+|weights\d+|tdg-state\d+|tdg-action\d+)")
+#: Segments only the layouts' roles create (experience routes, weight boards, TDG state/action rings, replay stores).
+OURS = re.compile(r"^gmiexp_.+_(exp\d+to\d+|weights\d+|tdg-state\d+|tdg-action\d+|replay\d+)")
 
 
 def our_segments(since: float) -> list[str]:
@@ -27,10 +28,11 @@ def our_segments(since: float) -> list[str]:
     return out
 
 
-def run_layout(tmp_path: Path, layout: str, *extra: str) -> tuple[dict, Plan]:
+def run_layout(tmp_path: Path, layout: str, *extra: str, iters: int = 4) -> tuple[dict, Plan]:
     run_dir = tmp_path / "run"
     t0 = time.time()
-    r = run_cli(f"layout={layout}", *FAST, "max_iterations=4", *extra, f"hydra.run.dir={run_dir}", timeout=60)
+    r = run_cli(f"layout={layout}", *FAST, f"max_iterations={iters}", *extra, f"hydra.run.dir={run_dir}",
+                timeout=60)
     assert r.returncode == 0, r.stderr[-3000:]
     plan = Plan.load(run_dir / "plan.yaml")
     assert our_segments(t0) == [], "shared-memory segments left in /dev/shm"
@@ -78,3 +80,62 @@ def test_decoupled_async_moves_every_row_intact(channel: str, tmp_path: Path, no
     assert s["config"]["channel"] == channel
     m = s["metrics"]
     assert m["async/predictions_per_s"] > 0 and m["async/train_samples_per_s"] > 0
+
+
+def test_decoupled_async_ppo_trains(tmp_path: Path, no_orphans: None) -> None:
+    s, plan = run_layout(tmp_path, "decoupled_async", "async_train.algo=ppo", "async_train.max_policy_lag=100")
+    _, trainers = check_integrity(s, plan)
+    assert all(t["train_samples"] == 2 * 4 * 15 * 32 and t["updates"] > 0 for t in trainers)  # nothing stale
+    assert s["metrics"]["async/train_samples_per_s"] > 0
+    assert all("replay/batches" not in t for t in trainers)  # replay off: no store
+
+
+def rollouts_by_agent(trainers: list[dict]) -> dict[str, list[int]]:
+    """Every trainer's rollout spans, merged per agent (a rollout received twice appears twice)."""
+    out: dict[str, list[int]] = {}
+    for t in trainers:
+        for a, runs in t["rollouts"].items():
+            out.setdefault(a, []).extend(i for lo, hi in runs for i in range(lo, hi + 1))
+    return out
+
+
+def test_decoupled_async_spreads_rollouts_over_several_trainers(tmp_path: Path, no_orphans: None) -> None:
+    # the agents' Migrators send 4 rollouts to a route before picking the least-loaded one again
+    iters = 8
+    s, plan = run_layout(tmp_path, "decoupled_async", "layout.trainers_per_gpu=2", "async_train.max_policy_lag=100",
+                         iters=iters)
+    assert len(plan.trainer_group) == 2
+    agents, trainers = check_integrity(s, plan, iters=iters)
+    assert all(t["train_samples"] > 0 and t["seq_errors"] == 0 for t in trainers)  # every trainer trained
+    assert len({t["updates"] for t in trainers}) == 1  # collective updates: the same count everywhere
+    assert sum(t["train_samples"] for t in trainers) == len(agents) * iters * 15 * 32
+    merged = rollouts_by_agent(trainers)
+    assert sorted(merged) == [str(g.id) for g in plan.gmis if g.has("agent")]
+    assert all(sorted(ids) == list(range(iters)) for ids in merged.values())  # none lost, none twice
+
+
+@pytest.mark.parametrize(("layout", "extra"), [
+    ("decoupled_async", ["async_train.replay_selection=prioritized", "channel.store_capacity=2048"]),
+    ("tdg_ex", ["layout.trainers_per_gpu=1", "async_train.replay_selection=uniform",
+                "async_train.replay_eviction=lifo"]),
+])
+def test_replay_trains_on_stored_rollouts(layout: str, extra: list[str], tmp_path: Path, no_orphans: None) -> None:
+    iters = 6
+    s, plan = run_layout(tmp_path, layout, "async_train.replay_ratio=2", "async_train.max_policy_lag=100", *extra,
+                         iters=iters)
+    _, trainers = check_integrity(s, plan, iters=iters)  # fresh rows still arrive and train exactly once
+    for t in trainers:
+        assert t["replay/batches"] > 0 and t["replay/rows"] >= t["replay/batches"] * 15 * 32
+        assert 0 < t["replay/stored"] <= t["replay/capacity"] and t["replay/added"] == 2 * iters
+    if layout == "decoupled_async":  # 2048 records hold 4 rollouts of 16 x 32: FIFO eviction made room
+        assert trainers[0]["replay/capacity"] == 4 and trainers[0]["replay/stored"] == 4
+    rows = read_history(Path(s["run_dir"]), plan.trainer_group[0])
+    assert sum(r["replay/batches"] for r in rows) == trainers[0]["replay/batches"]
+
+
+def test_tdg_ex_survives_a_trainer_slower_than_its_agents(tmp_path: Path, no_orphans: None) -> None:
+    # agents send the next rollout before the trainer takes again: it must still be delivered
+    s, plan = run_layout(tmp_path, "tdg_ex", "layout.trainers_per_gpu=1", "role=experience_roles:SlowTrainerTDGEX",
+                         "async_train.drain_timeout_s=10", iters=3)
+    _, trainers = check_integrity(s, plan, iters=3)
+    assert trainers[0]["updates"] == 3

@@ -92,6 +92,17 @@ EXIT2 = [
     (["layout=decoupled_async", "async_train.publish_every=0"], "invalid async_train.publish_every: 0"),
     (["layout=decoupled_async", "async_train.algo=dqn"], "invalid async_train.algo: 'dqn'; valid: a2c, ppo"),
     (["layout=decoupled_async", "train.horizon_length=1"], "invalid train.horizon_length: 1; valid: >= 2"),
+    (["layout=decoupled_async", "async_train.replay_ratio=-1"],
+     "invalid async_train.replay_ratio: -1; valid: an integer >= 0 (replayed batches per fresh batch; 0 = off)"),
+    (["layout=tdg_ex", "async_train.replay_ratio=1", "async_train.replay_selection=newest"],
+     "invalid async_train.replay_selection: 'newest'; valid: uniform, prioritized, topk, fifo, lifo"),
+    (["layout=decoupled_async", "async_train.replay_ratio=1", "async_train.replay_eviction=random"],
+     "invalid async_train.replay_eviction: 'random'; valid: fifo, lifo"),
+    (["layout=decoupled_async", "async_train.replay_ratio=2", "channel.fields=[obs,actions,rewards,values,dones]"],
+     "the a2c trainer with replay (importance weight min(1, pi/mu)) needs neglogp"),
+    (["layout=decoupled_async", "async_train.replay_ratio=1", "num_envs=64", "train.horizon_length=16",
+      "channel.store_capacity=1000"],
+     "invalid trainer batch (train.horizon_length x num_envs): 1024; valid: 1..1000 (channel.store_capacity rows)"),
 ]
 
 

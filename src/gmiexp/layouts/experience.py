@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gmiexp.comm.channels import DEFAULT_FIELDS
+from gmiexp.comm.store import EVICTIONS, SELECTORS
 from gmiexp.errors import ConfigError, invalid
 from gmiexp.layouts.cost import CostTerms, model_bytes
 from gmiexp.plan import Plan
@@ -12,7 +13,7 @@ from gmiexp.plan import Plan
 CHANNELS = ("multi", "uni")
 ON_FULL = ("block", "drop")
 ALGOS = ("a2c", "ppo")
-#: Fields every trainer update reads (PPO also needs the behaviour policy's neglogp).
+#: Fields every trainer update reads (PPO and replay also need the behaviour policy's neglogp).
 REQUIRED = ("obs", "actions", "rewards", "values", "dones")
 
 
@@ -28,11 +29,14 @@ def check_experience(plan: Plan, channel: Any, async_cfg: Any) -> None:
     algo = "ppo" if plan.layout == "tdg_ex" else async_cfg.algo
     if algo not in ALGOS:
         raise invalid("async_train.algo", algo, ALGOS)
-    needed = REQUIRED + (("neglogp",) if algo == "ppo" else ())
+    replay = check_replay(async_cfg)
+    needed = REQUIRED + (("neglogp",) if algo == "ppo" or replay else ())
     missing = [f for f in needed if f not in channel.fields]
     if missing:
+        who = "the a2c trainer with replay (importance weight min(1, pi/mu))" if replay and algo == "a2c" \
+            else f"the {algo} trainer"
         raise invalid("channel.fields", list(channel.fields), f"a list including {', '.join(needed)}",
-                      f"the {algo} trainer needs {', '.join(missing)}")
+                      f"{who} needs {', '.join(missing)}")
     if channel.slots < 1:
         raise invalid("channel.slots", channel.slots, "an integer >= 1")
     if channel.target_bytes < 64:
@@ -55,6 +59,18 @@ def check_experience(plan: Plan, channel: Any, async_cfg: Any) -> None:
         raise invalid("async_train.drain_timeout_s", async_cfg.drain_timeout_s, "a positive number of seconds")
     if not plan.trainer_group:
         raise ConfigError(f"layout={plan.layout} produced no trainer GMIs; layout.trainers_per_gpu must be >= 1")
+
+
+def check_replay(async_cfg: Any) -> bool:
+    """Validate the off-policy replay keys; True when replay is on."""
+    ratio = async_cfg.replay_ratio
+    if isinstance(ratio, bool) or not isinstance(ratio, int) or ratio < 0:
+        raise invalid("async_train.replay_ratio", ratio, "an integer >= 0 (replayed batches per fresh batch; 0 = off)")
+    if async_cfg.replay_selection not in SELECTORS:
+        raise invalid("async_train.replay_selection", async_cfg.replay_selection, SELECTORS)
+    if async_cfg.replay_eviction not in EVICTIONS:
+        raise invalid("async_train.replay_eviction", async_cfg.replay_eviction, EVICTIONS)
+    return ratio > 0
 
 
 def task_dims(task: dict[str, Any]) -> tuple[int, int]:

@@ -11,6 +11,11 @@ is sent again as the first record of the next one, so every transition is traine
 Two fields ride along with the configured ones: ``seq`` (row number per agent, checked by the
 trainer: nothing lost, duplicated or reordered) and ``version`` (the weights that produced the row,
 for policy lag).
+
+With ``async_train.replay_ratio > 0`` every trainer also copies each rollout it trains into its own
+:class:`~gmiexp.rl.replay.ReplayStore` (an ExperienceStore) and, after every round in which the
+group trained fresh rows, makes ``replay_ratio`` more collective updates on stored rollouts before
+publishing weights.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import torch
 from gmiexp.comm.channels import Batcher, ChannelClosed, Dispenser, Migrator, Route, cleanup_run, make_channel_set
 from gmiexp.rl import links
 from gmiexp.rl.policy import EpisodeStats, Policy, build_model, experience_fields, probe_spaces
+from gmiexp.rl.replay import ReplayStore
 from gmiexp.rl.serving import Meter, as_tensor, make_env
 from gmiexp.rl.trainer import Update, make_update
 from gmiexp.rl.weights import WeightBoard, state_nbytes
@@ -143,27 +149,54 @@ class ExperienceRole(Role):
         agents = [a for a, t in plan.channels if t == me]
         horizon = plan.train["horizon_length"]
         batchers = {}
+        # Synchronous agents wait for the weights of the rollout they just sent, and their Migrator
+        # delivers a rollout at once only if the trainer has released the previous one (else it keeps
+        # packing, waiting for a next rollout that never comes). Zero-copy views hold their slots
+        # until the next take, after the publish: copy instead, so slots are free before agents resume.
+        zero_copy = self.channel["name"] == "multi" and not self.sync
         for a in agents:
             cs = links.attach(handles, route_key(a, me))
             owned.append(cs)
-            batchers[a] = Batcher([cs], horizon * plan.gmi(a).num_envs, zero_copy=self.channel["name"] == "multi")
+            batchers[a] = Batcher([cs], horizon * plan.gmi(a).num_envs, zero_copy=zero_copy)
         links.barrier(self.ctx.mgr)
         board.seal()
+        replay = None
+        if int(self.acfg.get("replay_ratio", 0)) > 0:
+            replay = ReplayStore(self.fields, horizon, max((plan.gmi(a).num_envs for a in agents), default=1),
+                                 int(self.channel["store_capacity"]), self.acfg["replay_selection"],
+                                 self.acfg["replay_eviction"], plan.train["gamma"], plan.train["tau"],
+                                 seed=plan.seed + 7919 * me, name=f"replay{me}", tag=self.tag)
+            owned.append(replay)
         update = make_update(self, self.sync)
         update.sync_initial_weights()
         board.publish(self.model)
-        return TrainLoop(self, update, board, batchers).run()
+        return TrainLoop(self, update, board, batchers, replay).run()
+
+
+def spans(ids: list[int]) -> list[list[int]]:
+    """Sorted ids as inclusive ``[first, last]`` runs (compact enough for result.json)."""
+    out: list[list[int]] = []
+    for i in sorted(ids):
+        if out and i == out[-1][1] + 1:
+            out[-1][1] = i
+        else:
+            out.append([i, i])
+    return out
 
 
 class TrainLoop:
-    """Rounds of: take rollouts, check them, update (collectively over the trainer group), publish."""
+    """Rounds of: take rollouts, check them, update (collectively over the trainer group), replay, publish."""
 
     def __init__(self, role: ExperienceRole, update: Update, board: WeightBoard,
-                 batchers: dict[int, Batcher]) -> None:
+                 batchers: dict[int, Batcher], replay: ReplayStore | None = None) -> None:
         self.role, self.update, self.board, self.batchers = role, update, board, batchers
+        self.replay = replay
         self.plan = role.plan
         self.horizon = self.plan.train["horizon_length"]
         self.next_seq = dict.fromkeys(batchers, 0)
+        # agents whose Migrator may send a rollout to another trainer: this one sees a subsequence
+        self.shared = {a for a in batchers if sum(1 for aa, _ in self.plan.channels if aa == a) > 1}
+        self.rollouts: dict[int, list[int]] = {a: [] for a in batchers}
         self.open = set(batchers)
         self.seq_errors = 0
         self.rows_received = 0
@@ -173,13 +206,23 @@ class TrainLoop:
         self.rr = 0
 
     def check(self, agent: int, batch: dict[str, torch.Tensor]) -> None:
-        """Rows must be exactly the agent's next ones (one-record overlap), in order."""
+        """Rows must be one whole rollout of the agent (one-record overlap), later than its previous one.
+
+        An agent routed to this trainer only must send every rollout here: the rollout must start
+        exactly where the previous one ended. An agent routed to several trainers spreads its
+        rollouts over them, so here it may skip whole rollouts (the run's ``rollouts`` spans of all
+        trainers together must then cover each agent's rollouts exactly once).
+        """
         n = self.plan.gmi(agent).num_envs
         seq = batch["seq"].reshape(self.horizon, n)
-        base = self.next_seq[agent]
+        base, stride = int(seq[0, 0]), (self.horizon - 1) * n
         want = base + torch.arange(self.horizon * n).reshape(self.horizon, n)
-        if not torch.equal(seq, want):
+        expected = self.next_seq[agent]
+        in_order = base >= expected and base % stride == 0 if agent in self.shared else base == expected
+        if not (in_order and torch.equal(seq, want)):
             self.seq_errors += 1
+        else:
+            self.rollouts[agent].append(base // stride)
         self.next_seq[agent] = int(seq[-1, 0])
 
     def take(self, sync: bool) -> list[tuple[int, dict[str, torch.Tensor]]]:
@@ -223,6 +266,24 @@ class TrainLoop:
             sleep = min(sleep * 2, 1e-3)
         return got
 
+    def replay_round(self, done: bool) -> tuple[int, int]:
+        """``replay_ratio`` collective off-policy updates on stored rollouts; returns (my batches, my rows).
+
+        Called by every trainer after every round in which any of them trained fresh rows, so the
+        group makes the same collective calls; a trainer with nothing stored takes part with 0 rows.
+        """
+        ratio = int(self.role.acfg["replay_ratio"])
+        per = len(self.batchers) if self.role.sync else 1  # a replayed batch is as large as a fresh one
+        picked = self.replay.sample(ratio * per)
+        batches = rows = 0
+        for j in range(ratio):
+            mine = [self.replay.refresh(self.role.model, r, self.role.device) for r in picked[j * per:(j + 1) * per]]
+            n, _, _ = self.update.step(mine, done, off_policy=True)
+            if n:
+                batches += 1
+                rows += n
+        return batches, rows
+
     def run(self) -> dict[str, Any]:
         role, acfg = self.role, self.role.acfg
         meter = Meter(role)
@@ -230,7 +291,8 @@ class TrainLoop:
         k = 1 if sync else int(acfg["publish_every"])
         bound = int(acfg["max_policy_lag"])
         rounds = updates = trained = 0
-        wait_s = 0.0
+        replay_batches = replay_rows = 0
+        wait_s = replay_s = 0.0
         last = time.perf_counter()
         while True:
             t0 = time.perf_counter()
@@ -246,32 +308,49 @@ class TrainLoop:
                 if lag > bound and not sync:
                     self.stale_rows += rows
                 else:
-                    fresh.append((self.plan.gmi(a).num_envs, batch))
+                    n_envs = self.plan.gmi(a).num_envs
+                    fresh.append((n_envs, batch))
+                    if self.replay is not None:  # copy now: a zero-copy batch is gone at the next take
+                        self.replay.add(n_envs, batch)
             done = not self.open
             n, total, all_done = self.update.step(fresh, done)
+            loss = self.update.last_loss
             rounds += 1
+            rb = rr = 0
             if total > 0:
                 updates += 1
                 trained += n
+                if self.replay is not None:
+                    t0 = time.perf_counter()
+                    rb, rr = self.replay_round(done)
+                    replay_s += time.perf_counter() - t0
+                    replay_batches += rb
+                    replay_rows += rr
                 if updates % k == 0:
                     self.board.publish(role.model)
             if got or total:
                 now = time.perf_counter()
                 lag = max(self.lags[-len(got):]) if got else 0
+                extra = {"replay/batches": rb, "replay/rows": rr} if self.replay is not None else {}
                 meter.row(updates, 0, 0, train_samples=n, **{
                     "async/train_samples_per_s": n / max(now - last, 1e-9), "async/lag": lag,
-                    "async/policy_version": self.board.version, "loss/total": self.update.last_loss})
+                    "async/policy_version": self.board.version, "loss/total": loss, **extra})
                 last = now
             if all_done:
                 break
         if updates % k:
             self.board.publish(role.model)
-        return {"wall_s": meter.wall_s, "updates": updates, "rounds": rounds, "train_samples": trained,
-                "rows_received": self.rows_received, "seq_errors": self.seq_errors,
-                "stale_rows": self.stale_rows, "async/max_lag": max(self.lags, default=0),
-                "async/mean_lag": sum(self.lags) / len(self.lags) if self.lags else 0.0,
-                "weights_version": self.board.version, "time/train_s": self.update.train_s,
-                "time/comm_s": self.update.comm_s, "time/wait_s": wait_s}
+        out = {"wall_s": meter.wall_s, "updates": updates, "rounds": rounds, "train_samples": trained,
+               "rows_received": self.rows_received, "seq_errors": self.seq_errors,
+               "rollouts": {str(a): spans(ids) for a, ids in self.rollouts.items()},
+               "stale_rows": self.stale_rows, "async/max_lag": max(self.lags, default=0),
+               "async/mean_lag": sum(self.lags) / len(self.lags) if self.lags else 0.0,
+               "weights_version": self.board.version, "time/train_s": self.update.train_s,
+               "time/comm_s": self.update.comm_s, "time/wait_s": wait_s}
+        if self.replay is not None:
+            out.update({"replay/batches": replay_batches, "replay/rows": replay_rows, "replay/time_s": replay_s,
+                        **self.replay.stats()})
+        return out
 
 
 class TDGEXRole(ExperienceRole):

@@ -6,6 +6,11 @@ adaptive learning-rate schedule: the rate is constant here). Every collective go
 Role's ``allreduce`` (the Plan's reduction over the trainer group) and is weighted by rows, so a
 trainer with nothing to train in a round still takes part with weight 0 and every trainer applies
 the identical averaged gradient (identical weights everywhere).
+
+Replayed (off-policy) rollouts go through the same step: PPO's clipped ratio against the stored
+behaviour ``neglogp`` already corrects for the older policy; A2C's policy gradient is weighted by
+the truncated importance weight ``min(1, pi/mu)`` (as ACER's truncation), which bounds the variance
+a ratio against a long-gone policy would otherwise bring.
 """
 
 from __future__ import annotations
@@ -40,6 +45,11 @@ def gae(batch: dict[str, torch.Tensor], horizon: int, n: int, gamma: float, tau:
     return out
 
 
+def truncated_is_weight(behaviour_neglogp: torch.Tensor, neglogp: torch.Tensor, cap: float = 1.0) -> torch.Tensor:
+    """``min(cap, pi(a|s) / mu(a|s))`` per row from negative log-probabilities; no gradient flows through it."""
+    return torch.exp(behaviour_neglogp - neglogp.detach()).clamp(max=cap)
+
+
 def bound_loss(mu: torch.Tensor, soft: float = 1.1) -> torch.Tensor:
     """rl-games' bounds loss on continuous action means."""
     high = torch.clamp_min(mu - soft, 0.0) ** 2
@@ -65,6 +75,7 @@ class Update:
         self.train_s = 0.0
         self.comm_s = 0.0
         self._counts: dict[int, float] = {}
+        self._off_policy = False
         self._gen = torch.Generator().manual_seed(role.plan.seed + role.gmi_id)
 
     def _sum(self, t: torch.Tensor) -> torch.Tensor:
@@ -109,6 +120,8 @@ class Update:
         old = d["neglogp"][idx] if "neglogp" in d else neglogp.detach()
         e_clip = self.tr["e_clip"]
         a_loss = common_losses.actor_loss(old, neglogp, d["advantages"][idx], self.ppo, e_clip)
+        if self._off_policy and not self.ppo:
+            a_loss = a_loss * truncated_is_weight(old, neglogp)
         values = res["values"].reshape(-1)
         c_loss = common_losses.critic_loss(self.model, d["values"][idx], values, e_clip, d["returns"][idx],
                                            self.ppo and self.tr["clip_value"])
@@ -118,8 +131,14 @@ class Update:
             loss = loss + self.tr["bounds_loss_coef"] * bound_loss(res["mus"]).mean()
         return loss
 
-    def step(self, fresh: list[tuple[int, dict[str, torch.Tensor]]], done: bool) -> tuple[int, int, bool]:
-        """Train on ``fresh`` rollouts ``[(num_envs, batch)]``; returns (my rows, all trainers' rows, all done)."""
+    def step(self, fresh: list[tuple[int, dict[str, torch.Tensor]]], done: bool,
+             off_policy: bool = False) -> tuple[int, int, bool]:
+        """Train on rollouts ``[(num_envs, batch)]``; returns (my rows, all trainers' rows, all done).
+
+        ``off_policy``: replayed rollouts (A2C weights them by the truncated importance weight).
+        Every trainer of the group must call it the same number of times with the same flag.
+        """
+        self._off_policy = off_policy
         t0 = time.perf_counter()
         comm0 = self.comm_s
         self.model.train()

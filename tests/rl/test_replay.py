@@ -1,0 +1,223 @@
+"""Off-policy replay in-process: whole rollouts in the ExperienceStore, selection, eviction, re-estimated
+values and priorities, the truncated importance weight, and the trainer's rollout-order check."""
+
+from __future__ import annotations
+
+import math
+import os
+import uuid
+from collections.abc import Iterator
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch import nn
+
+from gmiexp.comm.channels import FieldSpec
+from gmiexp.comm.channels.segment import cleanup_run, leftovers
+from gmiexp.rl.experience import TrainLoop, spans
+from gmiexp.rl.replay import MIN_PRIORITY, ReplayStore, priority
+from gmiexp.rl.trainer import Update, truncated_is_weight
+
+H, N = 4, 2  # horizon, envs per rollout
+FIELDS = [FieldSpec("obs", (3,)), FieldSpec("actions", (), torch.int64), FieldSpec("rewards"),
+          FieldSpec("values"), FieldSpec("dones", (), torch.uint8), FieldSpec("neglogp"),
+          FieldSpec("seq", (), torch.int64), FieldSpec("version", (), torch.int64)]
+
+
+@pytest.fixture
+def tag() -> Iterator[str]:
+    t = f"t{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    yield t
+    left = leftovers(t)
+    cleanup_run(t)
+    assert not left, f"segments left in /dev/shm: {left}"
+
+
+def rollout(k: int, n: int = N, reward: float = 1.0) -> dict[str, torch.Tensor]:
+    """The ``k``-th rollout of an agent: seq numbers overlap the previous rollout by one record."""
+    rows = H * n
+    seq = k * (H - 1) * n + torch.arange(rows)
+    return {"obs": seq[:, None].float().repeat(1, 3), "actions": seq % 2, "rewards": torch.full((rows,), reward),
+            "values": torch.zeros(rows), "dones": torch.zeros(rows, dtype=torch.uint8),
+            "neglogp": torch.full((rows,), 0.5), "seq": seq, "version": torch.full((rows,), k)}
+
+
+def make(tag: str, capacity_rows: int = 3 * H * N, selection: str = "uniform", eviction: str = "fifo",
+         max_envs: int = N) -> ReplayStore:
+    return ReplayStore(FIELDS, H, max_envs, capacity_rows, selection, eviction, gamma=0.9, tau=0.8, seed=1,
+                       name="rtest", tag=tag)
+
+
+def firsts(rs: list) -> list[int]:
+    return [int(b["seq"][0]) // ((H - 1) * N) for _, _, b in rs]
+
+
+def test_store_keeps_whole_rollouts_and_leaves_no_segment(tag: str) -> None:
+    r = make(tag, capacity_rows=3 * H * N + H * N - 1)  # records -> whole rollouts (3)
+    assert leftovers(tag) == []  # private: unlinked at once
+    assert r.capacity == 3 and r.sample(2) == []  # nothing stored yet: nothing to replay
+    for k in range(3):
+        r.add(N, rollout(k))
+    got = r.sample(5)  # uniform draws with replacement
+    assert len(got) == 5
+    for _, n, b in got:
+        assert n == N and b["seq"].shape == (H * N,)
+        assert torch.equal(b["seq"], b["seq"][0] + torch.arange(H * N))  # contiguous: bootstrap record kept
+        assert torch.equal(b["obs"][:, 0], b["seq"].float())
+    assert r.stats() == {"replay/stored": 3, "replay/capacity": 3, "replay/added": 3}
+    r.close()
+
+
+def test_uniform_draws_beyond_capacity_in_pieces(tag: str) -> None:
+    r = make(tag, capacity_rows=2 * H * N)
+    r.add(N, rollout(0))
+    r.add(N, rollout(1))
+    assert len(r.sample(7)) == 7  # more than the store's capacity of 2, with replacement
+    r.close()
+
+
+@pytest.mark.parametrize(("eviction", "kept"), [("fifo", [1, 2, 3]), ("lifo", [0, 1, 3])])
+def test_eviction_drops_whole_rollouts(tag: str, eviction: str, kept: list[int]) -> None:
+    r = make(tag, eviction=eviction, selection="fifo")
+    for k in range(4):  # the 4th does not fit: FIFO drops rollout 0, LIFO the newest stored (2)
+        r.add(N, rollout(k))
+    assert sorted(firsts(r.sample(10))) == kept  # fifo selection: distinct, at most what is stored
+    r.close()
+
+
+def test_fifo_lifo_topk_and_prioritized_selection(tag: str) -> None:
+    for sel, want in (("fifo", [0, 1]), ("lifo", [2, 1]), ("topk", [1, 2])):
+        r = make(tag, selection=sel)
+        for k, rew in enumerate((0.1, 5.0, 1.0)):  # priority = mean |advantage| grows with the reward
+            r.add(N, rollout(k, reward=rew))
+        assert firsts(r.sample(2)) == want, sel
+        r.close()
+    r = make(tag, selection="prioritized")
+    for k, rew in enumerate((0.0, 5.0, 0.0)):  # zero rewards and values: priority MIN_PRIORITY only
+        r.add(N, rollout(k, reward=rew))
+    assert set(firsts(r.sample(50))) == {1}
+    r.close()
+
+
+def test_priority_is_mean_abs_advantage() -> None:
+    assert priority(torch.tensor([1.0, -3.0])) == pytest.approx(2.0 + MIN_PRIORITY)
+    assert priority(torch.zeros(0)) == MIN_PRIORITY
+
+
+class ValueNet(nn.Module):
+    """rl-games' model interface, enough for replay: values from the observation, in eval mode denormalised."""
+
+    def __init__(self, scale: float) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.tensor(scale))
+
+    def forward(self, d: dict) -> dict:
+        assert not self.training and d["is_train"] is False
+        return {"values": (d["obs"][:, :1] * self.w).detach()}
+
+
+def test_refresh_reestimates_values_and_updates_the_priority(tag: str) -> None:
+    r = make(tag, selection="topk")
+    r.add(N, rollout(0, reward=0.0))  # zero rewards and values: priority MIN_PRIORITY
+    r.add(N, rollout(1, reward=0.5))
+    model = ValueNet(1.0).train()
+    (i, n, b), = r.sample(1)
+    assert int(b["seq"][0]) == (H - 1) * N  # rollout 1 has the larger priority
+    r0 = [x for x in r.sample(2) if x[0] != i][0]
+    n, fresh = r.refresh(model, r0, torch.device("cpu"))
+    assert model.training  # mode restored
+    assert torch.equal(fresh["values"], fresh["obs"][:, 0])  # the current critic's values
+    assert torch.count_nonzero(r.store.gather(torch.tensor([r0[0]]))["values"]) == 0  # the store is untouched
+    assert float(r.store.index.priority[r0[0]]) > float(r.store.index.priority[i])  # now the most to learn
+    assert firsts(r.sample(1)) == [0]
+    r.close()
+
+
+def test_rollouts_of_fewer_envs_come_back_at_their_size(tag: str) -> None:
+    r = make(tag, max_envs=4, capacity_rows=H * 4)
+    r.add(2, rollout(0, n=2))
+    (_, n, b), = r.sample(1)
+    assert n == 2 and b["seq"].shape == (H * 2,) and torch.equal(b["seq"], torch.arange(H * 2))
+    r.close()
+
+
+def test_truncated_importance_weight() -> None:
+    mu = torch.tensor([0.25, 0.9, 0.5])  # behaviour probabilities; the current policy gives 0.5 to each
+    pi_neglogp = torch.full((3,), math.log(2.0), requires_grad=True)
+    w = truncated_is_weight(-mu.log(), pi_neglogp)
+    assert torch.allclose(w, torch.tensor([1.0, 0.5 / 0.9, 1.0]))  # pi/mu = 2 and 1 truncated to 1
+    assert not w.requires_grad
+    assert torch.allclose(truncated_is_weight(-mu.log(), pi_neglogp, cap=1.5), torch.tensor([1.5, 0.5 / 0.9, 1.0]))
+
+
+class Coin(nn.Module):
+    """A two-action policy with a constant critic, in rl-games' training-call interface."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.logits = nn.Parameter(torch.zeros(2))
+        self.v = nn.Parameter(torch.zeros(1))
+
+    def forward(self, d: dict) -> dict:
+        dist = torch.distributions.Categorical(logits=self.logits.expand(len(d["obs"]), 2))
+        return {"prev_neglogp": -dist.log_prob(d["prev_actions"]), "values": self.v.expand(len(d["obs"]), 1),
+                "entropy": dist.entropy()}
+
+
+def coin_update(ppo: bool) -> Update:
+    train = {"mini_epochs": 1, "learning_rate": 1e-3, "horizon_length": H, "e_clip": 0.2, "critic_coef": 0.0,
+             "entropy_coef": 0.0, "bounds_loss_coef": 0.0, "clip_value": False}
+    role = SimpleNamespace(model=Coin(), plan=SimpleNamespace(train=train, trainer_group=[0], seed=0), gmi_id=0)
+    return Update(role, ppo, 1)
+
+
+@pytest.mark.parametrize("ppo", [False, True])
+def test_off_policy_a2c_weights_the_gradient_ppo_keeps_its_clipped_ratio(ppo: bool) -> None:
+    u = coin_update(ppo)
+    mu = torch.tensor([0.25, 0.9, 0.5, 0.1])
+    d = {"obs": torch.zeros(4, 1), "actions": torch.tensor([0, 1, 0, 1]), "neglogp": -mu.log(),
+         "advantages": torch.tensor([1.0, 2.0, -1.0, 0.5]), "values": torch.zeros(4), "returns": torch.zeros(4)}
+    idx = torch.arange(4)
+    on = float(u._loss(d, idx).detach())
+    u._off_policy = True
+    off = float(u._loss(d, idx).detach())
+    ln2 = math.log(2.0)
+    if ppo:  # the ratio against mu already is the correction
+        ratio = 0.5 / mu
+        adv = d["advantages"]
+        want = torch.max(-adv * ratio, -adv * ratio.clamp(0.8, 1.2)).mean()
+        assert on == pytest.approx(off) == pytest.approx(float(want))
+    else:
+        w = (0.5 / mu).clamp(max=1.0)
+        assert on == pytest.approx(float((ln2 * d["advantages"]).mean()))
+        assert off == pytest.approx(float((w * ln2 * d["advantages"]).mean()))
+
+
+def loop(shared: bool) -> TrainLoop:
+    channels = [[0, 2], [1, 2]] + ([[0, 3], [1, 3]] if shared else [])
+    plan = SimpleNamespace(train={"horizon_length": H}, channels=channels, gmi=lambda a: SimpleNamespace(num_envs=N))
+    role = SimpleNamespace(plan=plan)
+    return TrainLoop(role, None, None, {0: None, 1: None})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_rollout_order_check(shared: bool) -> None:
+    t = loop(shared)
+    t.check(0, rollout(0))
+    t.check(0, rollout(3))  # rollouts 1 and 2 went to another trainer (or were lost)
+    assert t.seq_errors == (0 if shared else 1)
+    t = loop(shared)
+    for k in (0, 1, 1):  # a duplicate is an error either way
+        t.check(1, rollout(k))
+    assert t.seq_errors == 1 and t.rollouts[1] == [0, 1]
+    t = loop(shared)
+    bad = rollout(1)
+    bad["seq"][3] += 1  # a row out of place inside the rollout
+    t.check(0, rollout(0))
+    t.check(0, bad)
+    assert t.seq_errors == 1 and t.rollouts[0] == [0]
+
+
+def test_spans() -> None:
+    assert spans([]) == [] and spans([4, 0, 1, 2, 6, 7]) == [[0, 2], [4, 4], [6, 7]]
