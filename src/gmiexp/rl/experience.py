@@ -78,7 +78,8 @@ class ExperienceRole(Role):
                 continue
             cs = make_channel_set(self.channel["name"], self.fields, rows_per_step=n,
                                   target_bytes=self.channel["target_bytes"], n_slots=self.channel["slots"],
-                                  name=f"exp{a}to{t}", tag=self.tag, on_full=self.channel["on_full"])
+                                  name=f"exp{a}to{t}", tag=self.tag, on_full=self.channel["on_full"],
+                                  batch_rows=horizon * n)
             owned.append(cs)
             mine[route_key(a, t)] = cs
             routes.append(Route(t, plan.gmi(t).device, cs))
@@ -125,6 +126,8 @@ class ExperienceRole(Role):
                 sim_s += t2 - t1
             t0 = time.perf_counter()
             dispenser.dispense(buf)
+            if self.sync:  # we wait for the update of this rollout: it must not sit in a Compressor
+                dispenser.migrator.flush()
             for b in buf.values():  # the bootstrap record opens the next rollout
                 b[0].copy_(b[horizon - 1])
             wait_s += time.perf_counter() - t0
@@ -149,11 +152,9 @@ class ExperienceRole(Role):
         agents = [a for a, t in plan.channels if t == me]
         horizon = plan.train["horizon_length"]
         batchers = {}
-        # Synchronous agents wait for the weights of the rollout they just sent, and their Migrator
-        # delivers a rollout at once only if the trainer has released the previous one (else it keeps
-        # packing, waiting for a next rollout that never comes). Zero-copy views hold their slots
-        # until the next take, after the publish: copy instead, so slots are free before agents resume.
-        zero_copy = self.channel["name"] == "multi" and not self.sync
+        # multi: batches are views into the rings (transfers are aligned with them, see _serve);
+        # synchronous agents flush every rollout, so a view held past the publish blocks nobody
+        zero_copy = self.channel["name"] == "multi"
         for a in agents:
             cs = links.attach(handles, route_key(a, me))
             owned.append(cs)
