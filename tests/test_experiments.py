@@ -29,7 +29,8 @@ def multirun(study, tmp_path, *overrides):
 @pytest.mark.slow
 @pytest.mark.parametrize(("study", "overrides", "outputs"), [
     ("fig7_throughput", ["gmis_per_gpu=1,2"], ["fig7_throughput.csv", "fig7_throughput.png"]),
-    ("fig9_reward", [], ["fig9_reward.csv", "fig9_reward.png"]),
+    ("fig9_reward", ["+fig9=cartpole_baseline,cartpole_gmi_drl", "num_envs=256"],
+     ["fig9_reward.csv", "fig9_reward.png", "fig9_reward_summary.csv"]),
     ("fig10_num_envs", ["num_envs=64,256"], ["fig10_num_envs.csv", "fig10_num_envs.png"]),
     ("table7_reduction", ["reduction=mpr,har"],
      ["table7_reduction.csv", "table7_reduction.png"]),
