@@ -31,6 +31,7 @@ def one_run(channel: str, rep: int, args: argparse.Namespace, out: Path) -> dict
            f"channel={channel}", f"num_gpus={args.num_gpus}", f"gmis_per_gpu={args.gmis_per_gpu}",
            f"num_envs={args.num_envs}", f"max_iterations={args.iterations}",
            f"train.horizon_length={args.horizon}", f"async_train.max_policy_lag={args.max_policy_lag}",
+           f"async_train.algo={args.algo}", f"backend.pin_devices={str(args.pin_devices).lower()}",
            "launch.progress=false", f"hydra.run.dir={run_dir}", *args.overrides]
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     s = json.loads((run_dir / "summary.json").read_text())
@@ -51,11 +52,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--task", default="Cartpole")
     p.add_argument("--num-gpus", type=int, default=2)
-    p.add_argument("--gmis-per-gpu", type=int, default=2)
-    p.add_argument("--num-envs", type=int, default=256)
+    p.add_argument("--gmis-per-gpu", type=int, default=3)
+    p.add_argument("--num-envs", type=int, default=16)
     p.add_argument("--horizon", type=int, default=16)
-    p.add_argument("--iterations", type=int, default=150)
+    p.add_argument("--iterations", type=int, default=400)
     p.add_argument("--max-policy-lag", type=int, default=1000, help="high: measure the channels, not lag drops")
+    p.add_argument("--algo", default="ppo", choices=["a2c", "ppo"], help="trainer update (async_train.algo)")
+    p.add_argument("--pin-devices", action=argparse.BooleanOptionalAction, default=True,
+                   help="serving and trainer devices on their own cores, as on separate GPUs (backend.pin_devices)")
     p.add_argument("--out", type=Path, default=HERE / "results")
     p.add_argument("overrides", nargs="*", help="extra gmiexp overrides")
     args = p.parse_args(argv)
