@@ -11,7 +11,7 @@ import psutil
 import pytest
 from gmitest import FAST, popen_cli, run_cli
 
-from gmiexp.launch.status import read_status
+from gmiexp.launch.status import read_history, read_status
 
 
 def test_user_role_allreduce_send_recv_across_3_gmis(tmp_path: Path, no_orphans: None) -> None:
@@ -116,3 +116,12 @@ def test_inprocess_refuses_multi_gmi_plans(gmis: int, tmp_path: Path, capsys: py
     cfg = compose_config(*FAST, f"gmis_per_gpu={gmis}", "launch.inprocess=true")
     assert run(cfg, tmp_path) == 2
     assert "launch.inprocess" in capsys.readouterr().err
+
+
+def test_a_reused_run_dir_starts_a_fresh_history(tmp_path: Path) -> None:
+    """A second run in the same hydra.run.dir must not append to (and so corrupt) the first run's epochs."""
+    for _ in range(2):
+        r = run_cli("max_iterations=3", *FAST, f"hydra.run.dir={tmp_path}")
+        assert r.returncode == 0, r.stderr[-3000:]
+        rows = read_history(tmp_path, 0)
+        assert [row["iteration"] for row in rows] == [1, 2, 3]

@@ -51,8 +51,17 @@ class GMIManager:
         )
         self._owns_pg = True
 
-    def close(self) -> None:
+    def close(self, finished: bool = False) -> None:
+        """Tear the process group down; ``finished``: first wait until every GMI is done with it.
+
+        A GMI that destroys its gloo connections while a peer is still using them can make that
+        peer abort in C++ (``terminate called without an active exception``) after its work is
+        done, which fails the whole run. Only a GMI that finished cleanly waits: after an error
+        the launcher stops everyone anyway.
+        """
         if self._owns_pg and dist.is_initialized():
+            if finished:
+                dist.barrier()
             dist.destroy_process_group()
             self._owns_pg = False
 

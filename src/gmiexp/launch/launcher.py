@@ -20,6 +20,7 @@ from typing import Any
 from gmiexp.backends.base import Backend
 from gmiexp.comm.channels import cleanup_run
 from gmiexp.errors import Interrupted, LaunchError
+from gmiexp.launch import status
 from gmiexp.launch.summary import build_summary
 from gmiexp.launch.watchdog import Watchdog
 from gmiexp.plan import Plan
@@ -92,6 +93,7 @@ def launch(plan: Plan, backend: Backend, run_dir: Path) -> dict[str, Any]:
 
         raise ConfigError(f"invalid launch.inprocess=true with {plan.world_size} GMIs; valid: a 1-GMI plan")
     run_dir.mkdir(parents=True, exist_ok=True)
+    status.reset(run_dir)
     lc = plan.launch
     watchdog = Watchdog(
         run_dir=str(run_dir), n_gmis=plan.world_size,

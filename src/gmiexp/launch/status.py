@@ -19,6 +19,20 @@ def gmi_dir(run_dir: str | Path, gmi_id: int) -> Path:
     return Path(run_dir) / "gmis" / str(gmi_id)
 
 
+STATUS_FILES = ("status.json", "result.json", "history.jsonl")
+
+
+def reset(run_dir: str | Path) -> None:
+    """Remove a previous run's status files from ``run_dir`` (a reused ``hydra.run.dir``).
+
+    History is appended to, so a second run in the same directory would otherwise mix its epochs
+    with the first run's and corrupt every rate in its summary.
+    """
+    for path in (Path(run_dir) / "gmis").glob("*/*"):
+        if path.name in STATUS_FILES:
+            path.unlink(missing_ok=True)
+
+
 def _atomic_write(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data))

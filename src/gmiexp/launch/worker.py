@@ -31,6 +31,7 @@ def run_gmi(plan: Any, gmi_id: int) -> dict[str, Any]:
     mgr.init(timeout_s=float(plan.launch.get("collective_timeout_s", 300.0)))
     red = reductions.build(plan.reduction, mgr, plan.trainer_group)
     ctx = GMIContext(plan=plan, gmi=gmi, mgr=mgr, reduction=red, status=status)
+    finished = False
     try:
         role = load_role(plan.role)(ctx)
         status.beat(force=True, stage="running")
@@ -38,10 +39,11 @@ def run_gmi(plan: Any, gmi_id: int) -> dict[str, Any]:
         metrics.setdefault("time/comm_s", red.comm_s)
         metrics["mem/peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         status.result(metrics)
+        finished = True
         return metrics
     finally:
         red.close()
-        mgr.close()
+        mgr.close(finished=finished)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,66 @@
+"""Re-measure the configurations the grid and the searches picked, head to head, to judge pick quality.
+
+The grid's best is the maximum of 24 single noisy profiles, so it is biased upwards (winner's
+curse) and "the grid's value at the pick" inherits the noise of one profile. Here every distinct
+pick is profiled again ``--repeats`` times, interleaved, with the same profiler and profile length
+as the search; quality = median of the pick / median of the grid's pick. Writes ``confirm.csv``.
+
+    flock /tmp/gmiexp-bench.lock .venv/bin/python experiments/search_vs_grid/confirm.py \\
+        experiments/search_vs_grid/results/grid/search.json experiments/search_vs_grid/results/*/search.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from plotting import results_dir, write_csv  # noqa: E402
+
+from gmiexp.search.profiler import SubprocessProfiler  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("grid")
+    p.add_argument("searches", nargs="*")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--warmup-iterations", type=int, default=3)
+    p.add_argument("--profile-iterations", type=int, default=10)
+    p.add_argument("--min-profile-steps", type=int, default=200_000)
+    p.add_argument("--overrides", nargs="*", default=["task=Cartpole"])
+    args = p.parse_args(argv)
+    grid = json.loads(Path(args.grid).read_text())
+    ref = (grid["gmis_per_gpu"], grid["num_envs"])
+    picks = {ref: ["grid"]}
+    for path in args.searches:
+        s = json.loads(Path(path).read_text())
+        if Path(path).resolve() != Path(args.grid).resolve() and s.get("num_envs"):
+            picks.setdefault((s["gmis_per_gpu"], s["num_envs"]), []).append(Path(path).parent.name)
+    profile = SubprocessProfiler(workdir=Path(tempfile.mkdtemp(prefix="confirm-")), overrides=args.overrides,
+                                 warmup_iterations=args.warmup_iterations,
+                                 profile_iterations=args.profile_iterations,
+                                 min_profile_steps=args.min_profile_steps, timeout_s=600)
+    rates: dict[tuple[int, int], list[float]] = {k: [] for k in picks}
+    for rep in range(args.repeats):
+        for g, n in picks:
+            r = profile(g, n)
+            rates[(g, n)].append(r.top * g if r.runnable else 0.0)
+            print(f"rep {rep}: G={g} N={n:5d} {rates[(g, n)][-1]:>10,.0f} env steps/s", flush=True)
+    best = statistics.median(rates[ref])
+    rows = []
+    for (g, n), who in picks.items():
+        med = statistics.median(rates[(g, n)])
+        rows.append({"pick": f"G={g} N={n}", "chosen_by": "+".join(who), "median_env_steps_per_s": round(med, 1),
+                     "runs": " ".join(f"{x:.0f}" for x in rates[(g, n)]), "vs_grid_pick": round(med / best, 3)})
+        print(f"G={g} N={n:5d} ({'+'.join(who)}): median {med:,.0f} = {med / best:.1%} of the grid's pick")
+    write_csv(rows, results_dir(__file__) / "confirm.csv")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
