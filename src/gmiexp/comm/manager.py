@@ -60,8 +60,11 @@ class GMIManager:
         the launcher stops everyone anyway.
         """
         if self._owns_pg and dist.is_initialized():
-            if finished:
-                dist.barrier()
+            if finished:  # peers may legitimately run much longer (a trainer draining): no short timeout
+                try:
+                    dist.monitored_barrier(timeout=timedelta(days=1))
+                except RuntimeError:  # a peer failed: the launcher stops everyone; tear down regardless
+                    pass
             dist.destroy_process_group()
             self._owns_pg = False
 
