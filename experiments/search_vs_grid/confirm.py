@@ -21,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from plotting import results_dir, write_csv  # noqa: E402
 
+from gmiexp.config import SearchConfig  # noqa: E402
 from gmiexp.search.profiler import SubprocessProfiler  # noqa: E402
 
 
@@ -29,9 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("grid")
     p.add_argument("searches", nargs="*")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--warmup-iterations", type=int, default=3)
-    p.add_argument("--profile-iterations", type=int, default=10)
-    p.add_argument("--min-profile-steps", type=int, default=200_000)
+    d = SearchConfig()  # the profile length mode=search uses by default
+    p.add_argument("--warmup-iterations", type=int, default=d.warmup_iterations)
+    p.add_argument("--profile-iterations", type=int, default=d.profile_iterations)
+    p.add_argument("--min-profile-steps", type=int, default=d.min_profile_steps)
     p.add_argument("--overrides", nargs="*", default=["task=Cartpole"])
     args = p.parse_args(argv)
     grid = json.loads(Path(args.grid).read_text())
