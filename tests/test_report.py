@@ -70,3 +70,27 @@ def test_online_without_key_stays_local(multirun, tmp_path, monkeypatch):
 def test_empty_dir_is_an_error(tmp_path):
     with pytest.raises(SystemExit, match="no summary.json"):
         report.build(tmp_path, tmp_path / "out", {})
+
+
+def test_online_report_is_built_with_wandb_workspaces(multirun, monkeypatch):
+    """The W&B report is built from wandb-workspaces' real (validated) models; only save and url are faked."""
+    wr = pytest.importorskip("wandb_workspaces.reports.v2")
+    saved = []
+
+    def fake_save(self, *args, **kwargs):
+        self.id = "fake-id"  # the real save serialises (which needs the W&B API for runset filters) and uploads
+        saved.append(self)
+        return self
+
+    monkeypatch.setattr(report, "wandb_online", lambda: (True, "online"))
+    monkeypatch.setattr(wr.Report, "save", fake_save)
+    monkeypatch.setattr(wr.Report, "url", property(lambda self: f"https://wandb.test/{self.entity}/{self.id}"))
+    note = report.wandb_report(report.load_runs(multirun), "gmiexp", "team", "gmiexp: fixture")
+    assert note == "W&B report created: https://wandb.test/team/fake-id"
+    (rep,) = saved
+    assert rep.project == "gmiexp" and rep.entity == "team" and rep.title == "gmiexp: fixture"
+    (grid,) = rep.blocks
+    assert [r.name for r in grid.runsets] == ["fixture"]
+    assert grid.runsets[0].filters == "Config('experiment') = 'fixture'"
+    assert [type(p).__name__ for p in grid.panels] == ["BarPlot", "LinePlot", "BarPlot"]
+    assert grid.panels[0].metrics == [report.STEPS]

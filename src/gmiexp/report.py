@@ -208,7 +208,7 @@ def wandb_report(runs: Sequence[Run], project: str, entity: str | None, title: s
     try:
         import wandb_workspaces.reports.v2 as wr
     except ImportError:
-        return "wandb-workspaces is not installed (pip install 'wandb[workspaces]'): local report only"
+        return "wandb-workspaces is not installed (pip install wandb-workspaces): local report only"
     groups = sorted({str(r.config.get("experiment")) for r in runs})
     runsets = [wr.Runset(entity=entity or "", project=project, name=g,
                          filters=f"Config('experiment') = '{g}'") for g in groups]
