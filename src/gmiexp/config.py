@@ -169,6 +169,7 @@ class SearchConfig:
     warmup_iterations: int = 2
     profile_iterations: int = 4
     min_profile_steps: int = 200_000  # measured env steps per profile at least (small points run more iterations)
+    profile_repeats: int = 1  # profiles per point, the fastest kept (robust to a host's interference; cost x N)
     timeout_s: float = 300.0
     cache: bool = True
     output: str = "search_result.yaml"

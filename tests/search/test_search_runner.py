@@ -74,6 +74,8 @@ def test_passthrough_drops_the_search_knobs():
     ("search.num_envs=[256,128]", "search.num_envs"),
     ("search.num_envs=[]", "search.num_envs"),
     ("search.max_gmis_per_gpu=0", "search.max_gmis_per_gpu"),
+    ("search.profile_repeats=0", "search.profile_repeats"),
+    ("search.min_profile_steps=-1", "search.min_profile_steps"),
 ])
 def test_bad_search_config_is_a_config_error(override, what):
     with pytest.raises(ConfigError, match=what):

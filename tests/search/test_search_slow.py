@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["task=Cartpole", "search.max_gmis_per_gpu=2", "search.num_envs=[32,64,128]", "search.warmup_iterations=1",
-        "search.profile_iterations=2", "search.timeout_s=120"]
+        "search.profile_iterations=2", "search.min_profile_steps=0", "search.timeout_s=120"]
 
 
 def gmiexp(*args, env):

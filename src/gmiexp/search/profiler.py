@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +85,7 @@ class SubprocessProfiler:
     python: str = sys.executable
     min_profile_steps: int = 0  # env steps (all GMIs) the measured window covers at least
     horizon_length: int = 16  # env steps per GMI and env in one iteration
+    repeats: int = 1  # profiles per point; the fastest is kept (cost adds up)
 
     def iterations(self, gmis_per_gpu: int, num_envs: int) -> tuple[int, int]:
         """(warm-up, measured) iterations of the profile of (G, N)."""
@@ -100,7 +101,25 @@ class SubprocessProfiler:
                 *self.overrides, f"hydra.run.dir={run_dir}"]
 
     def __call__(self, gmis_per_gpu: int, num_envs: int) -> ProfileResult:
-        run_dir = self.workdir / f"G{gmis_per_gpu}_N{num_envs}"
+        """Profile ``repeats`` times and keep the fastest run (any failure makes the point not runnable).
+
+        The fastest, not the mean: interference from other work on a shared host only ever slows a
+        run down (``timeit``'s reasoning), so the fastest of a few runs is the least disturbed.
+        """
+        best: ProfileResult | None = None
+        wall = 0.0
+        for k in range(self.repeats):
+            r = self._once(gmis_per_gpu, num_envs, k)
+            wall += r.wall_s
+            if not r.runnable:
+                return replace(r, wall_s=wall)
+            if best is None or r.top > best.top:
+                best = r
+        assert best is not None
+        return replace(best, wall_s=wall)
+
+    def _once(self, gmis_per_gpu: int, num_envs: int, k: int) -> ProfileResult:
+        run_dir = self.workdir / (f"G{gmis_per_gpu}_N{num_envs}" + (f"_r{k}" if k else ""))
         run_dir.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
         rc = run_with_timeout(self.command(gmis_per_gpu, num_envs, run_dir), self.timeout_s,

@@ -43,6 +43,8 @@ def validate(search: Any, method: str = "paper") -> str:
     if search.profile_iterations < 1 or search.warmup_iterations < 0:
         raise invalid("search.profile_iterations/warmup_iterations",
                       (search.profile_iterations, search.warmup_iterations), "profile >= 1, warmup >= 0")
+    if search.profile_repeats < 1:
+        raise invalid("search.profile_repeats", search.profile_repeats, "an integer >= 1")
     if search.min_profile_steps < 0:
         raise invalid("search.min_profile_steps", search.min_profile_steps, "an integer >= 0 (env steps)")
     return method
@@ -83,7 +85,7 @@ def cache_key(cfg: Config, overrides: Sequence[str]) -> dict[str, Any]:
             "cpu": platform.processor() or platform.machine(), "version": code_version(),
             "overrides": sorted(overrides),
             "iterations": [cfg.search.warmup_iterations, cfg.search.profile_iterations,
-                           cfg.search.min_profile_steps, cfg.train.horizon_length]}
+                           cfg.search.min_profile_steps, cfg.train.horizon_length, cfg.search.profile_repeats]}
 
 
 def with_progress(profile: Profiler, bar: tqdm) -> Profiler:
@@ -125,7 +127,7 @@ def run_search(cfg: Config, run_dir: Path) -> dict[str, Any]:
     profile: Profiler = SubprocessProfiler(
         workdir=Path(run_dir) / "profiles", overrides=overrides, warmup_iterations=s.warmup_iterations,
         profile_iterations=s.profile_iterations, timeout_s=s.timeout_s, min_profile_steps=s.min_profile_steps,
-        horizon_length=cfg.train.horizon_length)
+        horizon_length=cfg.train.horizon_length, repeats=s.profile_repeats)
     if s.cache:
         profile = cached(profile, ProfileCache(cache_key(cfg, overrides), default_cache_dir()))
     envs = list(s.num_envs)
