@@ -14,7 +14,7 @@ from gmiexp.errors import ConfigError, invalid
 from gmiexp.hardware import Hardware, resolve
 from gmiexp.layouts.base import LayoutRequest
 from gmiexp.plan import Plan
-from gmiexp.role import load_role
+from gmiexp.role import check_role
 
 LR_SCHEDULES = ("adaptive", "linear", "identity")
 
@@ -54,7 +54,7 @@ def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> 
                         gmis_per_gpu=cfg.gmis_per_gpu, num_envs=cfg.num_envs, mode=cfg.mode)
     plan = layouts.get(cfg.layout.name)(req)
     check_task(dataclasses.asdict(cfg.task))
-    load_role(layouts.choose_role(cfg.layout.name, cfg.role))
+    check_role(layouts.choose_role(cfg.layout.name, cfg.role))
     plan.task = dataclasses.asdict(cfg.task)
     plan.train = dataclasses.asdict(cfg.train)
     plan.logger = dataclasses.asdict(cfg.logger)

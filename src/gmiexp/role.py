@@ -93,6 +93,17 @@ BUILTIN_ROLES = {
 }
 
 
+def check_role(spec: str) -> None:
+    """Validate a role spec at plan time; built-ins are known by name and not imported.
+
+    Importing a built-in role pulls in rl-games (about 1.5 s of torch._dynamo imports), which the
+    launcher process never needs: only the GMIs run roles. A user's role is imported, so a bad
+    module or class exits 2 before anything is launched.
+    """
+    if spec not in BUILTIN_ROLES:
+        load_role(spec)
+
+
 def load_role(spec: str) -> type[Role]:
     """A built-in name (``ppo``, ``serve``, ``tdg``, ``tdg_ex``, ``a3c``) or ``package.module:ClassName``."""
     if spec in BUILTIN_ROLES:

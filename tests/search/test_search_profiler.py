@@ -32,6 +32,9 @@ def test_result_is_per_gmi_and_prefers_gpu_memory():
     assert r.runnable and r.top == pytest.approx(500.0) and r.mem_mb == pytest.approx(1000.0)
     cpu = result_from_summary({**summary, "metrics": {"mem/peak_rss_mb": 300.0}}, 2, 2, 3.0)
     assert cpu.mem_mb == 300.0
+    workload = result_from_summary({**summary, "metrics": {"mem/peak_rss_mb": 300.0, "mem/workload_mb": 12.5}},
+                                   2, 2, 3.0)
+    assert workload.mem_mb == 12.5
 
 
 def test_failed_status_is_not_runnable():

@@ -65,6 +65,8 @@ def build_summary(plan: Plan, run_dir: Path, wall_s: float, host_metrics: dict[s
     metrics["reward/mean"] = rewards[-1] if rewards else None
     rss = [r["mem/peak_rss_mb"] for r in results.values() if "mem/peak_rss_mb" in r]
     metrics["mem/peak_rss_mb"] = max(rss) if rss else None
+    workload = [r["mem/workload_mb"] for r in results.values() if "mem/workload_mb" in r]
+    metrics["mem/workload_mb"] = max(workload) if workload else None
     metrics.update(host_metrics)
     summary = {
         "status": "ok",

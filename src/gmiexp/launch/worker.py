@@ -14,6 +14,12 @@ import traceback
 from typing import Any
 
 
+def current_rss_mb() -> float:
+    import psutil
+
+    return psutil.Process().memory_info().rss / 2**20
+
+
 def run_gmi(plan: Any, gmi_id: int) -> dict[str, Any]:
     """Run GMI ``gmi_id`` of ``plan`` in this process (also used in-process for 1-GMI plans)."""
     import torch
@@ -33,11 +39,14 @@ def run_gmi(plan: Any, gmi_id: int) -> dict[str, Any]:
     ctx = GMIContext(plan=plan, gmi=gmi, mgr=mgr, reduction=red, status=status)
     finished = False
     try:
-        role = load_role(plan.role)(ctx)
+        role_cls = load_role(plan.role)
+        base_rss_mb = current_rss_mb()  # runtime (Python, torch, rl-games) loaded; the workload not yet built
+        role = role_cls(ctx)
         status.beat(force=True, stage="running")
         metrics = role.run() or {}
         metrics.setdefault("time/comm_s", red.comm_s)
-        metrics["mem/peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        metrics["mem/peak_rss_mb"] = peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        metrics["mem/workload_mb"] = max(0.0, peak - base_rss_mb)
         status.result(metrics)
         finished = True
         return metrics

@@ -40,12 +40,20 @@ def steady_throughput(summary: dict[str, Any], warmup_iterations: int) -> float:
 
 
 def peak_memory_mb(summary: dict[str, Any], gmis: int) -> float:
-    """Per-GMI peak memory: device memory / GMIs when a GPU was used, else the max process RSS."""
+    """Per-GMI memory the workload consumes: device memory / GMIs on a GPU, else the RSS it added.
+
+    On CPU the workload's RSS growth (peak minus the RSS once Python, torch and rl-games were
+    loaded), not the whole RSS, is the analogue of device memory: NVML never counts the ~400 MB of
+    host runtime, and with it in the denominator ``R_mem`` stays near 0 at every step, so
+    ``Sat = R_top / R_mem`` degenerates to the sign of the throughput change. Summaries without
+    the workload metric fall back to the peak RSS.
+    """
     metrics = summary.get("metrics", {})
     gpu = [v for k, v in metrics.items() if k.startswith("gpu/") and k.endswith("/mem_mb")]
     if gpu:
         return float(sum(gpu)) / gmis
-    return float(metrics.get("mem/peak_rss_mb", 0.0))
+    workload = metrics.get("mem/workload_mb")
+    return float(workload if workload is not None else metrics.get("mem/peak_rss_mb", 0.0))
 
 
 def result_from_summary(summary: dict[str, Any], gmis: int, warmup_iterations: int,
