@@ -12,6 +12,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from plotting import plt, results_dir, save, write_csv  # noqa: E402
 
+from gmiexp.config import SearchConfig  # noqa: E402
 from gmiexp.search import METHODS, ProfileResult  # noqa: E402
 from gmiexp.search.output import trace  # noqa: E402
 
@@ -57,7 +58,8 @@ def replay(grid, method):
     pts = {(s["gmis_per_gpu"], s["num_envs"]): ProfileResult(s["runnable"], s["top"], s["mem_mb"], s["wall_s"],
                                                              s["error"]) for s in grid["trace"]}
     gs, ns = {g for g, _ in pts}, sorted({n for _, n in pts})
-    o = METHODS[method](lambda g, n: pts[(g, n)], max(gs), ns, grid["num_gpus"], grid.get("alpha", 0.05))
+    d = SearchConfig()  # the stop rule mode=search uses by default
+    o = METHODS[method](lambda g, n: pts[(g, n)], max(gs), ns, grid["num_gpus"], d.alpha, d.min_gain)
     return {"method": method, "gmis_per_gpu": o.gmis_per_gpu, "num_envs": o.num_envs, "profiles": o.profiles,
             "profile_s": o.profile_s, "trace": trace(o)}
 

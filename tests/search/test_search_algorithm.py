@@ -108,3 +108,32 @@ def test_cn_variant_estimates_the_first_runnable_point():
     out = algorithm2_cn(prof, 1, NUM_ENVS, NUM_GPUS, alpha=100.0)
     assert out.steps[0].decision == "best"
     assert (out.num_envs, out.gmis_per_gpu) == (128, 1)
+
+
+class Plateau:
+    """One GMI size whose throughput rises 20% per doubling to N=1024, then creeps up 2% per doubling
+    while memory barely moves: Sat stays far above alpha, so only the noise floor stops the row."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, g, n):
+        self.calls.append(n)
+        steps = NUM_ENVS.index(n)
+        top = 1000 * 1.2 ** min(steps, 3) * 1.02 ** max(0, steps - 3)
+        return ProfileResult(True, top=top, mem_mb=100 + steps * 0.1, wall_s=n / 128)
+
+
+@pytest.mark.parametrize("search", [algorithm2, algorithm2_cn])
+def test_min_gain_stops_a_row_whose_gain_is_below_the_noise_floor(search):
+    literal, floored = Plateau(), Plateau()
+    search(literal, 1, NUM_ENVS, NUM_GPUS, alpha=0.05)
+    out = search(floored, 1, NUM_ENVS, NUM_GPUS, alpha=0.05, min_gain=0.05)
+    assert literal.calls == NUM_ENVS  # the paper's rule alone climbs to the most expensive point
+    assert floored.calls == NUM_ENVS[:5]  # 1024 is the last 20% gain; 2048 (+2%) stops the row
+    assert out.num_envs == 1024 and out.steps[-1].decision == "saturated"
+
+
+def test_min_gain_zero_is_the_papers_rule():
+    a, b = Analytic(), Analytic()
+    assert algorithm2(a, 4, NUM_ENVS, NUM_GPUS, 0.05).steps == algorithm2(b, 4, NUM_ENVS, NUM_GPUS, 0.05, 0.0).steps

@@ -76,6 +76,7 @@ def test_passthrough_drops_the_search_knobs():
     ("search.max_gmis_per_gpu=0", "search.max_gmis_per_gpu"),
     ("search.profile_repeats=0", "search.profile_repeats"),
     ("search.min_profile_steps=-1", "search.min_profile_steps"),
+    ("search.min_gain=1.5", "search.min_gain"),
 ])
 def test_bad_search_config_is_a_config_error(override, what):
     with pytest.raises(ConfigError, match=what):

@@ -105,12 +105,24 @@ def saturation(top: float, pre_top: float, mem: float, pre_mem: float) -> float:
     return r_top / r_mem
 
 
+def saturated(sat: float, top: float, pre_top: float, alpha: float, min_gain: float) -> bool:
+    """Algorithm 2's early stop, Sat < alpha, or a throughput gain below the noise floor ``min_gain``.
+
+    The paper stops when memory grows a lot for a "minor improvement of computation throughput".
+    A gain smaller than the profiles' run-to-run noise is such a minor improvement whatever the
+    memory did; without the floor, noise alone keeps a flat row climbing into its most expensive
+    points about half the time. ``min_gain=0`` is the paper's rule alone.
+    """
+    return sat < alpha or relative_change(top, pre_top) < min_gain
+
+
 def algorithm2(profile: Profiler, max_gmis_per_gpu: int, num_envs: Sequence[int], num_gpus: int,
-               alpha: float) -> SearchOutcome:
+               alpha: float, min_gain: float = 0.0) -> SearchOutcome:
     """Algorithm 2 as written in the paper: GMIs per GPU from the maximum down to 1.
 
     The first runnable point of each GMI size only initialises the tracking
-    variables (line 13-15); a point whose Sat < alpha stops that GMI size.
+    variables (line 13-15); a point whose Sat < alpha (or whose gain is below
+    ``min_gain``) stops that GMI size.
     """
     out = SearchOutcome(method="paper")
     for g in range(max_gmis_per_gpu, 0, -1):
@@ -125,8 +137,9 @@ def algorithm2(profile: Profiler, max_gmis_per_gpu: int, num_envs: Sequence[int]
                 out.record(Step(g, n, r, "init"))
                 continue
             sat = saturation(r.top, pre_top, r.mem_mb, pre_mem)
+            stop = saturated(sat, r.top, pre_top, alpha, min_gain)
             pre_top, pre_mem = r.top, r.mem_mb
-            if sat < alpha:
+            if stop:
                 out.record(Step(g, n, r, "saturated", sat=sat))
                 break
             step = Step(g, n, r, "candidate", sat=sat, estimate=estimate(g, num_gpus, r.top))
@@ -140,7 +153,7 @@ def powers_of_two_upto(limit: int) -> list[int]:
 
 
 def algorithm2_cn(profile: Profiler, max_gmis_per_gpu: int, num_envs: Sequence[int], num_gpus: int,
-                  alpha: float) -> SearchOutcome:
+                  alpha: float, min_gain: float = 0.0) -> SearchOutcome:
     """The Chinese summary's Algorithm 2: GMIs per GPU in 1, 2, 4, 8 (up), every runnable point a candidate.
 
     Differences from the paper, kept literally: GMI sizes ascend in powers of
@@ -157,7 +170,7 @@ def algorithm2_cn(profile: Profiler, max_gmis_per_gpu: int, num_envs: Sequence[i
                 out.record(Step(g, n, r, "unrunnable"))
                 continue
             sat = saturation(r.top, last_top, r.mem_mb, last_mem) if last_top > 0 else math.inf
-            if sat < alpha:
+            if last_top > 0 and saturated(sat, r.top, last_top, alpha, min_gain):
                 out.record(Step(g, n, r, "saturated", sat=sat))
                 break
             step = Step(g, n, r, "candidate", sat=sat, estimate=estimate(g, num_gpus, r.top))
@@ -169,8 +182,8 @@ def algorithm2_cn(profile: Profiler, max_gmis_per_gpu: int, num_envs: Sequence[i
 
 
 def grid(profile: Profiler, max_gmis_per_gpu: int, num_envs: Sequence[int], num_gpus: int,
-         alpha: float = 0.0) -> SearchOutcome:
-    """Profile every point (the reference Algorithm 2 is compared against); ``alpha`` is unused."""
+         alpha: float = 0.0, min_gain: float = 0.0) -> SearchOutcome:
+    """Profile every point (the reference Algorithm 2 is compared against); the stop rule is unused."""
     out = SearchOutcome(method="grid")
     for g in range(max_gmis_per_gpu, 0, -1):
         for n in num_envs:

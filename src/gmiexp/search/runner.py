@@ -45,6 +45,8 @@ def validate(search: Any, method: str = "paper") -> str:
                       (search.profile_iterations, search.warmup_iterations), "profile >= 1, warmup >= 0")
     if search.profile_repeats < 1:
         raise invalid("search.profile_repeats", search.profile_repeats, "an integer >= 1")
+    if not 0 <= search.min_gain < 1:
+        raise invalid("search.min_gain", search.min_gain, "a relative gain in [0, 1) (0 = the paper's rule alone)")
     if search.min_profile_steps < 0:
         raise invalid("search.min_profile_steps", search.min_profile_steps, "an integer >= 0 (env steps)")
     return method
@@ -98,8 +100,10 @@ def with_progress(profile: Profiler, bar: tqdm) -> Profiler:
     return run
 
 
-def summarise(outcome: SearchOutcome, num_gpus: int, elapsed: float) -> dict[str, Any]:
+def summarise(outcome: SearchOutcome, num_gpus: int, elapsed: float, alpha: float = 0.05,
+              min_gain: float = 0.0) -> dict[str, Any]:
     return {"status": "ok" if outcome.found else "failed", "method": outcome.method,
+            "alpha": alpha, "min_gain": min_gain,
             "num_envs": outcome.num_envs, "gmis_per_gpu": outcome.gmis_per_gpu, "num_gpus": num_gpus,
             "estimate_env_steps_per_s": outcome.estimate if outcome.found else None,
             "profiles": outcome.profiles, "profiles_run": sum(not s.result.cached for s in outcome.steps),
@@ -108,7 +112,8 @@ def summarise(outcome: SearchOutcome, num_gpus: int, elapsed: float) -> dict[str
 
 def emit_preset(cfg: Config, run_dir: Path, outcome: SearchOutcome, overrides: list[str]) -> dict[str, Any]:
     name = Path(cfg.search.output).stem
-    header = (f"Chosen by gmiexp mode=search (method={outcome.method}, alpha={cfg.search.alpha}) "
+    header = (f"Chosen by gmiexp mode=search (method={outcome.method}, alpha={cfg.search.alpha}, "
+              f"min_gain={cfg.search.min_gain}) "
               f"on {datetime.now():%Y-%m-%d %H:%M}.\nProjected {outcome.estimate:,.0f} env steps/s after "
               f"{outcome.profiles} profiles ({outcome.profile_s:.0f} s). Run dir: {run_dir}")
     text = output.preset_text(outcome, cfg.num_gpus, group_choices(overrides),
@@ -135,9 +140,10 @@ def run_search(cfg: Config, run_dir: Path) -> dict[str, Any]:
     with tqdm(total=len(design_space(s.max_gmis_per_gpu, envs)), desc=f"search[{method}]",
               unit="profile") as bar:
         search = METHODS[method]
-        outcome = search(with_progress(profile, bar), s.max_gmis_per_gpu, envs, cfg.num_gpus, s.alpha)
+        outcome = search(with_progress(profile, bar), s.max_gmis_per_gpu, envs, cfg.num_gpus, s.alpha,
+                         s.min_gain)
         bar.total = bar.n  # the search may stop before the grid's size
-    report = summarise(outcome, cfg.num_gpus, time.perf_counter() - t0)
+    report = summarise(outcome, cfg.num_gpus, time.perf_counter() - t0, s.alpha, s.min_gain)
     if outcome.found:
         report.update(emit_preset(cfg, Path(run_dir), outcome, overrides))
     output.write_trace(Path(run_dir) / "search.json", report)
