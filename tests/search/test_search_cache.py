@@ -1,5 +1,9 @@
 """Profile cache: a second search on the same key runs no profile and returns the same answer."""
 
+import re
+import subprocess
+
+import gmiexp
 from gmiexp.search import ProfileResult, algorithm2, grid
 from gmiexp.search.cache import ProfileCache, cached, code_version
 
@@ -46,3 +50,18 @@ def test_timeouts_are_not_cached(tmp_path):
     cached(lambda g, n: ProfileResult(False, error="timeout after 5s"), cache)(1, 64)
     cached(lambda g, n: ProfileResult(False, error="exit code 1"), cache)(1, 128)
     assert cache.get(1, 64) is None and cache.get(1, 128) is not None
+
+
+def test_code_version_names_the_commit_and_uncommitted_edits(tmp_path):
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "a.py").write_text("x = 1\n")
+    git("add", "a.py")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a")
+    clean = code_version(tmp_path)
+    assert re.fullmatch(r".+\+g[0-9a-f]{7,}", clean)
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert code_version(tmp_path) == clean + ".dirty"
+    assert code_version(tmp_path / "not-a-checkout") == gmiexp.__version__

@@ -22,15 +22,24 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("GMIEXP_CACHE_DIR") or Path.home() / ".cache" / "gmiexp" / "profiles")
 
 
-def code_version() -> str:
-    """``gmiexp.__version__`` plus the git commit (with ``+dirty``) when run from a checkout."""
-    root = Path(gmiexp.__file__).resolve().parents[2]
+def code_version(root: Path | None = None) -> str:
+    """``gmiexp.__version__`` plus the git commit, and ``.dirty`` with uncommitted edits, from a checkout.
+
+    Dirty trees get their own cache key: profiles taken with edited code must not answer for the
+    commit (a rerun after an edit profiles again).
+    """
+    root = root or Path(gmiexp.__file__).resolve().parents[2]
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=5,
+                              check=True).stdout.strip()
+
     try:
-        rev = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, timeout=5, check=True).stdout.strip()
+        rev = git("rev-parse", "--short", "HEAD")
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
     except (OSError, subprocess.SubprocessError):
         return gmiexp.__version__
-    return f"{gmiexp.__version__}+g{rev}" if rev else gmiexp.__version__
+    return f"{gmiexp.__version__}+g{rev}{'.dirty' if dirty else ''}" if rev else gmiexp.__version__
 
 
 @dataclass
