@@ -164,7 +164,7 @@ class SearchConfig:
     max_gmis_per_gpu: int = 4
     num_envs: list[int] = field(default_factory=lambda: [128, 256, 512, 1024, 2048, 4096, 8192, 16384])
     alpha: float = 0.05  # saturation threshold on Sat = R_top / R_mem
-    min_gain: float = 0.05  # a throughput gain per num_envs step below this also stops a row (noise floor; 0 = paper)
+    min_gain: float = 0.0  # a throughput gain per num_envs step below this also stops a row (0 = the paper's rule)
     grid: bool = False  # profile every point instead of Algorithm 2's early stop
     variant: str = "paper"  # paper | cn (the Chinese summary's Algorithm 2); ignored when grid=true
     warmup_iterations: int = 2
