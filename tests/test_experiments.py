@@ -61,3 +61,17 @@ def test_packing_smallest(tmp_path):
         "job_overrides=[task=Cartpole,num_gpus=1,gmis_per_gpu=1,num_envs=32,max_iterations=2,launch.progress=false]")
     run(PY, str(EXP / "packing" / "plot.py"), str(tmp_path))
     assert (tmp_path / "packing.png").stat().st_size > 0
+
+
+def test_confirm_judges_picks_by_paired_ratios_that_cancel_host_drift():
+    sys.path.insert(0, str(EXP / "search_vs_grid"))
+    try:
+        from confirm import paired_ratio
+    finally:
+        sys.path.remove(str(EXP / "search_vs_grid"))
+    # The host slows by ~35% from the middle of repetition 1 on; the pick is 95% of the reference whenever both
+    # ran at the same speed. The ratio of overall medians (62 / 100) would call it 62%.
+    pick, ref = [95.0, 60.0, 62.0], [100.0, 100.0, 65.0]
+    assert paired_ratio(pick, ref) == pytest.approx(0.95)
+    with pytest.raises(ValueError):
+        paired_ratio([1.0], [1.0, 2.0])
