@@ -75,3 +75,14 @@ def test_confirm_judges_picks_by_paired_ratios_that_cancel_host_drift():
     assert paired_ratio(pick, ref) == pytest.approx(0.95)
     with pytest.raises(ValueError):
         paired_ratio([1.0], [1.0, 2.0])
+
+
+def test_compare_prices_a_search_at_the_grids_own_cost_per_point():
+    sys.path.insert(0, str(EXP / "search_vs_grid"))
+    try:
+        from compare import grid_units
+    finally:
+        sys.path.remove(str(EXP / "search_vs_grid"))
+    grid = {"trace": [{"gmis_per_gpu": 1, "num_envs": n, "wall_s": w} for n, w in ((128, 10.0), (256, 30.0))]}
+    slow_host = {"trace": [{"gmis_per_gpu": 1, "num_envs": 128, "wall_s": 25.0}]}  # same point, host 2.5x slower
+    assert grid_units(slow_host, grid) == pytest.approx(0.25)

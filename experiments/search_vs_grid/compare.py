@@ -27,7 +27,20 @@ def row(name, search, grid, est):
             "grid_best_env_steps_per_s": round(best, 1), "grid_at_pick": round(at_pick, 1),
             "quality": round(at_pick / best, 3), "profiles": search["profiles"], "grid_profiles": grid["profiles"],
             "profile_s": round(search["profile_s"], 1), "grid_profile_s": round(grid["profile_s"], 1),
-            "cost_ratio": round(search["profile_s"] / grid["profile_s"], 3)}
+            "cost_ratio": round(search["profile_s"] / grid["profile_s"], 3),
+            "cost_ratio_grid_units": round(grid_units(search, grid), 3)}
+
+
+def grid_units(search, grid):
+    """The visited points priced at what the grid paid for them, over the grid's total.
+
+    A live search runs minutes after the grid; this VM's speed drifts 20-30% in that time, which
+    moves its wall-clock cost as much as the points it chose to visit do. In grid units only the
+    choice of points counts. (A search with profile_repeats=k pays k profiles per point: compare it
+    with a grid of the same k, or divide its wall time by k.)
+    """
+    wall = {(s["gmis_per_gpu"], s["num_envs"]): s["wall_s"] for s in grid["trace"]}
+    return sum(wall[(s["gmis_per_gpu"], s["num_envs"])] for s in search["trace"]) / sum(wall.values())
 
 
 def heatmap(name, search, grid, est, r, out):
