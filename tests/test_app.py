@@ -35,3 +35,18 @@ def test_doctor_mode(tmp_path: Path) -> None:
     r = run_cli("mode=doctor", f"hydra.run.dir={tmp_path}")
     assert r.returncode == 0, r.stderr
     assert "gmiexp doctor" in r.stdout and "direct yes" in r.stdout
+
+
+def test_plan_mode_serving_layout_has_no_reduction_cost(tmp_path: Path) -> None:
+    r = run_cli("mode=plan", "layout=tcg", "task=Ant", "hardware=dgx_a100", "backend=mps", "gmis_per_gpu=2",
+                f"hydra.run.dir={tmp_path}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "reduction cost: none (no trainer GMIs" in r.stderr
+
+
+def test_multirun_runs_every_job_and_exits_1_when_one_failed(tmp_path: Path) -> None:
+    r = run_cli("-m", "role=user_roles:FailRole,ppo", "task=Cartpole", "num_gpus=1", "gmis_per_gpu=1",
+                "num_envs=16", "max_iterations=2", "launch.progress=false", f"hydra.sweep.dir={tmp_path}")
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "1 multirun job(s) failed" in r.stderr and str(tmp_path / "0") in r.stderr
+    assert (tmp_path / "1" / "summary.json").exists()  # the sweep went on past the failure

@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 
 from gmiexp.config import register_configs
 
-_state = {"ran": False}
+_state: dict = {"ran": False, "failed": []}
 
 
 def conf_dir() -> str:
@@ -36,6 +36,8 @@ def hydra_main(cfg: DictConfig) -> None:
     code = run(cfg, Path(hc.runtime.output_dir))
     if code and (hc.mode != RunMode.MULTIRUN or code in (2, 130)):
         sys.exit(code)
+    if code:  # a failed job does not stop the sweep; main() exits 1 once every job ran
+        _state["failed"].append(hc.runtime.output_dir)
 
 
 def main() -> None:
@@ -45,6 +47,10 @@ def main() -> None:
         if e.code == 1 and not _state["ran"]:
             sys.exit(2)  # Hydra rejected the config (unknown group option, typo, wrong type)
         raise
+    if _state["failed"]:
+        print(f"gmiexp: {len(_state['failed'])} multirun job(s) failed: {', '.join(_state['failed'])}",
+              file=sys.stderr, flush=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -53,3 +53,10 @@ class SleepRole(Role):
             self.heartbeat(stage="sleeping")
             time.sleep(0.1)
         return {}
+
+
+class FailRole(Role):
+    """Raises at once: a job that fails (exit code 1), for multirun exit-code tests."""
+
+    def run(self) -> dict:
+        raise RuntimeError("FailRole fails on purpose")

@@ -139,6 +139,9 @@ def reduction_cost(
     to reuse a measurement; otherwise measured (``calibrate_bandwidth``) or defaults.
     """
     mpl = plan.gpu_map(plan.trainer_group)
+    if not mpl:  # serving layouts: no trainer GMIs, nothing is ever reduced
+        return {"table": "paper Table 2 (ms per reduction)", "t": 0, "g": 0, "gmis_per_gpu": [],
+                "mrr_limit": "no trainers", "estimate_ms": {}}
     g = len(mpl)
     counts = [len(li) for li in mpl]
     t = max(counts) if counts else 0
@@ -168,6 +171,8 @@ def reduction_cost(
 
 def format_cost(cost: dict[str, Any]) -> str:
     """Lines for ``mode=plan``."""
+    if not cost["estimate_ms"]:
+        return "reduction cost: none (no trainer GMIs in this plan; nothing is reduced)"
     lines = [
         f"reduction cost ({cost['table']}): t={cost['t']} GMIs/GPU, g={cost['g']} GPUs, "
         f"B1={cost['B1_GBps']} GB/s, B2={cost['B2_GBps']} GB/s ({cost['bandwidth_source']})"
