@@ -8,6 +8,7 @@ is measured at steady state, after the warm-up iterations, from the run's
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -65,7 +66,11 @@ def result_from_summary(summary: dict[str, Any], gmis: int, warmup_iterations: i
 
 
 def run_with_timeout(cmd: Sequence[str], timeout_s: float, log: Path) -> int | None:
-    """Run ``cmd`` in its own session; on timeout kill the whole group (the GMIs too). None = timed out."""
+    """Run ``cmd`` in its own session; on timeout kill the whole group (the GMIs too). None = timed out.
+
+    Its own session keeps a hung profile killable as a group, but also out of reach of the terminal's
+    Ctrl-C: when the search itself is interrupted, the profile run is stopped here before re-raising.
+    """
     with log.open("w") as out:
         proc = subprocess.Popen(list(cmd), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
@@ -74,6 +79,23 @@ def run_with_timeout(cmd: Sequence[str], timeout_s: float, log: Path) -> int | N
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             return None
+        except BaseException:
+            stop_group(proc)
+            raise
+
+
+def stop_group(proc: subprocess.Popen, grace_s: float = 15.0) -> None:
+    """SIGINT the run's process group (gmiexp stops its GMIs and backend cleanly), then SIGKILL what is left."""
+
+    def signal_group(sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+
+    signal_group(signal.SIGINT)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace_s)
+    signal_group(signal.SIGKILL)
+    proc.wait()
 
 
 @dataclass

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import platform
+import signal
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -125,7 +128,32 @@ def emit_preset(cfg: Config, run_dir: Path, outcome: SearchOutcome, overrides: l
 
 
 def run_search(cfg: Config, run_dir: Path) -> dict[str, Any]:
-    """Run Algorithm 2 (or the grid) with real profiles; write search.json and the preset; return a report."""
+    """Run Algorithm 2 (or the grid) with real profiles; write search.json and the preset; return a report.
+
+    SIGTERM is turned into KeyboardInterrupt for the search's duration, so a killed search stops
+    the profile run it is waiting on (its own session) instead of orphaning it.
+    """
+    with terminate_as_interrupt():
+        return _run_search(cfg, run_dir)
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _run_search(cfg: Config, run_dir: Path) -> dict[str, Any]:
     method = validate(cfg.search, variant(cfg))
     overrides = user_overrides(cfg)
     s = cfg.search
