@@ -17,7 +17,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gmiexp.errors import ConfigError, LaunchError
+from gmiexp.signals import sigterm_raises
 
 CONTROL = "nvidia-cuda-mps-control"
 PID_FILE = "nvidia-cuda-mps-control.pid"
@@ -169,24 +169,6 @@ def quit_daemon(daemon: Daemon, timeout: float | None = None) -> None:
             _wait(lambda: pid_of(daemon.pipe_dir) is None, timeout)
         if daemon.owned_pipe_dir:
             shutil.rmtree(daemon.pipe_dir, ignore_errors=True)
-
-
-@contextmanager
-def sigterm_raises() -> Iterator[None]:
-    """Turn SIGTERM into SystemExit for the block, so ``finally`` clauses (daemon quit) run."""
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        yield
-        return
-
-    def _raise(signum: int, _frame: object) -> None:
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, _raise)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 @contextmanager

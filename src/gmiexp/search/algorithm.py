@@ -170,7 +170,7 @@ def algorithm2_cn(profile: Profiler, max_gmis_per_gpu: int, num_envs: Sequence[i
                 out.record(Step(g, n, r, "unrunnable"))
                 continue
             sat = saturation(r.top, last_top, r.mem_mb, last_mem) if last_top > 0 else math.inf
-            if last_top > 0 and saturated(sat, r.top, last_top, alpha, min_gain):
+            if saturated(sat, r.top, last_top, alpha, min_gain):
                 out.record(Step(g, n, r, "saturated", sat=sat))
                 break
             step = Step(g, n, r, "candidate", sat=sat, estimate=estimate(g, num_gpus, r.top))

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import platform
-import signal
-import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -22,6 +19,7 @@ from gmiexp.search import output
 from gmiexp.search.algorithm import METHODS, Profiler, ProfileResult, SearchOutcome, design_space
 from gmiexp.search.cache import ProfileCache, cached, code_version, default_cache_dir
 from gmiexp.search.profiler import SubprocessProfiler
+from gmiexp.signals import sigterm_raises
 
 # Knobs the search itself sets (or that make no sense in a profile run): never passed through.
 OWN_KEYS = ("mode", "num_gpus", "gmis_per_gpu", "num_envs", "max_iterations", "experiment", "search",
@@ -103,8 +101,8 @@ def with_progress(profile: Profiler, bar: tqdm) -> Profiler:
     return run
 
 
-def summarise(outcome: SearchOutcome, num_gpus: int, elapsed: float, alpha: float = 0.05,
-              min_gain: float = 0.0) -> dict[str, Any]:
+def summarise(outcome: SearchOutcome, num_gpus: int, elapsed: float, alpha: float,
+              min_gain: float) -> dict[str, Any]:
     return {"status": "ok" if outcome.found else "failed", "method": outcome.method,
             "alpha": alpha, "min_gain": min_gain,
             "num_envs": outcome.num_envs, "gmis_per_gpu": outcome.gmis_per_gpu, "num_gpus": num_gpus,
@@ -133,24 +131,8 @@ def run_search(cfg: Config, run_dir: Path) -> dict[str, Any]:
     SIGTERM is turned into KeyboardInterrupt for the search's duration, so a killed search stops
     the profile run it is waiting on (its own session) instead of orphaning it.
     """
-    with terminate_as_interrupt():
+    with sigterm_raises(lambda signum: KeyboardInterrupt(f"signal {signum}")):
         return _run_search(cfg, run_dir)
-
-
-@contextlib.contextmanager
-def terminate_as_interrupt() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _run_search(cfg: Config, run_dir: Path) -> dict[str, Any]:
