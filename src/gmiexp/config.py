@@ -166,14 +166,26 @@ class SearchConfig:
     alpha: float = 0.05  # saturation threshold on Sat = R_top / R_mem
     min_gain: float = 0.0  # a throughput gain per num_envs step below this also stops a row (0 = the paper's rule)
     grid: bool = False  # profile every point instead of Algorithm 2's early stop
-    variant: str = "paper"  # paper | cn (the Chinese summary's Algorithm 2); ignored when grid=true
+    # paired (default: every decision on back-to-back interleaved profiles) | paper (Algorithm 2 as written)
+    # | cn (the Chinese summary's Algorithm 2); ignored when grid=true
+    variant: str = "paired"
     warmup_iterations: int = 2
     profile_iterations: int = 4
     min_profile_steps: int = 200_000  # measured env steps per profile at least (small points run more iterations)
     profile_repeats: int = 1  # profiles per point, the fastest kept (robust to a host's interference; cost x N)
     timeout_s: float = 300.0
-    cache: bool = True
+    cache: bool = True  # reuse profiles across runs (paper, cn, grid; a paired decision always measures afresh)
     output: str = "search_result.yaml"
+    # The paired variant (search/paired.py):
+    budget: float = 0.45  # its cost at most this fraction of the grid's, in profile-steps; (0, 1]
+    launch_steps: int = 500_000  # one profile's launch priced in env steps in that cost model; >= 0
+    pair_length: float = 0.5  # its profiles' length relative to a standard profile; (0, 1]
+    pair_z: float = 2.0  # decided when the paired log ratio is this many standard errors from its threshold; > 0
+    pair_tolerance: float = 0.02  # ... or when that many standard errors are below this relative gap; [0, 1)
+    pair_max_profiles: int = 4  # profiles one num_envs decision may hold (a row's reused one included); >= 2
+    pair_max_profiles_gmis: int = 8  # profiles one decision between GMI counts may hold; >= 2
+    pair_plateau: float = 0.05  # an undecided step up a row is taken unless measured this much slower; [0, 1)
+    pair_noise: float = 0.1  # prior sd of log(rate) between two profiles of a point one profile apart; > 0
 
 
 @dataclass

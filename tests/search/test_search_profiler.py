@@ -111,10 +111,10 @@ def test_repeats_keep_the_fastest_run_and_sum_the_cost(tmp_path, monkeypatch):
     """Interference only slows a run down: of several profiles of a point the fastest is kept."""
     p = SubprocessProfiler(workdir=tmp_path, repeats=3)
     tops = iter([5.0, 9.0, 7.0])
-    monkeypatch.setattr(p, "_once", lambda g, n, k: ProfileResult(True, top=next(tops), mem_mb=1.0, wall_s=2.0))
+    monkeypatch.setattr(p, "_once", lambda g, n, k, length: ProfileResult(True, top=next(tops), mem_mb=1.0, wall_s=2.0))
     r = p(2, 128)
     assert r.runnable and r.top == 9.0 and r.wall_s == 6.0
     results = iter([ProfileResult(True, top=5.0, wall_s=2.0), ProfileResult(False, wall_s=1.0, error="exit code 1")])
-    monkeypatch.setattr(p, "_once", lambda g, n, k: next(results))
+    monkeypatch.setattr(p, "_once", lambda g, n, k, length: next(results))
     r = p(2, 256)
     assert not r.runnable and r.error == "exit code 1" and r.wall_s == 3.0

@@ -53,6 +53,8 @@ class SearchOutcome:
     gmis_per_gpu: int | None = None
     estimate: float = -math.inf
     steps: list[Step] = field(default_factory=list)
+    comparisons: list[dict] = field(default_factory=list)  # paired decisions (paired variant only)
+    cost: dict[str, float] = field(default_factory=dict)  # modelled cost against the grid's (paired variant only)
 
     @property
     def found(self) -> bool:

@@ -105,6 +105,7 @@ class SubprocessProfiler:
     ``min_profile_steps`` lengthens the measured window of small points: with a fixed iteration
     count, a 128-env point measures a fraction of a second (scheduler noise of 10-30% between
     processes on a shared host), which decides Algorithm 2's early stop. Warm-up grows in proportion.
+    ``length`` (the paired search's shortened profiles) scales the measured env steps and iterations.
     """
 
     workdir: Path
@@ -117,20 +118,25 @@ class SubprocessProfiler:
     horizon_length: int = 16  # env steps per GMI and env in one iteration
     repeats: int = 1  # profiles per point; the fastest is kept (cost adds up)
 
-    def iterations(self, gmis_per_gpu: int, num_envs: int) -> tuple[int, int]:
-        """(warm-up, measured) iterations of the profile of (G, N)."""
+    def iterations(self, gmis_per_gpu: int, num_envs: int, length: float = 1.0) -> tuple[int, int]:
+        """(warm-up, measured) iterations of the profile of (G, N) at ``length`` times the standard profile."""
         per_iter = gmis_per_gpu * num_envs * self.horizon_length
-        measured = max(self.profile_iterations, math.ceil(self.min_profile_steps / per_iter))
+        measured = max(math.ceil(self.profile_iterations * length),
+                       math.ceil(self.min_profile_steps * length / per_iter))
         warmup = math.ceil(self.warmup_iterations * measured / self.profile_iterations)
         return warmup, measured
 
-    def command(self, gmis_per_gpu: int, num_envs: int, run_dir: Path) -> list[str]:
-        iters = sum(self.iterations(gmis_per_gpu, num_envs))
+    def steps(self, gmis_per_gpu: int, num_envs: int, length: float = 1.0) -> int:
+        """Env steps (all GMIs) the profile runs, warm-up included: the paired search's cost model."""
+        return sum(self.iterations(gmis_per_gpu, num_envs, length)) * gmis_per_gpu * num_envs * self.horizon_length
+
+    def command(self, gmis_per_gpu: int, num_envs: int, run_dir: Path, length: float = 1.0) -> list[str]:
+        iters = sum(self.iterations(gmis_per_gpu, num_envs, length))
         return [self.python, "-m", "gmiexp", "mode=train", "num_gpus=1", f"gmis_per_gpu={gmis_per_gpu}",
                 f"num_envs={num_envs}", f"max_iterations={iters}", "launch.progress=false", "logger=none",
                 *self.overrides, f"hydra.run.dir={run_dir}"]
 
-    def __call__(self, gmis_per_gpu: int, num_envs: int) -> ProfileResult:
+    def __call__(self, gmis_per_gpu: int, num_envs: int, length: float = 1.0) -> ProfileResult:
         """Profile ``repeats`` times and keep the fastest run (any failure makes the point not runnable).
 
         The fastest, not the mean: interference from other work on a shared host only ever slows a
@@ -139,7 +145,7 @@ class SubprocessProfiler:
         best: ProfileResult | None = None
         wall = 0.0
         for k in range(self.repeats):
-            r = self._once(gmis_per_gpu, num_envs, k)
+            r = self._once(gmis_per_gpu, num_envs, k, length)
             wall += r.wall_s
             if not r.runnable:
                 return replace(r, wall_s=wall)
@@ -148,11 +154,15 @@ class SubprocessProfiler:
         assert best is not None
         return replace(best, wall_s=wall)
 
-    def _once(self, gmis_per_gpu: int, num_envs: int, k: int) -> ProfileResult:
+    def _once(self, gmis_per_gpu: int, num_envs: int, k: int, length: float = 1.0) -> ProfileResult:
         run_dir = self.workdir / (f"G{gmis_per_gpu}_N{num_envs}" + (f"_r{k}" if k else ""))
-        run_dir.mkdir(parents=True, exist_ok=True)
+        for again in range(1, 1_000_000):  # a re-measured point (paired search) gets a directory of its own
+            if not run_dir.exists():
+                break
+            run_dir = run_dir.with_name(f"G{gmis_per_gpu}_N{num_envs}_m{again}" + (f"_r{k}" if k else ""))
+        run_dir.mkdir(parents=True)
         t0 = time.perf_counter()
-        rc = run_with_timeout(self.command(gmis_per_gpu, num_envs, run_dir), self.timeout_s,
+        rc = run_with_timeout(self.command(gmis_per_gpu, num_envs, run_dir, length), self.timeout_s,
                               run_dir / "profile.log")
         wall = time.perf_counter() - t0
         if rc is None:
@@ -163,4 +173,4 @@ class SubprocessProfiler:
             summary = json.loads((run_dir / "summary.json").read_text())
         except (OSError, ValueError) as e:
             return ProfileResult(False, wall_s=wall, error=f"no summary.json: {e}")
-        return result_from_summary(summary, gmis_per_gpu, self.iterations(gmis_per_gpu, num_envs)[0], wall)
+        return result_from_summary(summary, gmis_per_gpu, self.iterations(gmis_per_gpu, num_envs, length)[0], wall)

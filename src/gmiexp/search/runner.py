@@ -18,6 +18,7 @@ from gmiexp.hardware import resolve
 from gmiexp.search import output
 from gmiexp.search.algorithm import METHODS, Profiler, ProfileResult, SearchOutcome, design_space
 from gmiexp.search.cache import ProfileCache, cached, code_version, default_cache_dir
+from gmiexp.search.paired import PairRule, launch_and_steps
 from gmiexp.search.profiler import SubprocessProfiler
 from gmiexp.signals import sigterm_raises
 
@@ -27,12 +28,12 @@ OWN_KEYS = ("mode", "num_gpus", "gmis_per_gpu", "num_envs", "max_iterations", "e
 
 
 def variant(cfg: Config) -> str:
-    """``search.variant``: the paper's Algorithm 2 or the Chinese summary's."""
+    """``search.variant``: paired comparisons, the paper's Algorithm 2 or the Chinese summary's."""
     return str(cfg.search.variant)
 
 
 def validate(search: Any, method: str = "paper") -> str:
-    """Check the search config; return the method name (paper | cn | grid)."""
+    """Check the search config; return the method name (paired | paper | cn | grid)."""
     method = "grid" if search.grid else method
     if method not in METHODS:
         raise invalid("search.variant", method, [m for m in METHODS if m != "grid"])
@@ -50,7 +51,33 @@ def validate(search: Any, method: str = "paper") -> str:
         raise invalid("search.min_gain", search.min_gain, "a relative gain in [0, 1) (0 = the paper's rule alone)")
     if search.min_profile_steps < 0:
         raise invalid("search.min_profile_steps", search.min_profile_steps, "an integer >= 0 (env steps)")
+    validate_pairing(search)
     return method
+
+
+def validate_pairing(search: Any) -> None:
+    """The paired variant's knobs (checked whatever the variant, so a typo never waits for a switch)."""
+    ranges = {"budget": (0, 1, "(0, 1]"), "pair_length": (0, 1, "(0, 1]")}
+    for name, (low, high, text) in ranges.items():
+        if not low < getattr(search, name) <= high:
+            raise invalid(f"search.{name}", getattr(search, name), text)
+    for name in ("pair_tolerance", "pair_plateau"):
+        if not 0 <= getattr(search, name) < 1:
+            raise invalid(f"search.{name}", getattr(search, name), "[0, 1)")
+    for name in ("pair_z", "pair_noise"):
+        if not getattr(search, name) > 0:
+            raise invalid(f"search.{name}", getattr(search, name), "a number > 0")
+    for name in ("pair_max_profiles", "pair_max_profiles_gmis"):
+        if getattr(search, name) < 2:
+            raise invalid(f"search.{name}", getattr(search, name), "an integer >= 2")
+    if search.launch_steps < 0:
+        raise invalid("search.launch_steps", search.launch_steps, "an integer >= 0 (env steps)")
+
+
+def pair_rule(search: Any) -> PairRule:
+    return PairRule(z=search.pair_z, tolerance=search.pair_tolerance, max_profiles=search.pair_max_profiles,
+                    max_profiles_gmis=search.pair_max_profiles_gmis, length=search.pair_length,
+                    plateau=search.pair_plateau, budget=search.budget, noise=search.pair_noise)
 
 
 def _key(override: str) -> str:
@@ -92,9 +119,9 @@ def cache_key(cfg: Config, overrides: Sequence[str]) -> dict[str, Any]:
 
 
 def with_progress(profile: Profiler, bar: tqdm) -> Profiler:
-    def run(g: int, n: int) -> ProfileResult:
+    def run(g: int, n: int, *length: float) -> ProfileResult:
         bar.set_postfix_str(f"G={g} N={n}")
-        r = profile(g, n)
+        r = profile(g, n, *length)
         bar.update(1)
         return r
 
@@ -108,7 +135,8 @@ def summarise(outcome: SearchOutcome, num_gpus: int, elapsed: float, alpha: floa
             "num_envs": outcome.num_envs, "gmis_per_gpu": outcome.gmis_per_gpu, "num_gpus": num_gpus,
             "estimate_env_steps_per_s": outcome.estimate if outcome.found else None,
             "profiles": outcome.profiles, "profiles_run": sum(not s.result.cached for s in outcome.steps),
-            "profile_s": outcome.profile_s, "elapsed_s": elapsed, "trace": output.trace(outcome)}
+            "profile_s": outcome.profile_s, "elapsed_s": elapsed, "trace": output.trace(outcome),
+            **({"cost": outcome.cost, "comparisons": outcome.comparisons} if outcome.method == "paired" else {})}
 
 
 def emit_preset(cfg: Config, run_dir: Path, outcome: SearchOutcome, overrides: list[str]) -> dict[str, Any]:
@@ -139,11 +167,15 @@ def _run_search(cfg: Config, run_dir: Path) -> dict[str, Any]:
     method = validate(cfg.search, variant(cfg))
     overrides = user_overrides(cfg)
     s = cfg.search
-    profile: Profiler = SubprocessProfiler(
+    profiler = SubprocessProfiler(
         workdir=Path(run_dir) / "profiles", overrides=overrides, warmup_iterations=s.warmup_iterations,
         profile_iterations=s.profile_iterations, timeout_s=s.timeout_s, min_profile_steps=s.min_profile_steps,
         horizon_length=cfg.train.horizon_length, repeats=s.profile_repeats)
-    if s.cache:
+    profile: Profiler = profiler
+    options: dict[str, Any] = {}
+    if method == "paired":  # a cached profile would pair with one taken at another time: always measure
+        options = {"cost": launch_and_steps(profiler.steps, s.launch_steps), "rule": pair_rule(s)}
+    elif s.cache:
         profile = cached(profile, ProfileCache(cache_key(cfg, overrides), default_cache_dir()))
     envs = list(s.num_envs)
     t0 = time.perf_counter()
@@ -151,7 +183,7 @@ def _run_search(cfg: Config, run_dir: Path) -> dict[str, Any]:
               unit="profile") as bar:
         search = METHODS[method]
         outcome = search(with_progress(profile, bar), s.max_gmis_per_gpu, envs, cfg.num_gpus, s.alpha,
-                         s.min_gain)
+                         s.min_gain, **options)
         bar.total = bar.n  # the search may stop before the grid's size
     report = summarise(outcome, cfg.num_gpus, time.perf_counter() - t0, s.alpha, s.min_gain)
     if outcome.found:
@@ -164,6 +196,9 @@ def _run_search(cfg: Config, run_dir: Path) -> dict[str, Any]:
 def print_report(report: dict[str, Any]) -> None:
     print(f"search[{report['method']}]: {report['profiles']} profiles ({report['profiles_run']} run, "
           f"rest cached), {report['profile_s']:.1f} s profiling, {report['elapsed_s']:.1f} s elapsed")
+    if "cost" in report:
+        print(f"search: {len(report['comparisons'])} paired decisions; cost {report['cost']['cost_ratio_model']:.0%} "
+              "of the grid's in profile-steps")
     if report["status"] != "ok":
         print("search: no runnable configuration found (every profile failed or saturated at once)")
         return
