@@ -184,7 +184,7 @@ class SearchConfig:
     pair_tolerance: float = 0.02  # ... or when that many standard errors are below this relative gap; [0, 1)
     pair_max_profiles: int = 4  # profiles one num_envs decision may hold (a row's reused one included); >= 2
     pair_max_profiles_gmis: int = 8  # profiles one decision between GMI counts may hold; >= 2
-    pair_plateau: float = 0.05  # an undecided step up a row is taken unless measured this much slower; [0, 1)
+    pair_plateau: float = 0.05  # undecided: climb a row unless this much slower, more GMIs if this much faster; [0, 1)
     pair_noise: float = 0.1  # prior sd of log(rate) between two profiles of a point one profile apart; > 0
 
 

@@ -33,7 +33,7 @@ class PairRule:
     max_profiles: int = 4  # profiles a num_envs decision may hold, the incumbent's reused one included
     max_profiles_gmis: int = 8  # ... and a decision between GMI counts (rarer, and it decides the pick)
     length: float = 0.5  # profile length relative to a standard profile (env steps and iterations)
-    plateau: float = 0.05  # an undecided step up a row is taken unless the larger num_envs measured this much slower
+    plateau: float = 0.05  # undecided: a row climbs unless this much slower; more GMIs only when this much faster
     budget: float = 0.45  # the search's cost at most this fraction of the grid's, in profile-steps
     noise: float = 0.1  # prior sd of the log difference of two profiles of one point one profile apart
     prior_weight: float = 2.0  # how many observed differences that prior counts as
@@ -199,12 +199,14 @@ def undecided(kind: str, incumbent: Point, candidate: Point, log_ratio: float, p
 
     Such points lie on a plateau, where throughput hardly depends on the choice: a row keeps
     climbing to the larger num_envs unless it measured more than ``plateau`` slower (past a row's
-    knee throughput sags slowly, and stopping short of the knee costs the most), never steps down
-    to a smaller one, and across GMI counts the point estimate decides.
+    knee throughput sags slowly, and stopping short of the knee costs the most) and never steps
+    down to a smaller one; more GMIs per GPU are taken only when they measured more than
+    ``plateau`` faster (past the peak oversubscription falls off fast, and a row's best reaches
+    the decision with the profile that won its climb, which flatters it).
     """
     if kind == "num_envs":
         return "candidate" if candidate[1] > incumbent[1] and log_ratio > math.log1p(-plateau) else "incumbent"
-    return "candidate" if log_ratio > 0 else "incumbent"
+    return "candidate" if log_ratio > math.log1p(plateau) else "incumbent"
 
 
 def _decide(c: Comparison, seq: list[Measurement], decision: str, reason: str) -> Comparison:
@@ -356,3 +358,4 @@ def paired(profile: LengthProfiler, max_gmis_per_gpu: int, num_envs: Sequence[in
 
 
 METHODS["paired"] = paired
+
