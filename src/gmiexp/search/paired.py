@@ -36,7 +36,7 @@ class PairRule:
     plateau: float = 0.05  # undecided: a row climbs unless this much slower; more GMIs only when this much faster
     budget: float = 0.45  # the search's cost at most this fraction of the grid's, in profile-steps
     noise: float = 0.1  # prior sd of the log difference of two profiles of one point one profile apart
-    prior_weight: float = 2.0  # how many observed differences that prior counts as
+    prior_weight: float = 1.0  # how many observed differences that prior counts as
 
 
 @dataclass(frozen=True)
