@@ -86,3 +86,39 @@ def test_compare_prices_a_search_at_the_grids_own_cost_per_point():
     grid = {"trace": [{"gmis_per_gpu": 1, "num_envs": n, "wall_s": w} for n, w in ((128, 10.0), (256, 30.0))]}
     slow_host = {"trace": [{"gmis_per_gpu": 1, "num_envs": 128, "wall_s": 25.0}]}  # same point, host 2.5x slower
     assert grid_units(slow_host, grid) == pytest.approx(0.25)
+
+
+def search_vs_grid(name):
+    sys.path.insert(0, str(EXP / "search_vs_grid"))
+    try:
+        return __import__(name)
+    finally:
+        sys.path.remove(str(EXP / "search_vs_grid"))
+
+
+def test_compare_prices_shortened_and_repeated_profiles_by_their_cost_share():
+    grid_units = search_vs_grid("compare").grid_units
+    grid = {"trace": [{"gmis_per_gpu": 1, "num_envs": n, "wall_s": w} for n, w in ((128, 10.0), (256, 30.0))]}
+    paired = {"trace": [{"gmis_per_gpu": 1, "num_envs": 128, "wall_s": 9.0, "cost_share": 0.8},
+                        {"gmis_per_gpu": 1, "num_envs": 256, "wall_s": 20.0, "cost_share": 0.6},
+                        {"gmis_per_gpu": 1, "num_envs": 128, "wall_s": 9.0, "cost_share": 0.8}]}
+    assert grid_units(paired, grid) == pytest.approx((8.0 + 18.0 + 8.0) / 40.0)
+
+
+def test_compare_judges_both_bars_on_the_re_measured_quality(tmp_path):
+    compare = search_vs_grid("compare")
+    (tmp_path / "confirm.csv").write_text("pick,chosen_by,median_env_steps_per_s,runs,vs_grid_pick\n"
+                                          "G=2 N=4096,grid,1,1,1.0\nG=2 N=2048,paired_live1,1,1,0.97\n")
+    confirmed = compare.confirmations(tmp_path / "confirm.csv")
+    assert confirmed == {"G=2 N=4096": 1.0, "G=2 N=2048": 0.97}
+    assert compare.confirmations(tmp_path / "absent.csv") == {}
+    grid = {"gmis_per_gpu": 2, "num_envs": 4096, "profiles": 2, "profile_s": 40.0,
+            "trace": [{"gmis_per_gpu": 2, "num_envs": n, "wall_s": w} for n, w in ((2048, 10.0), (4096, 30.0))]}
+    est = {(2, 2048): 98.0, (2, 4096): 100.0}
+    search = {"method": "paired", "gmis_per_gpu": 2, "num_envs": 2048, "profiles": 2, "profile_s": 19.0,
+              "trace": [{"gmis_per_gpu": 2, "num_envs": 2048, "wall_s": 9.5, "cost_share": 1.0}] * 2}
+    r = compare.row("paired_live1", search, grid, est, confirmed)
+    assert (r["confirmed"], r["cost_ratio"], r["cost_ratio_grid_units"], r["meets_both"]) == (0.97, 0.475, 0.5, True)
+    slow = compare.row("paired_live2", {**search, "profile_s": 21.0}, grid, est, confirmed)
+    assert slow["meets_both"] is False  # 52.5% of the grid's wall time
+    assert compare.row("paired_live3", search, grid, est, {})["meets_both"] is None  # not re-measured yet

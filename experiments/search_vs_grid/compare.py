@@ -1,10 +1,15 @@
 """Compare mode=search runs with a grid run over the same space: pick quality and profiling cost.
 
-Quality: the grid's measurement at each search's pick against the grid's best. Cost: profiling seconds
-(cached points count what they cost when measured). Writes CSV and a PNG heat map of the grid's projected
-throughput with the points the first search visited.
+Quality: the grid's measurement at each search's pick against the grid's best, and, when confirm.py has
+run, the pick re-measured head to head against the grid's pick (``confirmed``). Cost: profiling seconds
+(cached points count what they cost when measured) over the grid's, and the same in grid units. A run
+meets both bars (issue 17) when its confirmed quality is at least 95% and both cost ratios are at most
+50%. Writes CSV and a PNG heat map per search of the grid's projected throughput with the points it visited.
+
+    python experiments/search_vs_grid/compare.py <results>/grid/search.json <results>/*/search.json
 """
 
+import csv
 import json
 import sys
 from pathlib import Path
@@ -16,31 +21,55 @@ from gmiexp.config import SearchConfig  # noqa: E402
 from gmiexp.search import METHODS, ProfileResult  # noqa: E402
 from gmiexp.search.output import trace  # noqa: E402
 
-MARKS = {"best": "*", "candidate": "o", "init": "i", "saturated": "S", "unrunnable": "x"}
+MARKS = {"best": "*", "candidate": "o", "init": "i", "saturated": "S", "unrunnable": "x", "pair": "p"}
 
 
-def row(name, search, grid, est):
+def pick(run):
+    return f"G={run['gmis_per_gpu']} N={run['num_envs']}"
+
+
+def row(name, search, grid, est, confirmed):
     best = max(est.values())
     at_pick = est.get((search["gmis_per_gpu"], search["num_envs"]), 0.0)
-    return {"run": name, "method": search["method"], "pick": f"G={search['gmis_per_gpu']} N={search['num_envs']}",
-            "grid_pick": f"G={grid['gmis_per_gpu']} N={grid['num_envs']}",
-            "grid_best_env_steps_per_s": round(best, 1), "grid_at_pick": round(at_pick, 1),
-            "quality": round(at_pick / best, 3), "profiles": search["profiles"], "grid_profiles": grid["profiles"],
-            "profile_s": round(search["profile_s"], 1), "grid_profile_s": round(grid["profile_s"], 1),
-            "cost_ratio": round(search["profile_s"] / grid["profile_s"], 3),
-            "cost_ratio_grid_units": round(grid_units(search, grid), 3)}
+    r = {"run": name, "method": search["method"], "pick": pick(search), "grid_pick": pick(grid),
+         "grid_best_env_steps_per_s": round(best, 1), "grid_at_pick": round(at_pick, 1),
+         "quality": round(at_pick / best, 3), "confirmed": confirmed.get(pick(search)),
+         "profiles": search["profiles"], "grid_profiles": grid["profiles"],
+         "profile_s": round(search["profile_s"], 1), "grid_profile_s": round(grid["profile_s"], 1),
+         "cost_ratio": round(search["profile_s"] / grid["profile_s"], 3),
+         "cost_ratio_grid_units": round(grid_units(search, grid), 3)}
+    r["meets_both"] = meets_both(r)
+    return r
+
+
+def meets_both(r):
+    """Within 5% of the grid's best (re-measured head to head) at no more than half its time, wall and grid units."""
+    if r["confirmed"] is None:
+        return None
+    return r["confirmed"] >= 0.95 and r["cost_ratio"] <= 0.5 and r["cost_ratio_grid_units"] <= 0.5
 
 
 def grid_units(search, grid):
-    """The visited points priced at what the grid paid for them, over the grid's total.
+    """The visited profiles priced at what the grid paid for their points, over the grid's total.
 
     A live search runs minutes after the grid; this VM's speed drifts 20-30% in that time, which
     moves its wall-clock cost as much as the points it chose to visit do. In grid units only the
-    choice of points counts. (A search with profile_repeats=k pays k profiles per point: compare it
-    with a grid of the same k, or divide its wall time by k.)
+    choice of profiles counts: every profile of a point (the paired search re-measures) at the grid's
+    price, scaled by its ``cost_share`` (a shortened profile's modelled cost over a standard one's).
+    (A search with profile_repeats=k pays k profiles per point: compare it with a grid of the same k,
+    or divide its wall time by k.)
     """
     wall = {(s["gmis_per_gpu"], s["num_envs"]): s["wall_s"] for s in grid["trace"]}
-    return sum(wall[(s["gmis_per_gpu"], s["num_envs"])] for s in search["trace"]) / sum(wall.values())
+    return (sum(wall[(s["gmis_per_gpu"], s["num_envs"])] * s.get("cost_share", 1.0) for s in search["trace"])
+            / sum(wall.values()))
+
+
+def confirmations(path):
+    """Re-measured quality per pick from confirm.py's CSV (``G=<g> N=<n>`` -> ratio to the grid's pick)."""
+    if not path.exists():
+        return {}
+    with path.open() as f:
+        return {r["pick"]: float(r["vs_grid_pick"]) for r in csv.DictReader(f)}
 
 
 def heatmap(name, search, grid, est, r, out):
@@ -83,10 +112,17 @@ def main(grid_path, *search_paths):
     runs = [(Path(p).parent.name, json.loads(Path(p).read_text())) for p in search_paths
             if Path(p).resolve() != Path(grid_path).resolve()]
     runs += [(f"replay:{m}", replay(grid, m)) for m in ("paper", "cn")]
-    rows = [row(name, s, grid, est) for name, s in runs]
     out = results_dir(__file__)
+    confirmed = confirmations(out / "confirm.csv")
+    rows = [row(name, s, grid, est, confirmed) for name, s in runs]
     write_csv(rows, out / "search_vs_grid.csv")
     print(json.dumps(rows, indent=1))
+    live = [r for r in rows if "live" in r["run"]]  # run.sh names the live searches <variant>_live<k>
+    for method in sorted({r["method"] for r in live}):
+        mine = [r for r in live if r["method"] == method]
+        met = sum(bool(r["meets_both"]) for r in mine)
+        print(f"{method}: {met} of {len(mine)} runs within 5% of the grid's best (re-measured) at <= 50% of its "
+              f"time, wall and grid units" + ("" if confirmed else " (run confirm.py first: no confirm.csv)"))
     for (name, search), r in zip(runs, rows, strict=True):
         heatmap(name, search, grid, est, r, out)
 

@@ -7,6 +7,7 @@ import pytest
 from noisy_host import MAX_GMIS, NUM_ENVS, NoisyHost, cost
 
 from gmiexp.search import ProfileResult, SearchOutcome, algorithm2, grid
+from gmiexp.search.algorithm import Step
 from gmiexp.search.paired import (
     Ledger,
     Measurement,
@@ -16,6 +17,7 @@ from gmiexp.search.paired import (
     grid_cost,
     launch_and_steps,
     log_ratio_se,
+    measured_launch_steps,
     paired,
     paired_log_ratio,
     warm_start,
@@ -160,6 +162,14 @@ def test_paired_finds_the_known_optimum_and_records_every_decision():
     assert [c["ratio"] for c in climb[:5]] == pytest.approx([2.0] * 5)  # linear below G1's knee at 4096
     assert out.cost["spent_profile_steps"] <= out.cost["budget_profile_steps"]
     assert all(s.decision in ("init", "candidate", "pair", "saturated", "best", "unrunnable") for s in out.steps)
+
+
+def test_measured_launch_is_wall_time_beyond_the_steps_at_the_measured_rate():
+    out = SearchOutcome(method="paired")
+    for wall in (7.0, 9.0, 30.0):  # 1000 steps at 500/s take 2 s: launches of 5, 7 and 28 s
+        out.record(Step(2, 100, ProfileResult(True, top=250.0, wall_s=wall), "pair", length=0.5))
+    out.record(Step(2, 200, ProfileResult(False, wall_s=3.0), "unrunnable"))
+    assert measured_launch_steps(out, lambda g, n, length: g * n * 10 * length) == pytest.approx(7 * 500)
 
 
 def test_budget_is_a_fraction_of_the_grids_modelled_cost():

@@ -65,7 +65,7 @@ def test_paired_is_the_default_and_records_its_decisions(isolated, capsys):
     kinds = [(c["kind"], c["decision"], c["reason"]) for c in saved["comparisons"]]
     assert ("gmis", "candidate", "decisive") in kinds and ("num_envs", "candidate", "decisive") in kinds
     assert all(c["profiles"] and (c["ratio"] or 0) > 0 for c in saved["comparisons"] if c["reason"] != "out of budget")
-    assert 0 < saved["cost"]["cost_ratio_model"] <= 1.0
+    assert 0 < saved["cost"]["cost_ratio_model"] <= 1.0 and "launch_steps_measured" in saved["cost"]
     assert "paired decisions" in capsys.readouterr().out
     again = runner.run_search(cfg, isolated / "run2")
     assert again["profiles_run"] == again["profiles"]  # a paired decision never pairs with a cached profile

@@ -21,12 +21,14 @@ def gmiexp(*args, env):
 @pytest.mark.slow
 def test_real_search_then_preset_runs(tmp_path):
     env = {**os.environ, "GMIEXP_CACHE_DIR": str(tmp_path / "cache"), "GMIEXP_PRESET_DIR": str(tmp_path / "p")}
-    r = gmiexp("mode=search", *TINY, "search.output=tiny.yaml", f"hydra.run.dir={tmp_path / 's'}", env=env)
+    paper = ["search.variant=paper"]  # the cached variant: a rerun profiles nothing
+    r = gmiexp("mode=search", *TINY, *paper, "search.output=tiny.yaml", f"hydra.run.dir={tmp_path / 's'}", env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     report = json.loads((tmp_path / "s" / "search.json").read_text())
     assert report["status"] == "ok" and report["profiles"] >= 2
     assert "+preset=tiny" in r.stdout
-    again = gmiexp("mode=search", *TINY, "search.output=tiny.yaml", f"hydra.run.dir={tmp_path / 's2'}", env=env)
+    again = gmiexp("mode=search", *TINY, *paper, "search.output=tiny.yaml", f"hydra.run.dir={tmp_path / 's2'}",
+                   env=env)
     assert json.loads((tmp_path / "s2" / "search.json").read_text())["profiles_run"] == 0, again.stderr[-2000:]
     run = gmiexp("--config-dir", str(tmp_path / "p"), "+preset=tiny", "max_iterations=2", "launch.progress=false",
                  f"hydra.run.dir={tmp_path / 'run'}", env=env)
@@ -41,3 +43,22 @@ def test_real_grid_profiles_every_point(tmp_path):
     r = gmiexp("mode=search", *TINY, "search.grid=true", f"hydra.run.dir={tmp_path / 'g'}", env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads((tmp_path / "g" / "search.json").read_text())["profiles"] == 6
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)  # about ten short profiles: over five minutes on a loaded 2-core host
+def test_real_paired_search_records_its_pairs(tmp_path):
+    """The default variant end to end: shortened profiles, paired decisions in search.json, a runnable pick."""
+    env = {**os.environ, "GMIEXP_CACHE_DIR": str(tmp_path / "cache"), "GMIEXP_PRESET_DIR": str(tmp_path / "p")}
+    # Six points of a few iterations each: a launch would outweigh them all, so price env steps only.
+    budget = ["search.budget=1.0", "search.launch_steps=0"]
+    r = gmiexp("mode=search", *TINY, *budget, "search.cache=false", f"hydra.run.dir={tmp_path / 's'}", env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    report = json.loads((tmp_path / "s" / "search.json").read_text())
+    assert report["method"] == "paired" and report["status"] == "ok" and report["profiles"] >= 3
+    assert report["comparisons"] and all(c["decision"] in ("candidate", "incumbent", "unrunnable")
+                                         for c in report["comparisons"])
+    assert report["cost"]["cost_ratio_model"] <= 1.0
+    assert len(list((tmp_path / "s" / "profiles").iterdir())) == report["profiles"]  # re-measures kept apart
+    summary = json.loads(next((tmp_path / "s" / "profiles").glob("*/summary.json")).read_text())
+    assert summary["config"]["max_iterations"] == 2  # half of 1 + 2 iterations, rounded up

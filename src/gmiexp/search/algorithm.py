@@ -39,9 +39,11 @@ class Step:
     gmis_per_gpu: int
     num_envs: int
     result: ProfileResult
-    decision: str  # unrunnable | init | saturated | candidate | best
+    decision: str  # unrunnable | init | saturated | candidate | best | pair (a paired re-measurement)
     sat: float | None = None
     estimate: float | None = None
+    length: float = 1.0  # profile length relative to a standard profile (the paired search shortens them)
+    cost_share: float = 1.0  # modelled cost of this profile over the point's standard profile
 
 
 @dataclass

@@ -59,7 +59,8 @@ def _finite(x: float | None) -> float | str | None:
 
 def trace(outcome: SearchOutcome) -> list[dict[str, Any]]:
     return [{"gmis_per_gpu": s.gmis_per_gpu, "num_envs": s.num_envs, "decision": s.decision,
-             "sat": _finite(s.sat), "estimate": s.estimate, **asdict(s.result)} for s in outcome.steps]
+             "sat": _finite(s.sat), "estimate": s.estimate, "length": s.length, "cost_share": s.cost_share,
+             **asdict(s.result)} for s in outcome.steps]
 
 
 def write_trace(path: Path, report: dict[str, Any]) -> None:

@@ -98,7 +98,8 @@ class Ledger:
         self.spent += self.cost(*p, self.length)
         t = self.clock + r.wall_s / 2
         self.clock += r.wall_s
-        self.out.record(Step(*p, r, decision if r.runnable else "unrunnable"))
+        share = self.cost(*p, self.length) / self.cost(*p, 1.0)
+        self.out.record(Step(*p, r, decision if r.runnable else "unrunnable", length=self.length, cost_share=share))
         if not r.runnable:
             return None
         m = Measurement(p, t, r.top * p[0], r.mem_mb, len(self.out.steps) - 1)
@@ -325,6 +326,17 @@ def launch_and_steps(steps: Callable[[int, int, float], float], launch_steps: fl
     look free.
     """
     return lambda g, n, length: steps(g, n, length) + launch_steps
+
+
+def measured_launch_steps(outcome: SearchOutcome, steps: Callable[[int, int, float], float]) -> float | None:
+    """What a launch cost this search, in env steps: median over its profiles of (wall - steps / rate) * rate.
+
+    Reported next to ``search.launch_steps`` so the cost model can be checked against the host.
+    The warm-up runs slower than the steady rate, so this slightly overstates the launch.
+    """
+    costs = [(s.result.wall_s - steps(s.gmis_per_gpu, s.num_envs, s.length) / rate) * rate
+             for s in outcome.steps if s.result.runnable and (rate := s.result.top * s.gmis_per_gpu) > 0]
+    return statistics.median(costs) if costs else None
 
 
 def grid_cost(cost: Cost, max_gmis_per_gpu: int, num_envs: Sequence[int]) -> float:

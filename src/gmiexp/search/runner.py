@@ -18,7 +18,7 @@ from gmiexp.hardware import resolve
 from gmiexp.search import output
 from gmiexp.search.algorithm import METHODS, Profiler, ProfileResult, SearchOutcome, design_space
 from gmiexp.search.cache import ProfileCache, cached, code_version, default_cache_dir
-from gmiexp.search.paired import PairRule, launch_and_steps
+from gmiexp.search.paired import PairRule, launch_and_steps, measured_launch_steps
 from gmiexp.search.profiler import SubprocessProfiler
 from gmiexp.signals import sigterm_raises
 
@@ -185,6 +185,9 @@ def _run_search(cfg: Config, run_dir: Path) -> dict[str, Any]:
         outcome = search(with_progress(profile, bar), s.max_gmis_per_gpu, envs, cfg.num_gpus, s.alpha,
                          s.min_gain, **options)
         bar.total = bar.n  # the search may stop before the grid's size
+    if method == "paired":
+        outcome.cost["launch_steps"] = s.launch_steps
+        outcome.cost["launch_steps_measured"] = measured_launch_steps(outcome, profiler.steps)
     report = summarise(outcome, cfg.num_gpus, time.perf_counter() - t0, s.alpha, s.min_gain)
     if outcome.found:
         report.update(emit_preset(cfg, Path(run_dir), outcome, overrides))
