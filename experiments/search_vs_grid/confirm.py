@@ -2,8 +2,10 @@
 
 The grid's best is the maximum of 24 single noisy profiles, so it is biased upwards (winner's
 curse) and "the grid's value at the pick" inherits the noise of one profile. Here every distinct
-pick is profiled again ``--repeats`` times, interleaved, with the same profiler and profile length
-as the search; quality = median over repetitions of pick / grid's pick. Writes ``confirm.csv``.
+pick is profiled again ``--repeats`` times, interleaved, with the same profiler and the standard
+profile length; each repetition visits the picks in the opposite order to the one before (A B C,
+C B A, ...), so a host drifting steadily favours no position; quality = median over repetitions of
+pick / grid's pick. Writes ``confirm.csv`` (``compare.py`` reads it).
 
     flock /tmp/gmiexp-bench.lock .venv/bin/python experiments/search_vs_grid/confirm.py \\
         experiments/search_vs_grid/results/grid/search.json experiments/search_vs_grid/results/*/search.json
@@ -38,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("grid")
     p.add_argument("searches", nargs="*")
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=4)  # even: every pick as often early as late in a repetition
     d = SearchConfig()  # the profile length mode=search uses by default
     p.add_argument("--warmup-iterations", type=int, default=d.warmup_iterations)
     p.add_argument("--profile-iterations", type=int, default=d.profile_iterations)
@@ -58,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
                                  min_profile_steps=args.min_profile_steps, timeout_s=600)
     rates: dict[tuple[int, int], list[float]] = {k: [] for k in picks}
     for rep in range(args.repeats):
-        for g, n in picks:
+        for g, n in (list(picks) if rep % 2 == 0 else list(reversed(picks))):
             r = profile(g, n)
             rates[(g, n)].append(r.top * g if r.runnable else 0.0)
             print(f"rep {rep}: G={g} N={n:5d} {rates[(g, n)][-1]:>10,.0f} env steps/s", flush=True)
