@@ -81,6 +81,24 @@ def test_profiler_measures_a_good_run(profiler):
     assert r.runnable and r.top == pytest.approx(1024 * 16 / 2) and r.mem_mb == 1124.0
 
 
+def test_a_re_measured_point_keeps_each_profile_apart(profiler, tmp_path):
+    """The paired search profiles a point several times: each run keeps its own directory and summary."""
+    for _ in range(3):
+        assert profiler(2, 1024, 0.5).runnable
+    runs = sorted(p.name for p in (tmp_path / "runs").iterdir())
+    assert runs == ["G2_N1024", "G2_N1024_m1", "G2_N1024_m2"]
+    assert all((tmp_path / "runs" / r / "summary.json").exists() for r in runs)
+
+
+def test_length_scales_the_measured_window_and_the_cost_model(tmp_path):
+    p = SubprocessProfiler(workdir=tmp_path, warmup_iterations=2, profile_iterations=4, min_profile_steps=200_000,
+                           horizon_length=16)
+    assert p.iterations(1, 128) == (49, 98) and p.iterations(1, 128, 0.5) == (25, 49)
+    assert p.iterations(2, 16384, 0.5) == (1, 2)  # big points: half the iterations, at least one warm-up
+    assert p.steps(2, 16384, 0.5) == 3 * 2 * 16384 * 16
+    assert "max_iterations=3" in p.command(2, 16384, tmp_path, 0.5)
+
+
 @pytest.mark.parametrize(("n", "why"), [(128, "exit code 1"), (256, "timeout"), (512, "no summary.json")])
 def test_profiler_detects_failures(profiler, n, why):
     r = profiler(1, n)
