@@ -111,6 +111,18 @@ def test_undecided_steps_favour_a_larger_num_envs_and_fewer_gmis():
         assert (c.reason, c.decision) == ("out of profiles", want), (kind, rate)
 
 
+def test_a_point_that_does_not_run_loses_its_comparison():
+    def flaky(g, n, length):
+        return ProfileResult((g, n) != B, top=100.0, mem_mb=1.0, wall_s=1.0)
+
+    led = ledger(flaky)
+    led.measure(A, "init")
+    assert compare(led, PairRule(), "num_envs", A, B, flat).decision == "unrunnable"  # the row skips B
+    led.measure(A, "init")
+    c = compare(led, PairRule(), "gmis", B, A, flat)  # the best so far no longer runs: the candidate takes over
+    assert (c.decision, c.reason) == ("candidate", "unrunnable")
+
+
 def test_a_comparison_stops_at_the_budget():
     prof = Scripted({A: 100.0, B: 103.0})
     led = Ledger(prof, lambda g, n, length: 10.0, 35.0, 0.5, SearchOutcome(method="paired"))

@@ -61,8 +61,8 @@ class Comparison:
     measurements: list[Measurement] = field(default_factory=list)
     ratio: float = math.nan  # paired estimate of candidate / incumbent
     noise: float = math.nan  # standard error of log(ratio)
-    decision: str = ""  # candidate | incumbent | unrunnable
-    reason: str = ""  # decisive | within tolerance | out of profiles | out of budget | unrunnable
+    decision: str = ""  # candidate | incumbent | unrunnable (the candidate did not run)
+    reason: str = ""  # decisive | within tolerance | out of profiles | out of budget | unrunnable (either point)
 
     def as_dict(self) -> dict:
         return {"kind": self.kind, "incumbent": list(self.incumbent), "candidate": list(self.candidate),
@@ -188,10 +188,8 @@ def compare(ledger: Ledger, rule: PairRule, kind: str, incumbent: Point, candida
             verdict = undecided(kind, incumbent, candidate, est, rule.plateau) if len(points) == 2 else "incumbent"
             return _decide(c, seq, verdict, "out of budget")
         m = ledger.measure(nxt, "pair" if nxt in points else "candidate")
-        if m is None:
-            if nxt == candidate:
-                return _decide(c, seq, "unrunnable", "unrunnable")
-            return _decide(c, seq, "candidate" if gap > 0 else "incumbent", "incumbent unrunnable on re-measure")
+        if m is None:  # a candidate that does not run is skipped; an incumbent that no longer runs is replaced
+            return _decide(c, seq, "unrunnable" if nxt == candidate else "candidate", "unrunnable")
         seq.append(m)
 
 
