@@ -10,8 +10,8 @@ from gmiexp.search.algorithm import (
     grid,
     saturation,
 )
-from gmiexp.search.paired import PairRule, paired
+from gmiexp.search.paired import PairRule, paired_search
 from gmiexp.search.runner import run_search
 
 __all__ = ["METHODS", "PairRule", "ProfileResult", "SearchOutcome", "algorithm2", "algorithm2_cn", "estimate",
-           "grid", "paired", "run_search", "saturation"]
+           "grid", "paired_search", "run_search", "saturation"]

@@ -62,7 +62,7 @@ class Comparison:
     ratio: float = math.nan  # paired estimate of candidate / incumbent
     noise: float = math.nan  # standard error of log(ratio)
     decision: str = ""  # candidate | incumbent | unrunnable (the candidate did not run)
-    reason: str = ""  # decisive | within tolerance | out of profiles | out of budget | unrunnable (either point)
+    reason: str = ""  # decisive | within tolerance | futile | out of profiles | out of budget | unrunnable
 
     def as_dict(self) -> dict:
         return {"kind": self.kind, "incumbent": list(self.incumbent), "candidate": list(self.candidate),
@@ -163,7 +163,10 @@ def compare(ledger: Ledger, rule: PairRule, kind: str, incumbent: Point, candida
     incumbent's profile), measures the point not measured last, and stops when the log ratio is
     ``rule.z`` standard errors from ``log(1 + threshold)``, or when that many standard errors are
     within ``rule.tolerance`` (either choice is then about as good). When profiles or budget run
-    out first, the decision is :func:`undecided`'s.
+    out first, the decision is :func:`undecided`'s, and so it is at once for a num_envs step whose
+    difference would stay inside its noise even with every profile it may still take ("futile":
+    such steps lie on a plateau, which a row may climb for several steps). ``reserve`` and ``cap``
+    are as in :meth:`Ledger.fits`.
     """
     c = Comparison(kind, incumbent, candidate)
     limit = rule.max_profiles if kind == "num_envs" else rule.max_profiles_gmis
@@ -174,7 +177,8 @@ def compare(ledger: Ledger, rule: PairRule, kind: str, incumbent: Point, candida
         if len(points) == 2:
             c.threshold = threshold(seq)
             est = paired_log_ratio(seq, incumbent)
-            se = log_ratio_se(seq, incumbent, ledger.difference_sd(rule.noise, rule.prior_weight))
+            sd = ledger.difference_sd(rule.noise, rule.prior_weight)
+            se = log_ratio_se(seq, incumbent, sd)
             c.ratio, c.noise = math.exp(est), se
             gap = est - math.log1p(c.threshold) * (1 if candidate[1] >= incumbent[1] else -1)
             if abs(gap) >= rule.z * se:
@@ -183,6 +187,8 @@ def compare(ledger: Ledger, rule: PairRule, kind: str, incumbent: Point, candida
                 return _decide(c, seq, "candidate" if gap > 0 else "incumbent", "within tolerance")
             if len(seq) >= limit:
                 return _decide(c, seq, undecided(kind, incumbent, candidate, est, rule.plateau), "out of profiles")
+            if kind == "num_envs" and abs(gap) < rule.z * log_ratio_se(alternated(seq, limit), incumbent, sd):
+                return _decide(c, seq, undecided(kind, incumbent, candidate, est, rule.plateau), "futile")
         nxt = candidate if candidate not in points or seq[-1].point == incumbent else incumbent
         if not ledger.fits(nxt, reserve, cap):
             verdict = undecided(kind, incumbent, candidate, est, rule.plateau) if len(points) == 2 else "incumbent"
@@ -191,6 +197,15 @@ def compare(ledger: Ledger, rule: PairRule, kind: str, incumbent: Point, candida
         if m is None:  # a candidate that does not run is skipped; an incumbent that no longer runs is replaced
             return _decide(c, seq, "unrunnable" if nxt == candidate else "candidate", "unrunnable")
         seq.append(m)
+
+
+def alternated(seq: Sequence[Measurement], limit: int) -> list[Measurement]:
+    """``seq`` continued by alternating profiles up to ``limit`` (what a comparison would hold at its end)."""
+    points = list(dict.fromkeys(m.point for m in seq))
+    more = list(seq)
+    while len(more) < limit:
+        more.append(Measurement(next(p for p in points if p != more[-1].point), math.nan, math.nan, math.nan, -1))
+    return more
 
 
 def undecided(kind: str, incumbent: Point, candidate: Point, log_ratio: float, plateau: float) -> str:
@@ -342,8 +357,8 @@ def grid_cost(cost: Cost, max_gmis_per_gpu: int, num_envs: Sequence[int]) -> flo
     return sum(cost(g, n, 1.0) for g in range(1, max_gmis_per_gpu + 1) for n in num_envs)
 
 
-def paired(profile: LengthProfiler, max_gmis_per_gpu: int, num_envs: Sequence[int], num_gpus: int, alpha: float,
-           min_gain: float = 0.0, *, cost: Cost, rule: PairRule = PairRule()) -> SearchOutcome:
+def paired_search(profile: LengthProfiler, max_gmis_per_gpu: int, num_envs: Sequence[int], num_gpus: int,
+                  alpha: float, min_gain: float = 0.0, *, cost: Cost, rule: PairRule = PairRule()) -> SearchOutcome:
     """Run the paired search; the outcome carries its comparisons and cost for search.json."""
     total = grid_cost(cost, max_gmis_per_gpu, num_envs)
     search = PairedSearch(profile, cost, rule, alpha, min_gain, total)
@@ -366,6 +381,5 @@ def paired(profile: LengthProfiler, max_gmis_per_gpu: int, num_envs: Sequence[in
 
 
 
-
-METHODS["paired"] = paired
+METHODS["paired"] = paired_search
 
