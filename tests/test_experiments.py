@@ -122,3 +122,13 @@ def test_compare_judges_both_bars_on_the_re_measured_quality(tmp_path):
     slow = compare.row("paired_live2", {**search, "profile_s": 21.0}, grid, est, confirmed)
     assert slow["meets_both"] is False  # 52.5% of the grid's wall time
     assert compare.row("paired_live3", search, grid, est, {})["meets_both"] is None  # not re-measured yet
+
+
+def test_heat_map_marks_each_point_once_with_its_profile_count():
+    labels = search_vs_grid("compare").point_labels([
+        {"gmis_per_gpu": 1, "num_envs": 128, "decision": "init"},
+        {"gmis_per_gpu": 1, "num_envs": 256, "decision": "candidate"},
+        {"gmis_per_gpu": 1, "num_envs": 128, "decision": "pair"},
+        {"gmis_per_gpu": 1, "num_envs": 256, "decision": "saturated"},
+        {"gmis_per_gpu": 1, "num_envs": 256, "decision": "pair"}])
+    assert labels == {(1, 128): "i2", (1, 256): "S3"}

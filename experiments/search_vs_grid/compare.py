@@ -78,9 +78,8 @@ def heatmap(name, search, grid, est, r, out):
     fig, ax = plt.subplots(figsize=(8, 3.5))
     im = ax.imshow([[est.get((g, n), 0.0) for n in ns] for g in gs], aspect="auto", cmap="viridis")
     fig.colorbar(im, ax=ax, label="grid: projected env steps/s")
-    for s in search["trace"]:
-        ax.text(ns.index(s["num_envs"]), gs.index(s["gmis_per_gpu"]), MARKS[s["decision"]], ha="center",
-                va="center", color="w", fontsize=11)
+    for (g, n), label in point_labels(search["trace"]).items():
+        ax.text(ns.index(n), gs.index(g), label, ha="center", va="center", color="w", fontsize=11)
     for pick, color in (((search["gmis_per_gpu"], search["num_envs"]), "red"),
                         ((grid["gmis_per_gpu"], grid["num_envs"]), "white")):
         ax.add_patch(plt.Rectangle((ns.index(pick[1]) - 0.45, gs.index(pick[0]) - 0.45), 0.9, 0.9, fill=False,
@@ -89,10 +88,23 @@ def heatmap(name, search, grid, est, r, out):
     ax.set_yticks(range(len(gs)), gs)
     ax.set_xlabel("num_envs per GMI")
     ax.set_ylabel("GMIs per device")
-    ax.set_title(f"{name} ({search['method']}): i init, o/* candidate/new best, S saturated, x crash\n"
+    ax.set_title(f"{name} ({search['method']}): i init, o/* candidate/best, S saturated, x crash, "
+                 "p re-measured, digit: profiles\n"
                  f"red box: search pick, white: grid pick; quality {r['quality']:.0%}, "
                  f"cost {r['cost_ratio']:.0%} of grid", fontsize=9)
     save(fig, out / f"search_vs_grid_{name.replace(':', '_')}.png")
+
+
+def point_labels(trace):
+    """One mark per visited point (the paired search profiles a point several times): its most telling
+    decision, and how many profiles it took when more than one."""
+    rank = ["pair", "unrunnable", "init", "candidate", "saturated", "best"]
+    seen = {}
+    for s in trace:
+        key = (s["gmis_per_gpu"], s["num_envs"])
+        decision, count = seen.get(key, ("pair", 0))
+        seen[key] = (max(decision, s["decision"], key=rank.index), count + 1)
+    return {k: MARKS[d] + (str(c) if c > 1 else "") for k, (d, c) in seen.items()}
 
 
 def replay(grid, method):
