@@ -89,6 +89,17 @@ def test_mps_inside_mig_one_daemon_per_instance(tmp_path):
     assert len(plan.teardown_commands) == 1
 
 
+def test_mps_inside_mig_shared_daemon_per_instance_and_no_existing(tmp_path, fake_mps):
+    hw = a100_with()
+    plan, _ = realise(hw, tmp_path, gmis_per_gpu=4, name="mig", mps_in_mig=True, daemon="shared")
+    daemons = plan.notes["mps"]["daemons"]
+    assert [d["mode"] for d in daemons] == ["shared", "shared"] and plan.notes["mps"]["daemon"] == "shared"
+    assert len({d["pipe_dir"] for d in daemons}) == 2  # one per MIG instance, outside the run dir
+    assert not any(d["pipe_dir"].startswith(str(tmp_path)) for d in daemons)
+    with pytest.raises(ConfigError, match="invalid backend.daemon: 'existing'; valid: private, shared"):
+        realise(hw, tmp_path, gmis_per_gpu=4, name="mig", mps_in_mig=True, daemon="existing")
+
+
 def test_mps_inside_existing_instances_round_robin(tmp_path, fake_mps):
     hw = a100_with()
     plan, _ = realise(hw, tmp_path, gmis_per_gpu=4, name="mig", mps_in_mig=True)
