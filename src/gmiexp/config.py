@@ -132,6 +132,10 @@ class HardwareConfig:
 
     name: str = "auto"
     cpu_cores: int | None = None  # override the usable core count
+    # which part of the host this run may use (a packed sweep gives each member its own slice):
+    cpus: list[int] | None = None  # cores this run and every process it starts may use; None = all
+    gpus: list[int] | None = None  # physical GPU indices; GMI device d runs on gpus[d]; None = 0..num_gpus-1
+    mig_instances: list[str] | None = None  # MIG device UUIDs the mig backend may use; None = every instance
 
 
 @dataclass

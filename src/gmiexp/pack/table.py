@@ -1,0 +1,83 @@
+"""The packed sweep's table: per member overrides, status, wall time, env steps/s, reward; the makespan.
+
+Written as ``pack.json`` and ``pack.csv`` in the multirun directory and printed on stderr;
+``python -m gmiexp.report`` adds it to its report (:func:`markdown`).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+from gmiexp.pack.runner import Job
+
+PACK_JSON, PACK_CSV = "pack.json", "pack.csv"
+COLUMNS = ("job", "overrides", "slot", "status", "wall_s", "env_steps_per_s", "reward", "run_dir")
+
+
+def row(job: Job) -> dict[str, Any]:
+    summary = job.summary()
+    metrics = summary.get("metrics", {})
+    return {"job": job.num, "overrides": " ".join(job.overrides), "slot": job.slot.name if job.slot else "",
+            "status": job.status, "exit_code": job.returncode,
+            "wall_s": None if job.wall_s is None else round(job.wall_s, 2),
+            "env_steps_per_s": metrics.get("perf/env_steps_per_s"), "reward": metrics.get("reward/mean"),
+            "run_dir": str(job.run_dir)}
+
+
+def makespan(jobs: list[Job]) -> float | None:
+    starts = [j.start for j in jobs if j.start is not None]
+    ends = [j.end for j in jobs if j.end is not None]
+    return round(max(ends) - min(starts), 2) if starts and ends else None
+
+
+def build(jobs: list[Job], jobs_per_gpu: int, gpus: list[int], auto: dict[str, Any] | None) -> dict[str, Any]:
+    rows = [row(j) for j in jobs]
+    rates = [r["env_steps_per_s"] for r in rows if r["status"] == "ok" and r["env_steps_per_s"]]
+    return {"jobs_per_gpu": jobs_per_gpu, "gpus": gpus, "makespan_s": makespan(jobs),
+            "env_steps_per_s_total": round(sum(rates), 1), "failed": [r["run_dir"] for r in rows
+                                                                    if r["status"] != "ok"],
+            "auto": auto, "members": rows}
+
+
+def write(table: dict[str, Any], sweep_dir: Path) -> None:
+    (sweep_dir / PACK_JSON).write_text(json.dumps(table, indent=2))
+    with (sweep_dir / PACK_CSV).open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(table["members"][0]) if table["members"] else list(COLUMNS))
+        w.writeheader()
+        w.writerows(table["members"])
+
+
+def fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.2f}"
+    return str(v)
+
+
+def text(table: dict[str, Any]) -> str:
+    """The table as aligned text (stderr)."""
+    cols = [c for c in COLUMNS if c != "run_dir"]
+    cells = [[fmt(r[c]) for c in cols] for r in table["members"]]
+    widths = [max(len(c), *(len(x[i]) for x in cells)) if cells else len(c) for i, c in enumerate(cols)]
+    line = lambda xs: "  ".join(x.ljust(w) for x, w in zip(xs, widths, strict=True))  # noqa: E731
+    out = [line(cols), *map(line, cells)]
+    out.append(f"makespan {fmt(table['makespan_s'])} s, jobs_per_gpu={table['jobs_per_gpu']} on GPUs "
+               f"{table['gpus']}, {fmt(table['env_steps_per_s_total'])} env steps/s summed over finished members")
+    return "\n".join(out)
+
+
+def markdown(root: Path) -> str:
+    """A report section for the packed sweep under ``root`` ('' when it was not packed)."""
+    path = root / PACK_JSON
+    if not path.is_file():
+        return ""
+    table = json.loads(path.read_text())
+    cols = [c for c in COLUMNS if c != "run_dir"]
+    lines = ["## Packed sweep", "", f"jobs_per_gpu={table['jobs_per_gpu']} on GPUs {table['gpus']}; "
+             f"makespan {fmt(table['makespan_s'])} s.", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(fmt(r[c]) for c in cols) + " |" for r in table["members"]]
+    return "\n".join([*lines, ""])
