@@ -1,0 +1,119 @@
+"""hydra/launcher=gmiexp_pack end to end: real packed Cartpole sweeps through the CLI."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from gmitest import FAST, popen_cli, run_cli
+
+from gmiexp.launch.status import read_history
+
+PACK = ["-m", "hydra/launcher=gmiexp_pack", *FAST, "num_envs=16", "num_gpus=1", "gmis_per_gpu=1"]
+
+
+def max_overlap(intervals: list[tuple[float, float]]) -> int:
+    """Most intervals open at one instant (an end at t closes before a start at t opens)."""
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals], key=lambda x: (x[0], x[1]))
+    now = best = 0
+    for _, d in events:
+        now += d
+        best = max(best, now)
+    return best
+
+
+def summaries(root: Path, n: int) -> list[dict]:
+    return [json.loads((root / str(i) / "summary.json").read_text()) for i in range(n)]
+
+
+def procs_of(root: Path) -> list[psutil.Process]:
+    """Live processes whose command line names ``root`` (members, their GMIs, profile runs)."""
+    out = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        if str(root) in " ".join(p.info.get("cmdline") or []) and p.info["status"] != psutil.STATUS_ZOMBIE:
+            out.append(p)
+    return out
+
+
+@pytest.mark.slow
+def test_four_members_packed_two_per_gpu_never_more_than_two_at_once(tmp_path: Path) -> None:
+    r = run_cli(*PACK, "hydra.launcher.jobs_per_gpu=2", "seed=1,2,3,4", "max_iterations=3",
+                f"hydra.sweep.dir={tmp_path}", timeout=400)
+    assert r.returncode == 0, r.stderr[-3000:]
+    runs = summaries(tmp_path, 4)
+    assert [s["status"] for s in runs] == ["ok"] * 4
+    assert sorted(s["config"]["seed"] for s in runs) == [1, 2, 3, 4]
+    assert max_overlap([(s["started_at"], s["finished_at"]) for s in runs]) == 2  # packed, and never 3
+    table = json.loads((tmp_path / "pack.json").read_text())
+    assert table["jobs_per_gpu"] == 2 and table["makespan_s"] > 0
+    assert [m["status"] for m in table["members"]] == ["ok"] * 4
+    assert all(m["env_steps_per_s"] > 0 and m["wall_s"] > 0 for m in table["members"])
+    assert {m["slot"] for m in table["members"]} == {"gpu0/0", "gpu0/1"}
+    assert (tmp_path / "pack.csv").read_text().startswith("job,overrides,slot,status")
+    assert r.stdout.count("gmiexp ok:") == 4  # stdout: the members' one-line summaries only
+    assert "makespan" in r.stderr and "makespan" not in r.stdout
+
+
+@pytest.mark.slow
+def test_a_member_crashing_at_run_time_does_not_stop_the_others(tmp_path: Path) -> None:
+    r = run_cli(*PACK, "hydra.launcher.jobs_per_gpu=4", "role=ppo,ppo,user_roles:FailRole,ppo", "max_iterations=2",
+                f"hydra.sweep.dir={tmp_path}", timeout=400)
+    assert r.returncode == 1, r.stderr[-3000:]
+    assert "1 multirun job(s) failed" in r.stderr and str(tmp_path / "2") in r.stderr
+    assert [s["status"] for i, s in enumerate(summaries(tmp_path, 4)) if i != 2] == ["ok"] * 3
+    table = json.loads((tmp_path / "pack.json").read_text())
+    assert [m["status"] for m in table["members"]] == ["ok", "ok", "failed", "ok"]
+    assert table["failed"] == [str(tmp_path / "2")]
+
+
+def shm_mapped(procs: list[psutil.Process]) -> set[str]:
+    out = set()
+    for p in procs:
+        try:
+            out |= {m.path for m in p.memory_maps() if m.path.startswith("/dev/shm/")}
+        except psutil.Error:
+            pass
+    return out
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_every_member_and_leaves_nothing(tmp_path: Path) -> None:
+    # 3 members, 2 at a time: Ctrl-C while two train (MPR segments in /dev/shm) and one waits in the queue
+    p = popen_cli(*PACK, "hydra.launcher.jobs_per_gpu=2", "gmis_per_gpu=2", "reduction=mpr", "seed=1,2,3",
+                  "max_iterations=100000", f"hydra.sweep.dir={tmp_path}")
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and not all(read_history(tmp_path / str(i), g) for i in (0, 1) for g in (0, 1)):
+            time.sleep(0.5)
+        assert all(read_history(tmp_path / str(i), 0) for i in (0, 1)), "members never trained"
+        segments = shm_mapped(procs_of(tmp_path))
+        assert segments, "training members map their MPR segments"
+        p.send_signal(signal.SIGINT)  # what the terminal's Ctrl-C sends to the launcher
+        _out, err = p.communicate(timeout=90)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, err[-3000:]
+    assert not procs_of(tmp_path), "member or GMI processes left behind"
+    assert not [s for s in segments if Path(s).exists()], "shared-memory segments left in /dev/shm"
+    table = json.loads((tmp_path / "pack.json").read_text())
+    assert [m["status"] for m in table["members"]] == ["interrupted", "interrupted", "not started"]
+    assert not (tmp_path / "2").exists()
+
+
+def test_bad_jobs_per_gpu_exits_2_before_anything_starts(tmp_path: Path) -> None:
+    r = run_cli(*PACK, "hydra.launcher.jobs_per_gpu=0", "seed=1,2", f"hydra.sweep.dir={tmp_path}", timeout=120)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "invalid hydra.launcher.jobs_per_gpu: 0; valid: an integer >= 1, or auto" in r.stderr
+    assert not (tmp_path / "0").exists()
+
+
+def test_a_bad_member_exits_2_before_any_member_starts(tmp_path: Path) -> None:
+    r = run_cli(*PACK, "max_iterations=2,0", f"hydra.sweep.dir={tmp_path}", timeout=120)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "invalid max_iterations: 0" in r.stderr
+    assert not (tmp_path / "0" / "summary.json").exists()
