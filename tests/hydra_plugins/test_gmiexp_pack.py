@@ -9,6 +9,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import yaml
 from gmitest import FAST, popen_cli, run_cli
 
 from gmiexp.launch.status import read_history
@@ -117,3 +118,26 @@ def test_a_bad_member_exits_2_before_any_member_starts(tmp_path: Path) -> None:
     assert r.returncode == 2, r.stderr[-2000:]
     assert "invalid max_iterations: 0" in r.stderr
     assert not (tmp_path / "0" / "summary.json").exists()
+
+
+@pytest.mark.slow
+def test_auto_profiles_the_first_member_in_paired_steps_and_says_what_it_chose(tmp_path: Path) -> None:
+    r = run_cli(*PACK, "hydra.launcher.jobs_per_gpu=auto", "hydra.launcher.auto_max_jobs=2",
+                "hydra.launcher.auto_warmup_iterations=1", "hydra.launcher.auto_profile_iterations=2",
+                "hydra.launcher.auto_min_profile_steps=0", "seed=1,2", "max_iterations=2",
+                f"hydra.sweep.dir={tmp_path}", timeout=500)
+    assert r.returncode == 0, r.stderr[-3000:]
+    table = json.loads((tmp_path / "pack.json").read_text())
+    chosen = table["auto"]["jobs_per_gpu"]
+    assert chosen in (1, 2) and table["jobs_per_gpu"] == chosen
+    assert f"pack auto: jobs_per_gpu={chosen}: " in r.stderr and "paired ratio" in r.stderr
+    (step,) = table["auto"]["steps"]
+    assert (step["incumbent"], step["candidate"]) == (1, 2) and len(step["incumbent_steps_per_s"]) == 2
+    profiles = tmp_path / "pack_auto"
+    assert sorted(p.name for p in profiles.iterdir()) == ["k1_run1", "k1_run3", "k2_run2"]  # A-B-A
+    pair = [yaml.safe_load((profiles / "k2_run2" / f"copy{i}" / "G1_N16" / ".hydra" / "overrides.yaml").read_text())
+            for i in (0, 1)]
+    cpus = [[o for o in p if o.startswith("hardware.cpus=")] for p in pair]
+    assert len(cpus[0]) == len(cpus[1]) == 1  # each copy of the pair ran on its own slot's cores
+    assert all(o not in " ".join(pair[0]) for o in ("max_iterations=2", "seed=2"))  # a profile sets its length
+    assert [s["status"] for s in summaries(tmp_path, 2)] == ["ok", "ok"]

@@ -54,6 +54,7 @@ class PackProfiler:
     profile_iterations: int = 4
     timeout_s: float = 300.0
     horizon_length: int = 16
+    min_profile_steps: int = 0
     runs: int = field(default=0, init=False)
 
     def __call__(self, k: int) -> tuple[float, list[ProfileResult]]:
@@ -64,7 +65,8 @@ class PackProfiler:
                                         overrides=[*self.overrides, *self.slot_overrides(s, k)],
                                         warmup_iterations=self.warmup_iterations,
                                         profile_iterations=self.profile_iterations, timeout_s=self.timeout_s,
-                                        horizon_length=self.horizon_length)
+                                        horizon_length=self.horizon_length,
+                                        min_profile_steps=self.min_profile_steps)
                      for i, s in enumerate(slots)]
         with ThreadPoolExecutor(max_workers=k) as pool:
             futures = [pool.submit(p, self.gmis_per_gpu, self.num_envs) for p in profilers]

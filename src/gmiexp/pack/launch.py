@@ -44,6 +44,8 @@ def check_params(p: dict[str, Any]) -> None:
         raise invalid("hydra.launcher.auto_max_jobs", p["auto_max_jobs"], "an integer >= 1")
     if not 0 <= p["auto_min_gain"] < 1:
         raise invalid("hydra.launcher.auto_min_gain", p["auto_min_gain"], "a fraction in [0, 1)")
+    if p["auto_min_profile_steps"] < 0:
+        raise invalid("hydra.launcher.auto_min_profile_steps", p["auto_min_profile_steps"], "an integer >= 0")
     if p["auto_warmup_iterations"] < 0 or p["auto_profile_iterations"] < 1:
         raise invalid("hydra.launcher.auto_warmup_iterations/auto_profile_iterations",
                       (p["auto_warmup_iterations"], p["auto_profile_iterations"]), "warm-up >= 0, measured >= 1")
@@ -87,11 +89,12 @@ class PackedSweep:
         self.gpus = slots.choose_gpus(self.hw, self.params["gpus"])
         self.members = [Member(group_choice(o, "backend"), c.gmis_per_gpu) for o, c in zip(self.overrides, typed,
                                                                                           strict=True)]
-        first = slots.make_slots(self.hw, self.gpus, 1 if self.per_gpu == AUTO else int(self.per_gpu))[0]
+        per_gpu = 1 if self.per_gpu == AUTO else int(self.per_gpu)
+        first = slots.make_slots(self.hw, self.gpus, per_gpu)[0]
         from gmiexp.planner import build_plan
 
         for o, m, d in zip(self.overrides, self.members, self.run_dirs, strict=True):
-            cfg = task_config(self.compose([*o, *self.slot_overrides(first, m)]))
+            cfg = task_config(self.compose([*o, *self.slot_overrides(first, m, per_gpu)]))
             build_plan(cfg, d, hardware=copy.deepcopy(self.hw))
 
     def slot_overrides(self, slot: Slot, member: Member, per_gpu: int | None = None) -> list[str]:
@@ -109,7 +112,7 @@ class PackedSweep:
             slot_overrides=lambda s, k: self.slot_overrides(s, member, k),
             warmup_iterations=self.params["auto_warmup_iterations"],
             profile_iterations=self.params["auto_profile_iterations"], timeout_s=self.params["auto_timeout_s"],
-            horizon_length=cfg.train.horizon_length)
+            horizon_length=cfg.train.horizon_length, min_profile_steps=self.params["auto_min_profile_steps"])
         say(f"pack auto: profiling the first member ({' '.join(self.overrides[0]) or 'no overrides'}) packed "
             f"1..{self.params['auto_max_jobs']} per GPU on GPU {gpu}")
         self.auto_trace = auto.choose(profiler, self.params["auto_max_jobs"], self.params["auto_min_gain"], say)

@@ -58,13 +58,23 @@ def fmt(v: Any) -> str:
     return str(v)
 
 
+def varying(rows: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """Each member's overrides that not every member shares, and the shared ones (keeps the text table narrow)."""
+    split = [r["overrides"].split() for r in rows]
+    common = [o for o in split[0] if all(o in s for s in split)] if split else []
+    return [" ".join(o for o in s if o not in common) or "-" for s in split], common
+
+
 def text(table: dict[str, Any]) -> str:
-    """The table as aligned text (stderr)."""
+    """The table as aligned text (stderr); overrides every member shares are listed once, below it."""
     cols = [c for c in COLUMNS if c != "run_dir"]
-    cells = [[fmt(r[c]) for c in cols] for r in table["members"]]
+    own, common = varying(table["members"])
+    cells = [[fmt(r[c]) if c != "overrides" else o for c in cols] for r, o in zip(table["members"], own, strict=True)]
     widths = [max(len(c), *(len(x[i]) for x in cells)) if cells else len(c) for i, c in enumerate(cols)]
     line = lambda xs: "  ".join(x.ljust(w) for x, w in zip(xs, widths, strict=True))  # noqa: E731
     out = [line(cols), *map(line, cells)]
+    if common and len(table["members"]) > 1:
+        out.append(f"every member: {' '.join(common)}")
     out.append(f"makespan {fmt(table['makespan_s'])} s, jobs_per_gpu={table['jobs_per_gpu']} on GPUs "
                f"{table['gpus']}, {fmt(table['env_steps_per_s_total'])} env steps/s summed over finished members")
     return "\n".join(out)

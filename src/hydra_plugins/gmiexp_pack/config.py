@@ -30,6 +30,8 @@ class PackLauncherConf:
     # auto: PPO epochs per profile: warm-up (not measured, >= 0) and measured (>= 1)
     auto_warmup_iterations: int = 2
     auto_profile_iterations: int = 4
+    # auto: a profile's measured window covers at least this many env steps (>= 0), as search.min_profile_steps
+    auto_min_profile_steps: int = 20000
     # auto: a profile running longer than this (s, > 0) counts as "does not run"
     auto_timeout_s: float = 300.0
     # Ctrl-C: seconds (> 0) the running members get to stop their GMIs and daemons before SIGKILL
