@@ -11,7 +11,7 @@ from gmiexp.plan import Plan
 
 
 def test_plan_mode_dgx_mps_prints_complete_plan(tmp_path: Path) -> None:
-    r = run_cli("mode=plan", "hardware=dgx_a100", "num_gpus=4", "gmis_per_gpu=3", "backend=mps",
+    r = run_cli("mode=plan", "hardware=dgx_a100", "hardware.mig=false", "num_gpus=4", "gmis_per_gpu=3", "backend=mps",
                 f"hydra.run.dir={tmp_path}")
     assert r.returncode == 0, r.stderr
     plan = Plan.from_dict(yaml.safe_load(r.stdout))
@@ -38,7 +38,8 @@ def test_doctor_mode(tmp_path: Path) -> None:
 
 
 def test_plan_mode_serving_layout_has_no_reduction_cost(tmp_path: Path) -> None:
-    r = run_cli("mode=plan", "layout=tcg", "task=Ant", "hardware=dgx_a100", "backend=mps", "gmis_per_gpu=2",
+    r = run_cli("mode=plan", "layout=tcg", "task=Ant", "hardware=dgx_a100", "hardware.mig=false", "backend=mps",
+                "gmis_per_gpu=2",
                 f"hydra.run.dir={tmp_path}")
     assert r.returncode == 0, r.stderr[-2000:]
     assert "reduction cost: none (no trainer GMIs" in r.stderr

@@ -34,6 +34,15 @@ INPROCESS_CASES = [
     (["task.env_id=Ant-v99"], "invalid envpool env_id: 'Ant-v99'"),
     (["logger.mode=sometimes", "logger=wandb"], "invalid logger.mode"),
     (["hardware=dgx_a100"], "presets only plan (mode=plan)"),
+    (["mode=plan", "hardware=h100x8", "backend=mig", "reduction=har"],
+     "invalid reduction: 'har' with backend=mig: HAR builds NCCL groups across GPUs, and NCCL cannot "
+     "communicate between MIG instances; valid with backend=mig: mpr, allreduce, auto"),
+    (["mode=plan", "hardware=h100x8", "num_gpus=2", "backend=mig", "reduction=mrr"],
+     "valid with backend=mig: mpr, allreduce, auto"),
+    (["mode=plan", "hardware=dgx_a100", "backend=mps"], "MIG is enabled on it"),
+    (["mode=plan", "hardware=auto", "hardware.mig=false"], "invalid hardware.mig: False"),
+    (["mode=plan", "hardware=h100x8", "backend=mps", "hardware.mig=false", "backend.daemon=public"],
+     "invalid backend.daemon: 'public'; valid: private, shared, existing"),
 ]
 
 

@@ -28,7 +28,8 @@ def test_doctor_on_a_fake_gpu_host(tmp_path):
     for line in ["GPU 0: NVIDIA A100-SXM4-40GB, cc 8.0, 40960 MiB, MIG enabled",
                  "MIG 0: 3g.20gb 19968 MiB MIG-", "nvidia-cuda-mps-control: /usr/bin/nvidia-cuda-mps-control",
                  "NCCL: available 2.21.5", f"running (pid {os.getpid()})", "mps    yes",
-                 "auto   yes  training -> layout tcg_ex trains"]:
+                 "GPU(s) [0] have MIG enabled: MPS only inside instances",
+                 "auto   no   backend=auto: MIG is enabled on GPU(s) [0] but not on [1]"]:
         assert line in text
     assert nv.calls.count("nvmlInit") == nv.calls.count("nvmlShutdown") == 1
 

@@ -15,8 +15,8 @@ from gmiexp.hardware import GPUInfo, Hardware, MigDevice
 
 
 def test_hardware_gpus_moves_the_gmis_onto_that_gpu(tmp_path: Path) -> None:
-    cfg = compose_config("task=Cartpole", "hardware=h100x8", "backend=mps", "mode=plan", "gmis_per_gpu=2",
-                         "hardware.gpus=[3]")
+    cfg = compose_config("task=Cartpole", "hardware=h100x8", "hardware.mig=false", "backend=mps", "mode=plan",
+                         "gmis_per_gpu=2", "hardware.gpus=[3]")
     plan, _ = planner.build_plan(cfg, tmp_path)
     assert [g.device for g in plan.gmis] == [3, 3]
     assert {g.env["CUDA_VISIBLE_DEVICES"] for g in plan.gmis} == {"3"}

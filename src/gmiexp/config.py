@@ -24,14 +24,18 @@ class BackendConfig:
     pin_cores: bool = False  # direct/CPU: pin each GMI to its own cores (os.sched_setaffinity)
     pin_devices: bool = False  # direct: each device's GMIs share that device's cores (logical GPUs on CPU)
     # mps
-    use_existing: bool = False  # join an already running MPS daemon instead of starting a private one
+    # MPS control daemon: private (this run starts and quits its own) | shared (one per host, user and
+    # GPU set, started by the first concurrent gmiexp run and quit by the last: packed runs share one
+    # MPS server instead of being time-sliced) | existing (join a daemon already serving, e.g. the
+    # system's at CUDA_MPS_PIPE_DIRECTORY or /tmp/nvidia-mps; never started nor quit)
+    daemon: str = "private"
     sm_percent: list[int] | None = None  # per-GMI active thread % (by local index); None = even split
     role_sm_percent: dict[str, int] = field(default_factory=dict)  # e.g. {trainer: 60}
     memory_limit: str | None = None  # per-GMI pinned device memory, e.g. "10G"
     # mig
     profile: str | None = None  # MIG profile per GMI, e.g. "3g.40gb"; None = largest that fits gmis_per_gpu
     create_instances: bool = False  # run the nvidia-smi mig commands (needs admin rights)
-    mps_in_mig: bool = False  # one MPS daemon per MIG device
+    mps_in_mig: bool = False  # GMIs share MIG instances through one MPS daemon per instance (backend.daemon)
 
 
 @dataclass
@@ -132,6 +136,9 @@ class HardwareConfig:
 
     name: str = "auto"
     cpu_cores: int | None = None  # override the usable core count
+    # presets only: MIG mode of every GPU (true | false); null = the preset's own (on for dgx_a100,
+    # h100x8, h200x1), and on a real host always the GPUs' own mode as NVML reports it
+    mig: bool | None = None
     # which part of the host this run may use (a packed sweep gives each member its own slice):
     cpus: list[int] | None = None  # cores this run and every process it starts may use; None = all
     gpus: list[int] | None = None  # physical GPU indices; GMI device d runs on gpus[d]; None = 0..num_gpus-1

@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import Any
 
 from gmiexp.backends.mps_daemon import CONTROL, SYSTEM_PIPE_DIR, pid_of
+from gmiexp.errors import ConfigError
 from gmiexp.hardware import Hardware, discover
 
 Which = Callable[[str], "str | None"]
@@ -60,12 +61,20 @@ def backend_verdicts(hw: Hardware, which: Which = shutil.which) -> dict[str, dic
         elif mps_binary is None:
             out["mps"] = {"ok": False, "reason": f"{CONTROL} not on PATH"}
         else:
-            out["mps"] = {"ok": True, "reason": f"compute capability >= 7.0 and {mps_binary}"}
+            on = [g.index for g in hw.gpus if g.mig_mode]
+            inside = (f"; GPU(s) {on} have MIG enabled: MPS only inside instances (backend=mig "
+                      "backend.mps_in_mig=true)") if on else ""
+            out["mps"] = {"ok": True,
+                          "reason": f"compute capability >= 7.0 and {mps_binary}{inside}"}
         out["mig"] = _mig_verdict(hw)
-    train = choose("tcg_ex", hw, which=which)
-    serve = choose("tcg", hw, which=which)
-    why = f"training -> {train[1]}" if train == serve else \
-        f"training -> {train[1]}; serving -> {serve[1]}"
+    try:
+        train = choose("tcg_ex", hw, which=which)
+        serve = choose("tcg", hw, which=which)
+    except ConfigError as e:  # GPUs with MIG on and off
+        out["auto"] = {"ok": False, "reason": str(e)}
+        return out
+    why = f"training -> {train.reason}" if train == serve else \
+        f"training -> {train.reason}; serving -> {serve.reason}"
     out["auto"] = {"ok": True, "reason": why}
     return out
 

@@ -100,6 +100,22 @@ def preset(name: str) -> Hardware:
                     driver_version="preset", cuda_version="preset")
 
 
+def with_mig(hw: Hardware, on: bool) -> Hardware:
+    """A preset with MIG mode switched on or off on every MIG-capable GPU (plan both cases).
+
+    A real host's MIG mode is read from NVML and is the GPU's own: overriding it would plan for
+    a device that does not exist, so only presets accept it.
+    """
+    if not hw.is_preset:
+        raise invalid("hardware.mig", on, "null on a real host (its GPUs' MIG mode is read through NVML); "
+                      f"true/false only with a preset ({', '.join(PRESETS)})")
+    for g in hw.gpus:
+        if g.mig_mode is not None:
+            g.mig_mode = on
+    hw.note = f"MIG {'enabled' if on else 'disabled'} (hardware.mig={str(on).lower()})"
+    return hw
+
+
 def cpu_count() -> int:
     """Cores this process may use (respects affinity and container limits)."""
     try:

@@ -12,7 +12,7 @@ from gmiexp.comm import reduction as reductions
 from gmiexp.config import MODES, Config
 from gmiexp.envs import check_task
 from gmiexp.errors import ConfigError, invalid
-from gmiexp.hardware import Hardware, resolve
+from gmiexp.hardware import Hardware, resolve, with_mig
 from gmiexp.layouts.base import LayoutRequest
 from gmiexp.plan import Plan
 from gmiexp.role import check_role
@@ -46,6 +46,8 @@ def host(cfg: Config) -> Hardware:
         if cfg.hardware.cpu_cores < 1:
             raise invalid("hardware.cpu_cores", cfg.hardware.cpu_cores, "an integer >= 1")
         hw.cpu_count = cfg.hardware.cpu_cores
+    if cfg.hardware.mig is not None:
+        with_mig(hw, cfg.hardware.mig)
     if cfg.hardware.mig_instances is not None:
         keep = set(cfg.hardware.mig_instances)
         known = [d.uuid for g in hw.gpus for d in g.mig_devices]
@@ -97,10 +99,10 @@ def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> 
     layouts.configure(plan, cfg)  # role by layout (when role=ppo), channel/async notes, cost model
     plan.checkpoint = str(Path(cfg.checkpoint).resolve()) if cfg.checkpoint else ""
     plan.experiment, plan.run_dir = cfg.experiment, str(run_dir.resolve())
+    place_devices(plan, cfg.hardware.gpus, hw)
+    backend = backends.get(cfg.backend, hw)
+    backend.realise(plan, run_dir.resolve())  # first: which reductions can run depends on the backend (MIG)
     plan.reduction, plan.reduction_reason = reductions.resolve(layouts.reduction_for(plan, cfg.reduction.name), plan)
     if not plan.trainer_group:
         plan.reduction_reason = f"no trainer GMIs (layout={plan.layout}): nothing is reduced"
-    place_devices(plan, cfg.hardware.gpus, hw)
-    backend = backends.get(cfg.backend, hw)
-    backend.realise(plan, run_dir.resolve())
     return plan.validate(), backend

@@ -12,14 +12,14 @@ from gmiexp.backends import get, mps_daemon
 from gmiexp.backends.mps import shares
 from gmiexp.config import BackendConfig
 from gmiexp.errors import ConfigError, LaunchError
-from gmiexp.hardware import cpu_only, preset
+from gmiexp.hardware import cpu_only, preset, with_mig
 from gmiexp.plan import GMI, Plan
 
 # ---- realise: the environment of every GMI --------------------------------
 
 
 def test_preset_plan_env_of_every_gmi(tmp_path):
-    plan, _ = realise(preset("dgx_a100"), tmp_path / "run", num_gpus=2, gmis_per_gpu=3, name="mps",
+    plan, _ = realise(with_mig(preset("dgx_a100"), False), tmp_path / "run", num_gpus=2, gmis_per_gpu=3, name="mps",
                       memory_limit="10G")
     pipe, log = str(tmp_path / "run/mps/pipe"), str(tmp_path / "run/mps/log")
     assert plan.backend == "mps"
@@ -48,7 +48,7 @@ def test_real_host_uses_gpu_uuids(tmp_path, fake_mps):
 
 
 def test_sm_percent_by_local_index(tmp_path):
-    plan, _ = realise(preset("h200x1"), tmp_path, gmis_per_gpu=3, name="mps", sm_percent=[50, 30, 20])
+    plan, _ = realise(with_mig(preset("h200x1"), False), tmp_path, gmis_per_gpu=3, name="mps", sm_percent=[50, 30, 20])
     assert [g.env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] for g in plan.gmis] == ["50", "30", "20"]
 
 
@@ -77,6 +77,12 @@ def test_refuses_host_without_control_binary(tmp_path, monkeypatch):
         realise(nvml_host(fake_nvml.a100_40gb()), tmp_path, name="mps")
 
 
+def test_refuses_mig_enabled_gpu(tmp_path, fake_mps):
+    hw = nvml_host(fake_nvml.a100_40gb(mig=1, migs=fake_nvml.a100_migs()))
+    with pytest.raises(ConfigError, match=r"MIG is enabled on it.*valid here: backend=mig backend.mps_in_mig=true"):
+        realise(hw, tmp_path, name="mps")
+
+
 def test_refuses_pre_volta(tmp_path, fake_mps):
     with pytest.raises(ConfigError, match=r"compute capability >= 7.0.*has 6.0; use backend=direct"):
         realise(nvml_host(fake_nvml.p100()), tmp_path, name="mps")
@@ -95,7 +101,7 @@ def test_refuses_pre_volta(tmp_path, fake_mps):
 ])
 def test_bad_shares_and_limits(tmp_path, cfg, message):
     with pytest.raises(ConfigError, match=message):
-        realise(preset("dgx_a100"), tmp_path, name="mps", **cfg)
+        realise(with_mig(preset("dgx_a100"), False), tmp_path, name="mps", **cfg)
 
 
 def test_role_overrides_leaving_nothing():
@@ -207,13 +213,13 @@ def test_long_run_dir_puts_pipes_under_tmp_and_removes_them(tmp_path, fake_mps):
     assert not Path(pipe).exists()
 
 
-def test_use_existing_joins_without_start_or_quit(tmp_path, fake_mps, monkeypatch):
+def test_daemon_existing_joins_without_start_or_quit(tmp_path, fake_mps, monkeypatch):
     existing = mps_daemon.Daemon(pipe_dir=str(tmp_path / "sys/pipe"), log_dir=str(tmp_path / "sys/log"))
     monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", existing.pipe_dir)
     monkeypatch.setenv("CUDA_MPS_LOG_DIRECTORY", existing.log_dir)
     mps_daemon.start(existing)
     try:
-        plan, backend, run = _session(tmp_path, use_existing=True)
+        plan, backend, run = _session(tmp_path, daemon="existing")
         assert plan.setup_commands == [] and plan.teardown_commands == []
         assert {g.env["CUDA_MPS_PIPE_DIRECTORY"] for g in plan.gmis} == {existing.pipe_dir}
         with backend.session(plan, run):
@@ -224,17 +230,17 @@ def test_use_existing_joins_without_start_or_quit(tmp_path, fake_mps, monkeypatc
         mps_daemon.quit_daemon(existing)
 
 
-def test_use_existing_without_a_daemon_is_refused(tmp_path, fake_mps, monkeypatch):
+def test_daemon_existing_without_a_daemon_is_refused(tmp_path, fake_mps, monkeypatch):
     monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(tmp_path / "nothing"))
-    plan, backend, run = _session(tmp_path, use_existing=True)
-    with pytest.raises(ConfigError, match="use_existing=true but no MPS control daemon serves at"):
+    plan, backend, run = _session(tmp_path, daemon="existing")
+    with pytest.raises(ConfigError, match="daemon=existing but no MPS control daemon serves at.*private, shared"):
         with backend.session(plan, run):
             pytest.fail("the body must not run")
     assert fake_mps.count("argv -d") == 0
 
 
 def test_preset_session_refuses_and_starts_nothing(tmp_path, fake_mps):
-    hw = preset("dgx_a100")
+    hw = with_mig(preset("dgx_a100"), False)
     backend = get(BackendConfig(name="mps"), hw)
     plan = backend.realise(plan_for(hw), tmp_path)
     with pytest.raises(ConfigError, match="hardware=dgx_a100 is a preset for planning only"):

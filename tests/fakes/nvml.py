@@ -26,6 +26,7 @@ class FakeMig:
     used_mb: int = 0
     gi: int = 0
     ci: int = 0
+    procs: list[tuple[int, int]] = field(default_factory=list)  # (pid, used bytes) inside this instance
 
 
 @dataclass
@@ -38,8 +39,10 @@ class FakeGPU:
     util: int = 37
     mig: int | None = None  # None: MIG not supported; 0 disabled; 1 enabled
     migs: list[FakeMig] = field(default_factory=list)
-    procs: list[tuple[int, int]] = field(default_factory=list)  # (pid, used bytes)
+    # (pid, used bytes); under MPS NVML lists the MPS server here and the clients in mps_procs
+    procs: list[tuple[int, int]] = field(default_factory=list)
     mps_procs: list[tuple[int, int]] = field(default_factory=list)
+    proc_util: list[tuple[int, int]] = field(default_factory=list)  # (pid, SM %) samples, oldest first
 
 
 def a100_40gb(i: int = 0, mig: int | None = 0, migs: list[FakeMig] | None = None) -> FakeGPU:
@@ -198,17 +201,32 @@ def make(gpus: list[FakeGPU], driver: str = "550.54.15", cuda: int = 12040,
             raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         return gpus[h[1]].migs[h[2]].ci
 
-    def procs(items):
-        none = 0xFFFFFFFF  # NVML_VALUE_NOT_AVAILABLE: not in a MIG instance
-        return [SimpleNamespace(pid=p, usedGpuMemory=m, gpuInstanceId=none, computeInstanceId=none)
+    def procs(items, gi=0xFFFFFFFF, ci=0xFFFFFFFF):  # NVML_VALUE_NOT_AVAILABLE: not in a MIG instance
+        return [SimpleNamespace(pid=p, usedGpuMemory=m, gpuInstanceId=gi, computeInstanceId=ci)
                 for p, m in items]
 
     @api
     def nvmlDeviceGetComputeRunningProcesses(h):
-        return procs(gpu_of(h).procs)
+        """On a GPU handle: its processes and those of every MIG instance; on a MIG handle: that instance's."""
+        if h[0] == "mig":
+            m = gpus[h[1]].migs[h[2]]
+            return procs(m.procs, m.gi, m.ci)
+        g = gpu_of(h)
+        return procs(g.procs) + [p for m in g.migs for p in procs(m.procs, m.gi, m.ci)]
 
     @api
     def nvmlDeviceGetMPSComputeRunningProcesses(h):
         return procs(gpu_of(h).mps_procs)
+
+    @api
+    def nvmlDeviceGetProcessUtilization(h, last_seen_timestamp):
+        """Per-process SM samples (pynvml's c_nvmlProcessUtilizationSample_t fields); none on MIG."""
+        g = gpu_of(h)
+        if g.mig == 1:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        if not g.proc_util:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)  # no sample since the timestamp
+        return [SimpleNamespace(pid=p, timeStamp=1_000_000 + k, smUtil=sm, memUtil=sm // 2, encUtil=0, decUtil=0)
+                for k, (p, sm) in enumerate(g.proc_util) if 1_000_000 + k > last_seen_timestamp]
 
     return mod

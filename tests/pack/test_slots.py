@@ -48,7 +48,7 @@ def test_gpu_slot_is_an_mps_share_of_its_gpu() -> None:
     got = slots.make_slots(gpu_host(2), [1], 2)
     assert [(s.gpu, s.index, s.cpus) for s in got] == [(1, 0, ()), (1, 1, ())]
     over = slots.slot_overrides(got[1], Member(None, gmis_per_gpu=2), 2)
-    assert over[:3] == ["hardware.gpus=[1]", "backend=mps", "backend.sm_percent=[25,25]"]
+    assert over == ["hardware.gpus=[1]", "backend=mps", "backend.sm_percent=[25,25]", "backend.daemon=shared"]
 
 
 def test_a_member_that_chose_direct_keeps_it_and_only_gets_its_gpu() -> None:

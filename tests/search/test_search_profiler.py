@@ -25,11 +25,13 @@ def test_steady_throughput_falls_back_to_summary_metric():
     assert steady_throughput({"history": [], "metrics": {"perf/env_steps_per_s": 42.0}}, 2) == 42.0
 
 
-def test_result_is_per_gmi_and_prefers_gpu_memory():
+def test_result_is_per_gmi_and_prefers_the_gmis_own_peak_device_memory():
+    # the GPUs' totals hold other jobs and a mean over time; the GMIs' NVML per-process peaks do not
     summary = {"status": "ok", "history": HISTORY,
-               "metrics": {"mem/peak_rss_mb": 300.0, "gpu/0/mem_mb": 2000.0}}
+               "metrics": {"mem/peak_rss_mb": 300.0, "gpu/0/mem_mb": 9000.0, "gpu/1/mem_mb": 30000.0,
+                           "gmi/0/peak_mem_mb": 700.0, "gmi/1/peak_mem_mb": 900.0}}
     r = result_from_summary(summary, gmis=2, warmup_iterations=2, wall_s=3.0)
-    assert r.runnable and r.top == pytest.approx(500.0) and r.mem_mb == pytest.approx(1000.0)
+    assert r.runnable and r.top == pytest.approx(500.0) and r.mem_mb == pytest.approx(800.0)
     cpu = result_from_summary({**summary, "metrics": {"mem/peak_rss_mb": 300.0}}, 2, 2, 3.0)
     assert cpu.mem_mb == 300.0
     workload = result_from_summary({**summary, "metrics": {"mem/peak_rss_mb": 300.0, "mem/workload_mb": 12.5}},

@@ -3,7 +3,10 @@
 Training layouts communicate (gradients, experience), which MPS serves
 better; serving layouts want MIG's isolation, where the GPUs have it
 (compute capability >= 8.0 and MIG enabled). 7.x has MPS only; older GPUs
-and CPU-only hosts run direct. The decision and its reason go into the plan.
+and CPU-only hosts run direct. The GPU's real MIG mode decides too: on a
+MIG-enabled GPU no process can use the whole GPU, so MPS runs *inside* a MIG
+instance (backend mig with one MPS daemon per instance). The decision and
+its reason go into the plan.
 """
 
 from __future__ import annotations
@@ -13,38 +16,65 @@ import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 from gmiexp.backends.base import Backend
 from gmiexp.backends.mps_daemon import CONTROL
 from gmiexp.config import BackendConfig
+from gmiexp.errors import ConfigError
 from gmiexp.hardware import Hardware
 from gmiexp.plan import Plan
 
 SERVING_LAYOUTS = ("tcg", "tdg")
 
 
+class Choice(NamedTuple):
+    """What auto picked: the backend, why, and whether MPS runs inside MIG instances."""
+
+    backend: str
+    reason: str
+    mps_in_mig: bool = False
+
+
 def choose(layout: str, hw: Hardware, used: list[int] | None = None,
-           which: Callable[[str], str | None] = shutil.which) -> tuple[str, str]:
-    """(backend name, reason) for ``layout`` on ``hw``; ``used`` = the GPU indices the plan uses."""
+           which: Callable[[str], str | None] = shutil.which) -> Choice:
+    """The backend for ``layout`` on ``hw``; ``used`` = the GPU indices the plan uses.
+
+    Raises ConfigError when the used GPUs mix MIG on and off (no backend serves both).
+    """
     if not hw.has_gpu:
-        return "direct", f"no GPU on this host ({hw.note or 'CPU only'}): direct"
+        return Choice("direct", f"no GPU on this host ({hw.note or 'CPU only'}): direct")
     gpus = [g for g in hw.gpus if used is None or g.index in used] or hw.gpus
     low = min(gpus, key=lambda g: g.compute_capability)
     cc = ".".join(map(str, low.compute_capability))
     if low.compute_capability < (7, 0):
-        return "direct", f"compute capability {cc} < 7.0 ({low.name}) has no MPS limits nor MIG: direct"
-    if not hw.is_preset and which(CONTROL) is None:
-        return "direct", f"{CONTROL} is not on PATH, so MPS cannot start here: direct"
-    serving = layout in SERVING_LAYOUTS
-    if not serving:
-        return "mps", f"layout {layout} trains (GMIs communicate): MPS, per the paper's rule"
-    if low.compute_capability < (8, 0):
-        return "mps", f"serving layout {layout}, but compute capability {cc} < 8.0 has no MIG: MPS"
+        return Choice("direct", f"compute capability {cc} < 7.0 ({low.name}) has no MPS limits nor MIG: direct")
+    on = [g.index for g in gpus if g.mig_mode]
     off = [g.index for g in gpus if not g.mig_mode]
-    if off:
-        return "mps", (f"serving layout {layout} prefers MIG, but MIG is off on GPU(s) {off} "
-                       f"(enable: sudo nvidia-smi -i {off[0]} -mig 1): MPS")
-    return "mig", f"serving layout {layout} on compute capability {cc} with MIG enabled: MIG (isolation)"
+    if on and off:
+        raise ConfigError(f"backend=auto: MIG is enabled on GPU(s) {on} but not on {off}; no backend serves "
+                          f"both: use GPUs of one mode (num_gpus), set MIG the same on all (sudo nvidia-smi "
+                          f"-i {off[0]} -mig 1, or -i {on[0]} -mig 0), or choose backend=mig|mps|direct by hand")
+    mps_here = hw.is_preset or which(CONTROL) is not None
+    serving = layout in SERVING_LAYOUTS
+    if on:
+        if serving:
+            return Choice("mig", f"serving layout {layout} on compute capability {cc} with MIG enabled: "
+                                 "MIG (isolation)")
+        if not mps_here:
+            return Choice("mig", f"layout {layout} trains, but MIG is enabled on GPU(s) {on} and {CONTROL} is "
+                                 "not on PATH: one MIG instance per GMI (no MPS)")
+        return Choice("mig", f"layout {layout} trains (GMIs communicate): MPS, per the paper's rule; MIG is "
+                             f"enabled on GPU(s) {on}, so MPS runs inside one MIG instance per GPU "
+                             "(backend=mig, mps_in_mig)", mps_in_mig=True)
+    if not mps_here:
+        return Choice("direct", f"{CONTROL} is not on PATH, so MPS cannot start here: direct")
+    if not serving:
+        return Choice("mps", f"layout {layout} trains (GMIs communicate): MPS, per the paper's rule")
+    if low.compute_capability < (8, 0):
+        return Choice("mps", f"serving layout {layout}, but compute capability {cc} < 8.0 has no MIG: MPS")
+    return Choice("mps", f"serving layout {layout} prefers MIG, but MIG is off on GPU(s) {off} "
+                         f"(enable: sudo nvidia-smi -i {off[0]} -mig 1): MPS")
 
 
 class AutoBackend(Backend):
@@ -54,16 +84,17 @@ class AutoBackend(Backend):
         super().__init__(cfg, hardware)
         self.chosen: Backend | None = None
 
-    def _delegate(self, name: str) -> Backend:
+    def _delegate(self, name: str, **changes: object) -> Backend:
         from gmiexp.backends import get
 
-        self.chosen = get(with_name(self.cfg, name), self.hardware)
+        self.chosen = get(with_name(self.cfg, name, **changes), self.hardware)
         return self.chosen
 
     def realise(self, plan: Plan, run_dir: Path) -> Plan:
-        name, reason = choose(plan.layout, self.hardware, plan.devices)
-        plan.backend_reason = f"auto: {reason}"
-        return self._delegate(name).realise(plan, run_dir)
+        choice = choose(plan.layout, self.hardware, plan.devices)
+        plan.backend_reason = f"auto: {choice.reason}"
+        changes = {"mps_in_mig": True} if choice.mps_in_mig else {}
+        return self._delegate(choice.backend, **changes).realise(plan, run_dir)
 
     @contextmanager
     def session(self, plan: Plan, run_dir: Path) -> Iterator[None]:
@@ -73,11 +104,11 @@ class AutoBackend(Backend):
             yield
 
 
-def with_name(cfg: BackendConfig, name: str) -> BackendConfig:
+def with_name(cfg: BackendConfig, name: str, **changes: object) -> BackendConfig:
     """A copy of the backend config (dataclass or Hydra node) naming another backend."""
     if not dataclasses.is_dataclass(cfg):
         from omegaconf import OmegaConf
 
         obj = OmegaConf.to_object(cfg)  # type: ignore[arg-type]
         cfg = obj if dataclasses.is_dataclass(obj) else BackendConfig(**obj)  # type: ignore[arg-type]
-    return dataclasses.replace(cfg, name=name)
+    return dataclasses.replace(cfg, name=name, **changes)  # type: ignore[arg-type]

@@ -23,9 +23,9 @@ from gmiexp.backends import mig_profiles, mps_daemon
 from gmiexp.backends.base import Backend
 from gmiexp.backends.common import by_device, cpu_budget, gpu_of, require_gpu
 from gmiexp.backends.mig_profiles import Profile
-from gmiexp.backends.mps import client_env, mps_session, shares
+from gmiexp.backends.mps import client_env, daemon_commands, mps_session, shares
 from gmiexp.config import BackendConfig
-from gmiexp.errors import ConfigError, LaunchError
+from gmiexp.errors import ConfigError, LaunchError, invalid
 from gmiexp.hardware import GPUInfo, Hardware, MigDevice
 from gmiexp.plan import GMI, Plan
 
@@ -158,12 +158,13 @@ class MIGBackend(Backend):
         cpu_budget(plan, hw, self.cfg.pin_cores)
         plan.backend = self.name
         plan.backend_reason = plan.backend_reason or "backend=mig (set by hand)"
-        plan.setup_commands += [show(c) for c in creates] + [d.start_command() for d in daemons]
-        plan.teardown_commands += [d.quit_command() for d in daemons]
+        up, down = daemon_commands(daemons)
+        plan.setup_commands += [show(c) for c in creates] + up
+        plan.teardown_commands += down
         plan.notes["mig"] = {"instances": placed, "create": creates,
                              "create_instances": bool(self.cfg.create_instances)}
         if daemons:
-            plan.notes["mps"] = {"daemons": [d.to_dict() for d in daemons], "use_existing": False}
+            plan.notes["mps"] = {"daemons": [d.to_dict() for d in daemons], "daemon": self.cfg.daemon}
         return plan
 
     def _assign(self, gmis: list[GMI], slots: list[Slot]) -> list[tuple[Slot, list[GMI]]]:
@@ -177,8 +178,11 @@ class MIGBackend(Backend):
         daemons = []
         for slot, gs in groups:
             if self.cfg.mps_in_mig:
+                if self.cfg.daemon == "existing":
+                    raise invalid("backend.daemon", "existing", "private, shared (with backend.mps_in_mig=true "
+                                  "each MIG instance needs its own daemon, which gmiexp starts)")
                 tag = f"mps-gpu{slot.gpu}-mig{len(daemons)}"
-                d = mps_daemon.private_daemon(run_dir, name=tag, visible=slot.uuid)
+                d = mps_daemon.for_mode(self.cfg.daemon, run_dir, slot.uuid, name=tag, private_visible=slot.uuid)
                 daemons.append(d)
                 local = [GMI(id=g.id, device=g.device, roles=g.roles, local_index=i)
                          for i, g in enumerate(gs)]

@@ -1,4 +1,4 @@
-"""Backend mps: a private MPS control daemon per run; per-GMI SM share and pinned-memory limit.
+"""Backend mps: an MPS control daemon (private, shared or existing); per-GMI SM share and memory limit.
 
 ``realise`` only computes (pipe/log dirs in the run dir, each GMI's CUDA_MPS_*
 environment, the start/quit commands), so ``mode=plan`` prints it on any
@@ -37,6 +37,15 @@ def check_cc(gpu: GPUInfo) -> None:
         cc = ".".join(map(str, gpu.compute_capability))
         raise ConfigError(f"backend=mps needs compute capability >= 7.0 (Volta) for per-client SM and memory "
                           f"limits; GPU {gpu.index} ({gpu.name}) has {cc}; use backend=direct")
+
+
+def check_mig_off(gpu: GPUInfo) -> None:
+    """MPS over a whole GPU needs MIG off: on a MIG-enabled GPU every process lives inside an instance."""
+    if gpu.mig_mode:
+        raise ConfigError(f"backend=mps cannot span GPU {gpu.index} ({gpu.name}): MIG is enabled on it, and on "
+                          "a MIG-enabled GPU MPS runs inside a MIG instance; valid here: backend=mig "
+                          "backend.mps_in_mig=true (MPS inside instances), backend=auto (chooses that for "
+                          f"training), backend=mig; or disable MIG (sudo nvidia-smi -i {gpu.index} -mig 0)")
 
 
 def role_percent(g: GMI, overrides: dict[str, int]) -> int | None:
@@ -110,10 +119,15 @@ class MPSBackend(Backend):
     def realise(self, plan: Plan, run_dir: Path) -> Plan:
         hw = self.hardware
         check_host(hw)
-        daemon = mps_daemon.existing_daemon() if self.cfg.use_existing else mps_daemon.private_daemon(run_dir)
-        for gmis in by_device(plan).values():
-            gpu = gpu_of(hw, gmis[0])
+        groups = by_device(plan)
+        gpus = [gpu_of(hw, gmis[0]) for gmis in groups.values()]
+        for gpu in gpus:
             check_cc(gpu)
+            check_mig_off(gpu)
+        mode = self.cfg.daemon
+        daemon = mps_daemon.for_mode(mode, run_dir, ",".join(visible_device(hw, g) for g in gpus))
+        for gmis in groups.values():
+            gpu = gpu_of(hw, gmis[0])
             pcts = shares(gmis, self.cfg.sm_percent, self.cfg.role_sm_percent)
             lims = memory_limits(gmis, self.cfg.memory_limit, gpu)
             for g, p, lim in zip(gmis, pcts, lims, strict=True):
@@ -121,10 +135,9 @@ class MPSBackend(Backend):
         cpu_budget(plan, hw, self.cfg.pin_cores)
         plan.backend = self.name
         plan.backend_reason = plan.backend_reason or "backend=mps (set by hand)"
-        plan.notes["mps"] = {"daemons": [daemon.to_dict()], "use_existing": bool(self.cfg.use_existing)}
-        if not self.cfg.use_existing:
-            plan.setup_commands.append(daemon.start_command())
-            plan.teardown_commands.append(daemon.quit_command())
+        plan.notes["mps"] = {"daemons": [daemon.to_dict()], "daemon": mode}
+        plan.setup_commands += daemon_commands([daemon])[0]
+        plan.teardown_commands += daemon_commands([daemon])[1]
         return plan
 
     @contextmanager
@@ -133,18 +146,32 @@ class MPSBackend(Backend):
             yield
 
 
+def daemon_commands(daemons: list[mps_daemon.Daemon]) -> tuple[list[str], list[str]]:
+    """(set-up, tear-down) shell commands of the daemons, as the plan shows them."""
+    up: list[str] = []
+    down: list[str] = []
+    for d in daemons:
+        if d.mode == "private":
+            up.append(d.start_command())
+            down.append(d.quit_command())
+        elif d.mode == "shared":
+            up.append(f"{d.start_command()}  # shared: only the first concurrent gmiexp run starts it")
+            down.append(f"{d.quit_command()}  # shared: only the last run holding it quits it")
+    return up, down
+
+
 def planned_daemons(plan: Plan) -> list[mps_daemon.Daemon]:
     return [mps_daemon.Daemon(**d) for d in plan.notes.get("mps", {}).get("daemons", [])]
 
 
 @contextmanager
 def mps_session(plan: Plan, hw: Hardware) -> Iterator[None]:
-    """Start (or join) the plan's daemons around the block; refuse on a planning preset."""
+    """Start, join or check the plan's daemons around the block; refuse on a planning preset."""
     daemons = planned_daemons(plan)
     if daemons and hw.is_preset:
         raise ConfigError(f"hardware={hw.source.removeprefix('preset:')} is a preset for planning only: "
                           "mode=plan prints this plan; run it on the GPU host with hardware=auto")
     if daemons:
         check_host(hw, plan.backend or "mps")
-    with mps_daemon.running(daemons, join_existing=bool(plan.notes.get("mps", {}).get("use_existing"))):
+    with mps_daemon.running(daemons):
         yield

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from gmiexp.errors import ConfigError, LaunchError
+from gmiexp.errors import ConfigError, LaunchError, invalid
 from gmiexp.signals import sigterm_raises
 
 CONTROL = "nvidia-cuda-mps-control"
@@ -34,6 +34,10 @@ SYSTEM_LOG_DIR = "/var/log/nvidia-mps"
 START_TIMEOUT_S = 10.0  # -d to a live pid file
 QUIT_TIMEOUT_S = 10.0  # quit to the pid file gone, before SIGTERM
 MAX_PIPE_DIR_LEN = 80  # the daemon's UNIX sockets live here; sun_path holds 107 bytes
+# private: started and quit by this run; shared: one per host, user and GPU set, started by the first
+# concurrent gmiexp run and quit by the last (packed sweep members share one MPS server); existing:
+# a daemon someone else runs (e.g. the system's), checked to serve, never started nor quit
+DAEMON_MODES = ("private", "shared", "existing")
 
 
 class MPSError(LaunchError):
@@ -48,6 +52,7 @@ class Daemon:
     log_dir: str
     visible: str | None = None  # CUDA_VISIBLE_DEVICES of the daemon; None = every GPU (no remapping)
     owned_pipe_dir: bool = False  # pipe dir outside the run dir, created (and removed) by gmiexp
+    mode: str = "private"  # private | shared | existing (see DAEMON_MODES)
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -89,7 +94,30 @@ def private_daemon(run_dir: Path, name: str = "mps", visible: str | None = None)
 def existing_daemon() -> Daemon:
     """The daemon a user already runs: CUDA_MPS_PIPE_DIRECTORY, else the system default."""
     return Daemon(pipe_dir=os.environ.get("CUDA_MPS_PIPE_DIRECTORY", SYSTEM_PIPE_DIR),
-                  log_dir=os.environ.get("CUDA_MPS_LOG_DIRECTORY", SYSTEM_LOG_DIR))
+                  log_dir=os.environ.get("CUDA_MPS_LOG_DIRECTORY", SYSTEM_LOG_DIR), mode="existing")
+
+
+def shared_daemon(visible: str | None) -> Daemon:
+    """The daemon this user's concurrent runs on the GPU set ``visible`` share (outside any run dir).
+
+    The directory is named by user and GPU set, so runs on GPU 0 meet one daemon and runs on GPU 1
+    another; it also holds the lock and the holders' references (:mod:`gmiexp.backends.mps_shared`).
+    """
+    digest = hashlib.sha1((visible or "all").encode()).hexdigest()[:10]
+    root = Path(tempfile.gettempdir()) / f"gmiexp-mps-{os.getuid()}-shared-{digest}"
+    return Daemon(pipe_dir=str(root / "pipe"), log_dir=str(root / "log"), visible=visible, mode="shared")
+
+
+def for_mode(mode: str, run_dir: Path, visible: str | None, name: str = "mps",
+             private_visible: str | None = None) -> Daemon:
+    """The daemon of ``backend.daemon=mode`` (ConfigError naming the valid modes otherwise)."""
+    if mode == "private":
+        return private_daemon(run_dir, name=name, visible=private_visible)
+    if mode == "shared":
+        return shared_daemon(visible)
+    if mode == "existing":
+        return existing_daemon()
+    raise invalid("backend.daemon", mode, DAEMON_MODES)
 
 
 def control(daemon: Daemon, *args: str, stdin: str | None = None,
@@ -171,26 +199,42 @@ def quit_daemon(daemon: Daemon, timeout: float | None = None) -> None:
             shutil.rmtree(daemon.pipe_dir, ignore_errors=True)
 
 
+def check_existing(d: Daemon) -> None:
+    """``backend.daemon=existing``: someone else's daemon must already serve (CUDA would silently not use it)."""
+    if not is_serving(d):
+        raise ConfigError(
+            f"backend.daemon=existing but no MPS control daemon serves at {d.pipe_dir}; start one "
+            f"({CONTROL} -d, with CUDA_MPS_PIPE_DIRECTORY set if it is not {SYSTEM_PIPE_DIR}) or choose "
+            f"backend.daemon from {', '.join(DAEMON_MODES)} (private: this run starts its own; shared: "
+            "one daemon for this user's concurrent runs)")
+
+
 @contextmanager
-def running(daemons: list[Daemon], join_existing: bool = False) -> Iterator[None]:
-    """Start every daemon (or check the existing one serves) and quit exactly the started ones."""
-    if join_existing:
-        for d in daemons:
-            if not is_serving(d):
-                raise ConfigError(
-                    f"backend.use_existing=true but no MPS control daemon serves at {d.pipe_dir}; start one "
-                    f"({CONTROL} -d, with CUDA_MPS_PIPE_DIRECTORY set if it is not {SYSTEM_PIPE_DIR}) or set "
-                    "backend.use_existing=false to let gmiexp start a private one")
-        yield
-        return
+def running(daemons: list[Daemon]) -> Iterator[None]:
+    """Start private daemons, join shared ones, check existing ones; quit exactly what this run must.
+
+    A private daemon is quit by this run; a shared one by the last run that holds it; an existing
+    one never.
+    """
+    from gmiexp.backends import mps_shared
+
+    for d in daemons:
+        if d.mode == "existing":
+            check_existing(d)
     started: list[Daemon] = []
+    leases: list[tuple[Daemon, Path]] = []
     with sigterm_raises():
         try:
             for d in daemons:
-                started.append(d)  # quit even when start fails half way (pid file may exist)
-                start(d)
+                if d.mode == "shared":
+                    leases.append((d, mps_shared.acquire(d)))
+                elif d.mode == "private":
+                    started.append(d)  # quit even when start fails half way (pid file may exist)
+                    start(d)
             yield
         finally:
+            for d, lease in reversed(leases):
+                mps_shared.release(d, lease)
             for d in reversed(started):
                 if pid_of(d.pipe_dir) is not None:
                     quit_daemon(d)

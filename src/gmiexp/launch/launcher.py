@@ -101,7 +101,9 @@ def launch(plan: Plan, backend: Backend, run_dir: Path) -> dict[str, Any]:
         heartbeat_timeout_s=float(lc.get("heartbeat_timeout_s", 120.0)),
         interval_s=float(lc.get("monitor_interval_s", 0.5)), progress=bool(lc.get("progress", True)),
     )
-    monitor = Monitor(backend.hardware, interval_s=max(0.5, float(lc.get("monitor_interval_s", 0.5))))
+    monitor = Monitor(backend.hardware, interval_s=max(0.5, float(lc.get("monitor_interval_s", 0.5))),
+                      gmi_devices={g.id: g.device for g in plan.gmis},
+                      pids=lambda: status.gmi_pids(run_dir, plan.world_size))
     # shared-memory segments of this run are named /dev/shm/gmiexp_<tag>_*; workers inherit the tag
     previous = os.environ.get("GMIEXP_RUN_TAG")
     tag = os.environ["GMIEXP_RUN_TAG"] = uuid.uuid4().hex[:10]

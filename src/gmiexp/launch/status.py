@@ -46,6 +46,16 @@ def read_json(path: Path) -> dict[str, Any] | None:
         return None
 
 
+def gmi_pids(run_dir: str | Path, n_gmis: int) -> dict[int, int]:
+    """GMI id -> process id of every GMI that has written its status so far."""
+    out = {}
+    for g in range(n_gmis):
+        s = read_json(gmi_dir(run_dir, g) / "status.json")
+        if s and s.get("pid"):
+            out[g] = int(s["pid"])
+    return out
+
+
 class StatusWriter:
     """Written by a GMI from its main loop; a GMI stuck anywhere stops beating."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import sys
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,17 @@ class PackedSweep:
                     slot_overrides=lambda s, m=m: self.slot_overrides(s, m))
                 for o, d, c, m in zip(self.overrides, self.run_dirs, self.configs, self.members, strict=True)]
 
+    def shared_daemons(self) -> AbstractContextManager[None]:
+        """Hold each MPS GPU's shared daemon for the sweep: started once, quit once, however members come and go."""
+        assert self.hw is not None
+        gpus = slots.mps_gpus(self.hw, self.gpus, self.members)
+        if not gpus:
+            return nullcontext()
+        from gmiexp.backends import mps_daemon
+        from gmiexp.backends.common import visible_device
+
+        return mps_daemon.running([mps_daemon.shared_daemon(visible_device(self.hw, g)) for g in gpus])
+
     def run(self) -> int:
         """Run the members; 0 when every one ran (failures recorded for main's exit 1), 130 when interrupted."""
         assert self.hw is not None
@@ -138,8 +150,9 @@ class PackedSweep:
                 pool = slots.make_slots(self.hw, self.gpus, int(self.per_gpu))
                 say(f"pack: {len(jobs)} members, {self.per_gpu} per GPU on GPUs {self.gpus} "
                     f"({len(pool)} at a time; the rest queue)")
-                runner.run_jobs(jobs, pool, self.prefix, self.params["poll_s"], self.params["stop_grace_s"],
-                                on_started=started, on_done=done)
+                with self.shared_daemons():
+                    runner.run_jobs(jobs, pool, self.prefix, self.params["poll_s"], self.params["stop_grace_s"],
+                                    on_started=started, on_done=done)
             except KeyboardInterrupt:
                 say("gmiexp: interrupted: every member stopped")
                 code = 130

@@ -16,14 +16,12 @@ A member that chose its backend by hand (``backend=...`` in its overrides) keeps
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from dataclasses import dataclass, field
 
 from gmiexp.backends.direct import split_cores
-from gmiexp.config import BackendConfig
 from gmiexp.errors import ConfigError, invalid
-from gmiexp.hardware import Hardware
+from gmiexp.hardware import GPUInfo, Hardware
 
 AUTO = "auto"
 
@@ -101,10 +99,6 @@ def make_slots(hw: Hardware, gpus: list[int], per_gpu: int) -> list[Slot]:
     return out
 
 
-def has_field(schema: type, name: str) -> bool:
-    return any(f.name == name for f in dataclasses.fields(schema))
-
-
 def slot_overrides(slot: Slot, member: Member, per_gpu: int) -> list[str]:
     """The overrides that put ``member`` on ``slot`` (appended last, so they win over the member's own)."""
     if slot.cpus:
@@ -117,7 +111,13 @@ def slot_overrides(slot: Slot, member: Member, per_gpu: int) -> list[str]:
         return out
     if member.backend in (None, "mps", "auto"):
         pct = max(1, 100 // (per_gpu * member.gmis_per_gpu))
-        out += ["backend=mps", f"backend.sm_percent=[{','.join([str(pct)] * member.gmis_per_gpu)}]"]
-        if has_field(BackendConfig, "daemon"):  # the shared daemon: one per GPU for every member on it
-            out.append("backend.daemon=shared")
+        out += ["backend=mps", f"backend.sm_percent=[{','.join([str(pct)] * member.gmis_per_gpu)}]",
+                "backend.daemon=shared"]  # one daemon (one MPS server) per GPU for every member on it
     return out
+
+
+def mps_gpus(hw: Hardware, gpus: list[int], members: list[Member]) -> list[GPUInfo]:
+    """The GPUs whose members share an MPS daemon (MIG off, and a member that takes the launcher's mps)."""
+    if not any(m.backend in (None, "mps", "auto") for m in members):
+        return []
+    return [g for g in hw.gpus if g.index in gpus and not g.mig_mode]

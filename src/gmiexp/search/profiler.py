@@ -3,7 +3,7 @@
 A crash (non-zero exit), a hang (timeout) or a missing ``summary.json`` means
 "not runnable" (the paper's reading of insufficient GMI resources). Throughput
 is measured at steady state, after the warm-up iterations, from the run's
-``history``; memory is the GPU memory NVML reported, else the process RSS.
+``history``; memory is each GMI's own peak device memory (NVML per process), else the RSS it added.
 """
 
 from __future__ import annotations
@@ -41,7 +41,12 @@ def steady_throughput(summary: dict[str, Any], warmup_iterations: int) -> float:
 
 
 def peak_memory_mb(summary: dict[str, Any], gmis: int) -> float:
-    """Per-GMI memory the workload consumes: device memory / GMIs on a GPU, else the RSS it added.
+    """Per-GMI memory the workload consumes: the GMIs' own peak device memory on a GPU, else the RSS it added.
+
+    On a GPU host the figure is NVML's per-process memory of each GMI on its own device, at its
+    peak (``gmi/<id>/peak_mem_mb``, from :mod:`gmiexp.monitor`), averaged over the GMIs: neither
+    the whole host's GPUs (another job's memory is not this point's) nor a mean over time (which
+    start-up dilutes) measures what a GMI needs.
 
     On CPU the workload's RSS growth (peak minus the RSS once Python, torch and rl-games were
     loaded), not the whole RSS, is the analogue of device memory: NVML never counts the ~400 MB of
@@ -50,9 +55,9 @@ def peak_memory_mb(summary: dict[str, Any], gmis: int) -> float:
     the workload metric fall back to the peak RSS.
     """
     metrics = summary.get("metrics", {})
-    gpu = [v for k, v in metrics.items() if k.startswith("gpu/") and k.endswith("/mem_mb")]
-    if gpu:
-        return float(sum(gpu)) / gmis
+    own = [v for k, v in metrics.items() if k.startswith("gmi/") and k.endswith("/peak_mem_mb")]
+    if own:
+        return float(sum(own)) / len(own)
     workload = metrics.get("mem/workload_mb")
     return float(workload if workload is not None else metrics.get("mem/peak_rss_mb", 0.0))
 

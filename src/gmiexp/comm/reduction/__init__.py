@@ -17,16 +17,28 @@ from gmiexp.plan import Plan
 
 STRATEGIES = ("allreduce", "mpr", "mrr", "har", "auto")
 IMPLEMENTED = STRATEGIES
+NCCL_STRATEGIES = ("mrr", "har")  # NCCL groups across GPUs; NCCL cannot join MIG instances
 
 
 def serving(plan: Plan) -> list[str]:
-    """The concrete strategies that can serve the plan's trainer layout."""
+    """The concrete strategies that can serve the plan's trainer layout on its backend."""
     ok = ["mpr", "har", "allreduce"]
     if len({plan.gmi(i).node for i in plan.trainer_group}) > 1:
         ok.remove("mpr")  # shared memory needs one host
     if mrr_limit(plan.gpu_map(plan.trainer_group)) is None:
         ok.insert(1, "mrr")
+    if plan.backend == "mig":
+        ok = [s for s in ok if s not in NCCL_STRATEGIES]
     return ok
+
+
+def _mig_refusal(name: str, plan: Plan) -> ConfigError:
+    return ConfigError(
+        f"invalid reduction: {name!r} with backend=mig: {name.upper()} builds NCCL groups across GPUs, and "
+        f"NCCL cannot communicate between MIG instances; valid with backend=mig: "
+        f"{', '.join(serving(plan))}, auto; or keep reduction={name} with backend=mps or backend=auto "
+        "(on GPUs with MIG disabled)"
+    )
 
 
 def resolve(name: str, plan: Plan) -> tuple[str, str]:
@@ -39,7 +51,12 @@ def resolve(name: str, plan: Plan) -> tuple[str, str]:
     mpl = plan.gpu_map(plan.trainer_group)
     if name == "auto":
         choice, reason = select(mpl)
+        if plan.backend == "mig" and choice in NCCL_STRATEGIES:
+            return "allreduce", (f"{reason}, but NCCL cannot join MIG instances (backend=mig): allreduce "
+                                 f"through host memory (gloo) instead (MPL={mpl})")
         return choice, f"{reason} (MPL={mpl})"
+    if plan.backend == "mig" and name in NCCL_STRATEGIES and len(plan.trainer_group) > 1:
+        raise _mig_refusal(name, plan)
     if name == "mrr":
         why = mrr_limit(mpl)
         if why is not None:
