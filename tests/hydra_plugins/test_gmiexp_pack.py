@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 import yaml
-from gmitest import FAST, popen_cli, run_cli
+from gmitest import FAST, TESTS_DIR, cli_env, popen_cli, run_cli
 
+from fakes import mps as fake_mps
 from gmiexp.launch.status import read_history
+from gmiexp.plan import Plan
 
+GPU_HOST = TESTS_DIR / "fakes" / "gpu_host"  # a pynvml that shows FAKE_NVML_GPUS fake H100s
 PACK = ["-m", "hydra/launcher=gmiexp_pack", *FAST, "num_envs=16", "num_gpus=1", "gmis_per_gpu=1"]
 
 
@@ -141,3 +147,37 @@ def test_auto_profiles_the_first_member_in_paired_steps_and_says_what_it_chose(t
     assert len(cpus[0]) == len(cpus[1]) == 1  # each copy of the pair ran on its own slot's cores
     assert all(o not in " ".join(pair[0]) for o in ("max_iterations=2", "seed=2"))  # a profile sets its length
     assert [s["status"] for s in summaries(tmp_path, 2)] == ["ok", "ok"]
+
+
+@pytest.mark.slow
+def test_two_gpus_two_members_each_share_one_mps_daemon_per_gpu(tmp_path: Path, monkeypatch) -> None:
+    fake = fake_mps.install(tmp_path, monkeypatch)  # the control binary on PATH, recording what it is sent
+    shared_root = tmp_path / "t"  # shared daemons live in the temp dir: this test's own
+    shared_root.mkdir()
+    env = {**cli_env(), "FAKE_NVML_GPUS": "2", "TMPDIR": str(shared_root)}
+    env["PYTHONPATH"] = os.pathsep.join([str(GPU_HOST), env["PYTHONPATH"]])  # members see 2 fake H100s
+    sweep = tmp_path / "sweep"
+    try:
+        r = subprocess.run([sys.executable, "-m", "gmiexp", *PACK, "hydra.launcher.jobs_per_gpu=2", "seed=1,2,3,4",
+                            "max_iterations=2", f"hydra.sweep.dir={sweep}"], capture_output=True, text=True,
+                           env=env, timeout=400)
+    finally:
+        left = fake_mps.live_daemons(tmp_path)
+        fake_mps.kill(left)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert not left, "MPS daemons left running"
+    sent: dict[str, list[str]] = {}
+    for line in fake.record.read_text().splitlines():
+        pipe, what = line.split(" ", 1)
+        sent.setdefault(pipe, []).append(what)
+    assert len(sent) == 2  # one daemon per GPU
+    for pipe, what in sent.items():
+        assert what.count("argv -d") == 1 and what.count("cmd quit") == 1, (pipe, what)
+    plans = [Plan.load(sweep / str(i) / "plan.yaml") for i in range(4)]
+    by_gpu: dict[int, set[str]] = {}
+    for plan in plans:
+        (g,) = plan.gmis
+        assert plan.backend == "mps" and g.env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
+        by_gpu.setdefault(g.device, set()).add(g.env["CUDA_MPS_PIPE_DIRECTORY"])
+    assert sorted(by_gpu) == [0, 1] and all(len(p) == 1 for p in by_gpu.values())
+    assert {p for ps in by_gpu.values() for p in ps} == set(sent)  # each GPU's members on its one daemon
