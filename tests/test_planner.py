@@ -65,3 +65,11 @@ def test_hardware_cpus_narrows_the_run_to_those_cores(tmp_path: Path) -> None:
     bad = run_cli("mode=plan", "task=Cartpole", "hardware=cpu", "hardware.cpus=[4096]", f"hydra.run.dir={tmp_path}",
                   timeout=120)
     assert bad.returncode == 2 and "invalid hardware.cpus: [4096]; valid: a non-empty subset" in bad.stderr
+
+
+def test_pinned_gmis_of_a_narrowed_run_stay_on_its_cores(tmp_path: Path) -> None:
+    core = max(os.sched_getaffinity(0))
+    r = run_cli("mode=plan", "task=Cartpole", "hardware=cpu", "gmis_per_gpu=2", "backend.pin_cores=true",
+                f"hardware.cpus=[{core}]", f"hydra.run.dir={tmp_path}", timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert [g["cpus"] for g in yaml.safe_load(r.stdout)["gmis"]] == [[core], [core]]
