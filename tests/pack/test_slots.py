@@ -60,7 +60,7 @@ def test_mig_slot_is_one_existing_instance() -> None:
     got = slots.make_slots(gpu_host(1, mig=True, migs_per_gpu=2), [0], 2)
     assert [s.mig_uuid for s in got] == ["MIG-0-0", "MIG-0-1"]
     assert slots.slot_overrides(got[1], Member(None), 2) == [
-        "hardware.gpus=[0]", "backend=mig", "hardware.mig_instances=[MIG-0-1]"]
+        "hardware.gpus=[0]", "backend=mig", "hardware.mig_instances=['MIG-0-1']"]
     assert "backend.mps_in_mig=true" in slots.slot_overrides(got[1], Member(None, gmis_per_gpu=2), 2)
 
 

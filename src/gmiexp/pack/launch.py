@@ -109,14 +109,16 @@ class PackedSweep:
         profiler = auto.PackProfiler(
             workdir=self.sweep_dir / "pack_auto", overrides=auto.profile_overrides(self.overrides[0]),
             gmis_per_gpu=cfg.gmis_per_gpu, num_envs=cfg.num_envs,
-            slots_for=lambda k: [s for s in slots.make_slots(hw, [gpu], k) if s.gpu == gpu],
+            slots_for=lambda k: [s for s in slots.make_slots(hw, self.gpus, k) if s.gpu == gpu],
             slot_overrides=lambda s, k: self.slot_overrides(s, member, k),
             warmup_iterations=self.params["auto_warmup_iterations"],
             profile_iterations=self.params["auto_profile_iterations"], timeout_s=self.params["auto_timeout_s"],
             horizon_length=cfg.train.horizon_length, min_profile_steps=self.params["auto_min_profile_steps"])
+        max_jobs = min([self.params["auto_max_jobs"]] + [len(g.mig_devices) for g in hw.gpus
+                                                          if g.index == gpu and g.mig_mode])  # one instance each
         say(f"pack auto: profiling the first member ({' '.join(self.overrides[0]) or 'no overrides'}) packed "
-            f"1..{self.params['auto_max_jobs']} per GPU on GPU {gpu}")
-        self.auto_trace = auto.choose(profiler, self.params["auto_max_jobs"], self.params["auto_min_gain"], say)
+            f"1..{max_jobs} per GPU on GPU {gpu}")
+        self.auto_trace = auto.choose(profiler, max_jobs, self.params["auto_min_gain"], say)
         return int(self.auto_trace["jobs_per_gpu"])
 
     def jobs(self) -> list[Job]:

@@ -17,7 +17,7 @@ A member that chose its backend by hand (``backend=...`` in its overrides) keeps
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from gmiexp.backends.direct import split_cores
 from gmiexp.errors import ConfigError, invalid
@@ -46,7 +46,6 @@ class Member:
 
     backend: str | None  # backend=... given in the member's overrides, None = the launcher's choice
     gmis_per_gpu: int = 1
-    extra: list[str] = field(default_factory=list)
 
 
 def jobs_per_gpu(value: object) -> int | str:
@@ -105,7 +104,7 @@ def slot_overrides(slot: Slot, member: Member, per_gpu: int) -> list[str]:
         return [f"hardware.cpus=[{','.join(map(str, slot.cpus))}]"]
     out = [f"hardware.gpus=[{slot.gpu}]"]
     if slot.mig_uuid and member.backend in (None, "mig"):
-        out += ["backend=mig", f"hardware.mig_instances=[{slot.mig_uuid}]"]
+        out += ["backend=mig", f"hardware.mig_instances=['{slot.mig_uuid}']"]  # quoted: a UUID is no number
         if member.gmis_per_gpu > 1:
             out.append("backend.mps_in_mig=true")
         return out
