@@ -181,3 +181,24 @@ def test_two_gpus_two_members_each_share_one_mps_daemon_per_gpu(tmp_path: Path, 
         by_gpu.setdefault(g.device, set()).add(g.env["CUDA_MPS_PIPE_DIRECTORY"])
     assert sorted(by_gpu) == [0, 1] and all(len(p) == 1 for p in by_gpu.values())
     assert {p for ps in by_gpu.values() for p in ps} == set(sent)  # each GPU's members on its one daemon
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_auto_profiles_stops_the_profile_runs(tmp_path: Path) -> None:
+    p = popen_cli(*PACK, "hydra.launcher.jobs_per_gpu=auto", "hydra.launcher.auto_min_profile_steps=10000000",
+                  "seed=1,2", f"hydra.sweep.dir={tmp_path}")
+    try:
+        first = tmp_path / "pack_auto" / "k1_run1" / "copy0" / "G1_N16"
+        deadline = time.time() + 240
+        while time.time() < deadline and not read_history(first, 0):
+            time.sleep(0.5)
+        assert read_history(first, 0), "the first profile never trained"
+        assert procs_of(tmp_path)
+        p.send_signal(signal.SIGINT)
+        _out, err = p.communicate(timeout=90)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, err[-3000:]
+    assert not procs_of(tmp_path), "profile runs left behind"
+    assert not (tmp_path / "0").exists()  # no member started
