@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: venv run test test-slow test-gpu lint plan doctor bench clean
+.PHONY: venv run test test-slow test-gpu gpu-check lint plan doctor bench clean
 
 venv: $(STAMP)
 
@@ -28,6 +28,11 @@ test-slow: venv
 
 test-gpu: venv
 	$(PY) -m pytest -q -m gpu
+
+# On a GPU host: gpu-marked tests + a smoke matrix of every layout and backend; writes gpu-check.md
+# (exits 2 on a host without a GPU).
+gpu-check: venv
+	$(PY) -m gmiexp.tools.gpu_check
 
 lint: venv
 	$(PY) -m ruff check src tests experiments

@@ -90,3 +90,36 @@ def test_compare_prices_a_search_at_the_grids_own_cost_per_point():
     grid = {"trace": [{"gmis_per_gpu": 1, "num_envs": n, "wall_s": w} for n, w in ((128, 10.0), (256, 30.0))]}
     slow_host = {"trace": [{"gmis_per_gpu": 1, "num_envs": 128, "wall_s": 25.0}]}  # same point, host 2.5x slower
     assert grid_units(slow_host, grid) == pytest.approx(0.25)
+
+
+def test_rl_games_baseline_trains_on_the_device_a_gmi_would_use(monkeypatch):
+    """On a GPU host the baseline must train on the GMI's GPU, not on the CPU (ratios against it inflate)."""
+    import importlib.util
+
+    import torch
+
+    from gmiexp.comm.manager import GMIManager
+
+    spec = importlib.util.spec_from_file_location("run_baseline", EXP / "baseline_rlgames" / "run_baseline.py")
+    baseline = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(baseline)
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    class Runner:  # stops before training: only the device choice is under test
+        def __init__(self, algo_observer):
+            pass
+
+        def load(self, cfg):
+            seen["params"] = cfg["params"]
+            raise Stop
+
+    monkeypatch.setattr(GMIManager, "torch_device", property(lambda self: torch.device("cuda", 0)))
+    monkeypatch.setattr(baseline, "Runner", Runner)
+    monkeypatch.setattr(baseline, "register_env", lambda task, threads, device, holder: seen.update(env=device))
+    with pytest.raises(Stop):
+        baseline.main(["task=Cartpole", "num_envs=16"])
+    assert seen["env"] == "cuda:0"
+    assert seen["params"]["config"]["device"] == "cuda:0"

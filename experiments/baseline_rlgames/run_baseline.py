@@ -3,7 +3,9 @@
 The peer gmiexp is measured against. It builds the same rl-games params as a
 gmiexp GMI would (``gmiexp.rl.params.build_params``) for one process holding
 all the environments, registers the same simulator adapter, and runs rl-games'
-own Runner untouched. Prints the same one-line summary as ``python -m gmiexp``.
+own Runner untouched, on the device a gmiexp GMI of the same plan uses (its
+GPU on a GPU host: a baseline left on the CPU would inflate every ratio
+against it). Prints the same one-line summary as ``python -m gmiexp``.
 
     python experiments/baseline_rlgames/run_baseline.py task=Ant num_envs=128 max_iterations=30
 """
@@ -19,7 +21,9 @@ from pathlib import Path
 from rl_games.common.algo_observer import AlgoObserver
 from rl_games.torch_runner import Runner
 
+from gmiexp.comm.manager import GMIManager
 from gmiexp.compose import compose_config
+from gmiexp.launch.gmi_env import apply_gmi_environment
 from gmiexp.launch.summary import one_line, steady_rate
 from gmiexp.planner import build_plan
 from gmiexp.rl.params import build_params
@@ -53,8 +57,10 @@ def main(argv: list[str]) -> dict:
     run_dir = Path(tempfile.mkdtemp(prefix="baseline_rlgames_"))
     plan, _ = build_plan(cfg, run_dir)
     gmi = plan.gmis[0]
-    register_env(plan.task, gmi.sim_threads, "cpu", {})
-    params = build_params(plan, gmi, device="cpu")
+    apply_gmi_environment(gmi)  # CUDA_VISIBLE_DEVICES and thread caps, as the GMI's process gets them
+    device = str(GMIManager(plan, gmi.id).torch_device)  # the device that GMI would train on
+    register_env(plan.task, gmi.sim_threads, device, {})
+    params = build_params(plan, gmi, device=device)
     params["torch_threads"] = "auto"  # rl-games' own default: min(4, cores)
     obs = RateObserver()
     runner = Runner(algo_observer=obs)  # stock agents, stock builders

@@ -40,8 +40,10 @@ class Monitor:
     def __init__(self, hardware: Hardware, nvml: ModuleType | None = None, interval_s: float = 1.0,
                  gmi_devices: dict[int, int] | None = None,
                  pids: Callable[[], dict[int, int]] | None = None) -> None:
-        """``gmi_devices``: GMI id -> GPU index (the plan's; None samples every GPU, e.g. for the doctor);
-        ``pids``: GMI id -> process id of the GMIs started so far (read at every sample)."""
+        """Sample ``gmi_devices``' GPUs (GMI id -> GPU index; None: every GPU) and the GMIs in ``pids``.
+
+        ``pids`` returns GMI id -> process id of the GMIs started so far; it is read at every sample.
+        """
         self.hardware = hardware
         self.interval_s = interval_s
         self.nvml = nvml
@@ -118,7 +120,7 @@ class Monitor:
         return out
 
     def _processes(self, h: Any, migs: list[tuple[int, Any]]) -> dict[int, float]:
-        """pid -> device MiB of every process NVML sees on one GPU: compute, MPS clients, MIG instances."""
+        """Device MiB per pid of every process NVML sees on one GPU: compute, MPS clients, MIG instances."""
         nv = self.nvml
         out: dict[int, float] = {}
         queries = [(h, "nvmlDeviceGetComputeRunningProcesses"), (h, "nvmlDeviceGetMPSComputeRunningProcesses")]
@@ -135,7 +137,7 @@ class Monitor:
         return out
 
     def _sm_util(self, h: Any) -> dict[int, float]:
-        """pid -> SM utilisation (%) of the latest NVML sample per process (not on MIG: empty)."""
+        """SM utilisation (%) per pid, from the latest NVML sample per process (not on MIG: empty)."""
         nv = self.nvml
         try:
             samples = nv.nvmlDeviceGetProcessUtilization(h, 0)

@@ -78,6 +78,28 @@ def test_create_instances_runs_commands_then_maps_new_uuids(tmp_path, monkeypatc
         assert [g.env["CUDA_VISIBLE_DEVICES"] for g in plan.gmis] == [m.uuid for m in gpu.migs]
 
 
+def test_created_instances_get_the_shared_daemon_of_their_real_uuid(tmp_path, monkeypatch, fake_mps):
+    import tempfile
+
+    from gmiexp.backends import mps_daemon
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "t"))
+    gpu = fake_nvml.a100_40gb(mig=1)
+    nv = fake_nvml.make([gpu])
+    hw = discover(nv)
+    monkeypatch.setattr(mig, "nvidia_smi", lambda cmd: gpu.migs.extend(fake_nvml.a100_migs("7g.40gb", 1)))
+    cfg = BackendConfig(name="mig", create_instances=True, mps_in_mig=True, daemon="shared")
+    backend = mig.MIGBackend(cfg, hw, nvml=nv)
+    from backend_helpers import plan_for
+
+    plan = backend.realise(plan_for(hw, gmis_per_gpu=2), tmp_path)
+    with backend.session(plan, tmp_path):
+        want = mps_daemon.shared_daemon(gpu.migs[0].uuid)  # what a later run on this instance computes
+        assert {g.env["CUDA_MPS_PIPE_DIRECTORY"] for g in plan.gmis} == {want.pipe_dir}
+        assert mps_daemon.pid_of(want.pipe_dir) is not None
+    assert fake_mps.count("cmd quit") == 1
+
+
 def test_mps_inside_mig_one_daemon_per_instance(tmp_path):
     plan, _ = realise(preset("h200x1"), tmp_path, gmis_per_gpu=3, name="mig", mps_in_mig=True)
     daemons = plan.notes["mps"]["daemons"]
@@ -87,6 +109,17 @@ def test_mps_inside_mig_one_daemon_per_instance(tmp_path):
     assert plan.setup_commands[0] == "sudo nvidia-smi mig -i 0 -cgi 0 -C"
     assert "nvidia-cuda-mps-control -d" in plan.setup_commands[1]
     assert len(plan.teardown_commands) == 1
+
+
+def test_mps_inside_mig_shared_daemon_per_instance_and_no_existing(tmp_path, fake_mps):
+    hw = a100_with()
+    plan, _ = realise(hw, tmp_path, gmis_per_gpu=4, name="mig", mps_in_mig=True, daemon="shared")
+    daemons = plan.notes["mps"]["daemons"]
+    assert [d["mode"] for d in daemons] == ["shared", "shared"] and plan.notes["mps"]["daemon"] == "shared"
+    assert len({d["pipe_dir"] for d in daemons}) == 2  # one per MIG instance, outside the run dir
+    assert not any(d["pipe_dir"].startswith(str(tmp_path)) for d in daemons)
+    with pytest.raises(ConfigError, match="invalid backend.daemon: 'existing'; valid: private, shared"):
+        realise(hw, tmp_path, gmis_per_gpu=4, name="mig", mps_in_mig=True, daemon="existing")
 
 
 def test_mps_inside_existing_instances_round_robin(tmp_path, fake_mps):

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 from backend_helpers import plan_for
 
@@ -62,3 +63,43 @@ def test_two_gmis_share_one_gpu_through_mps(tmp_path):
             for p in procs:
                 p.wait(timeout=120)
         assert [p.returncode for p in procs] == [0, 0]
+
+
+def test_two_runs_with_a_shared_daemon_meet_one_mps_server(tmp_path):
+    """backend.daemon=shared: two concurrent runs on GPU 0 are clients of one server, quit by the last."""
+    import pynvml
+
+    from gmiexp.backends import mps_daemon
+
+    hw = discover(pynvml)
+    if not hw.has_gpu or shutil.which("nvidia-cuda-mps-control") is None:
+        pytest.skip("needs an NVIDIA GPU and nvidia-cuda-mps-control")
+    if hw.gpus[0].mig_mode:
+        pytest.skip("GPU 0 has MIG enabled; MPS on the whole GPU needs it off")
+    runs = []
+    for name in ("a", "b"):
+        backend = get(BackendConfig(name="mps", daemon="shared"), hw)
+        runs.append((backend, backend.realise(plan_for(hw, num_gpus=1, gmis_per_gpu=1), tmp_path / name)))
+    (ba, pa), (bb, pb) = runs
+    pipe = pa.gmis[0].env["CUDA_MPS_PIPE_DIRECTORY"]
+    assert pb.gmis[0].env["CUDA_MPS_PIPE_DIRECTORY"] == pipe
+    with ba.session(pa, tmp_path / "a"), bb.session(pb, tmp_path / "b"):
+        procs = [subprocess.Popen([sys.executable, "-c", WORKER, "20"], env={**os.environ, **p.gmis[0].env},
+                                  stdout=subprocess.PIPE, text=True) for p in (pa, pb)]
+        try:
+            for p in procs:
+                assert p.stdout.readline().strip() == "ready"
+            want = {p.pid for p in procs}
+            seen: set[int] = set()
+            deadline = time.time() + 15
+            while not want <= seen and time.time() < deadline:
+                seen |= _mps_pids(pynvml, 0)
+                time.sleep(0.5)
+            assert want <= seen, f"NVML MPS clients {seen}, pids of the two runs {want}"
+            daemon = psutil.Process(mps_daemon.pid_of(pipe))
+            servers = [c for c in daemon.children() if c.name() == "nvidia-cuda-mps-server"]
+            assert len(servers) == 1, servers  # one server: the runs' kernels are not time-sliced
+        finally:
+            for p in procs:
+                p.wait(timeout=120)
+    assert mps_daemon.pid_of(pipe) is None  # the last run out quit it

@@ -232,18 +232,23 @@ class MIGBackend(Backend):
 
 
 def _substitute(plan: Plan, mapping: dict[str, str]) -> None:
+    """Put real UUIDs in place of placeholders; a shared daemon moves to the directory of its real instance."""
     def sub(v: str) -> str:
         for old, new in mapping.items():
             v = v.replace(old, new)
         return v
 
+    for d in plan.notes.get("mps", {}).get("daemons", []):
+        if d.get("visible"):
+            d["visible"] = sub(d["visible"])
+            if d.get("mode") == "shared":  # its directory is named by the instance it serves
+                real = mps_daemon.shared_daemon(d["visible"])
+                mapping = {**mapping, d["pipe_dir"]: real.pipe_dir, d["log_dir"]: real.log_dir}
+                d["pipe_dir"], d["log_dir"] = real.pipe_dir, real.log_dir
     for g in plan.gmis:
         g.env = {k: sub(v) for k, v in g.env.items()}
     for inst in plan.notes["mig"]["instances"]:
         inst["uuid"] = sub(inst["uuid"])
-    for d in plan.notes.get("mps", {}).get("daemons", []):
-        if d.get("visible"):
-            d["visible"] = sub(d["visible"])
 
 
 def nvidia_smi(cmd: list[str]) -> None:

@@ -17,7 +17,8 @@ ISAAC_TASKS = ("Ant", "Anymal", "BallBalance", "FrankaCabinet", "Humanoid", "Sha
 INSTALL_HINT = (
     "Isaac Gym is not installed: download Isaac Gym Preview 4 from https://developer.nvidia.com/isaac-gym "
     "(Python 3.6-3.8), `pip install -e isaacgym/python`, then `pip install -e IsaacGymEnvs` "
-    "(github.com/isaac-sim/IsaacGymEnvs). It does not run on H100; use task=Ant or task=Humanoid (envpool) instead"
+    "(github.com/isaac-sim/IsaacGymEnvs); gmiexp needs Python >= 3.10, for which Preview 4 has no bindings. "
+    "It does not run on H100/H200 (IsaacGymEnvs issue 220); use task=Ant or task=Humanoid (envpool) instead"
 )
 
 

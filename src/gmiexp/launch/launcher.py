@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from gmiexp.backends.base import Backend
-from gmiexp.comm.channels import cleanup_run
+from gmiexp.comm.channels.segment import cleanup_run, launcher_tag, sweep_dead_runs
 from gmiexp.errors import Interrupted, LaunchError
-from gmiexp.launch import status
+from gmiexp.launch import lifeline, status
 from gmiexp.launch.summary import build_summary
 from gmiexp.launch.watchdog import Watchdog
 from gmiexp.plan import Plan
@@ -104,19 +104,25 @@ def launch(plan: Plan, backend: Backend, run_dir: Path) -> dict[str, Any]:
     monitor = Monitor(backend.hardware, interval_s=max(0.5, float(lc.get("monitor_interval_s", 0.5))),
                       gmi_devices={g.id: g.device for g in plan.gmis},
                       pids=lambda: status.gmi_pids(run_dir, plan.world_size))
-    # shared-memory segments of this run are named /dev/shm/gmiexp_<tag>_*; workers inherit the tag
-    previous = os.environ.get("GMIEXP_RUN_TAG")
-    tag = os.environ["GMIEXP_RUN_TAG"] = uuid.uuid4().hex[:10]
+    # shared-memory segments of this run are named /dev/shm/gmiexp_<tag>_*; workers inherit the tag,
+    # and the launcher's identity, so they die with it (launch/lifeline.py)
+    swept = sweep_dead_runs()
+    if swept:
+        print(f"gmiexp: removed {len(swept)} shared-memory segment(s) of killed runs", file=sys.stderr)
+    previous = {k: os.environ.get(k) for k in ("GMIEXP_RUN_TAG", lifeline.ENV)}
+    tag = os.environ["GMIEXP_RUN_TAG"] = launcher_tag()
+    os.environ[lifeline.ENV] = lifeline.identity()
     t0 = time.perf_counter()
     try:
         with backend.session(plan, run_dir):
             return _run_session(plan, run_dir, watchdog, monitor, t0)
     finally:
         cleanup_run(tag)  # segments a crashed GMI could not unlink
-        if previous is None:
-            os.environ.pop("GMIEXP_RUN_TAG", None)
-        else:
-            os.environ["GMIEXP_RUN_TAG"] = previous
+        for k, v in previous.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _run_session(plan: Plan, run_dir: Path, watchdog: Watchdog, monitor: Any, t0: float) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 torch.distributed.elastic starts it with RANK/WORLD_SIZE/MASTER_* set; the
 rank is the GMI id. The GMI's environment is applied before torch is
-imported, so MPS/MIG variables are in place before CUDA initialises.
+imported, so MPS/MIG variables are in place before CUDA initialises; an
+Isaac Gym task imports ``isaacgym`` before torch too (it refuses to load
+after); then the GMI binds its life to the launcher's (:mod:`gmiexp.launch.lifeline`).
 """
 
 from __future__ import annotations
@@ -55,6 +57,24 @@ def run_gmi(plan: Any, gmi_id: int) -> dict[str, Any]:
         mgr.close(finished=finished)
 
 
+def import_simulator_first(task: dict[str, Any]) -> None:
+    """Import a simulator that must precede torch: Isaac Gym's ``gymdeps`` raises once torch is loaded."""
+    if task.get("simulator") != "isaacgym":
+        return
+    if "torch" in sys.modules:
+        raise RuntimeError("torch was imported before isaacgym in this GMI; Isaac Gym cannot load after it")
+    import isaacgym  # noqa: F401
+
+
+def bind_to_launcher() -> None:
+    """Die with the launcher, removing the run's shared-memory segments (imports torch: call it last)."""
+    from gmiexp.comm.channels.segment import cleanup_run
+    from gmiexp.launch import lifeline
+
+    tag = os.environ.get("GMIEXP_RUN_TAG")
+    lifeline.bind(lambda: cleanup_run(tag) if tag else None)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     from gmiexp.launch.gmi_env import apply_gmi_environment
@@ -63,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     plan = Plan.load(argv[0])
     rank = int(os.environ.get("RANK", "0"))
     apply_gmi_environment(plan.gmi(rank))
+    import_simulator_first(plan.task)
+    bind_to_launcher()
     try:
         run_gmi(plan, rank)
     except Exception:

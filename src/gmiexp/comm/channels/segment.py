@@ -107,6 +107,43 @@ def cleanup_run(tag: str) -> list[str]:
     return removed
 
 
+def launcher_tag(pid: int | None = None) -> str:
+    """A run tag that names its launcher's pid (``<pid>-<random>``), so a later run can tell it is dead."""
+    return f"{os.getpid() if pid is None else pid}-{uuid.uuid4().hex[:8]}"
+
+
+_LAUNCHER_TAG = re.compile(rf"^{PREFIX}_(\d+)-[0-9a-f]{{8}}_")
+
+
+def sweep_dead_runs() -> list[str]:
+    """Remove the segments of runs whose launcher is gone (killed before its cleanup and its GMIs' ran).
+
+    Only tags made by :func:`launcher_tag` are considered, and only when no process has that pid:
+    a reused pid keeps its segments (the safe side); other users' segments cannot be unlinked.
+    """
+    removed = []
+    for path in SHM_DIR.glob(f"{PREFIX}_*"):
+        m = _LAUNCHER_TAG.match(path.name)
+        if m is None or _pid_alive(int(m.group(1))):
+            continue
+        try:
+            path.unlink()
+            removed.append(path.name)
+        except (FileNotFoundError, PermissionError):
+            pass
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def leftovers(tag: str) -> list[str]:
     """Names of the run's segments still present (for tests and diagnostics)."""
     return sorted(p.name for p in SHM_DIR.glob(f"{PREFIX}_{run_tag(tag)}_*"))

@@ -1,0 +1,90 @@
+"""A GMI dies with its launcher, and takes the run's shared-memory segments with it.
+
+``kill -9`` of ``python -m gmiexp`` runs no ``finally``: elastic cannot stop the
+workers, and the launcher cannot unlink ``/dev/shm/gmiexp_<tag>_*``. So each
+worker binds itself to the launcher:
+
+* ``prctl(PR_SET_PDEATHSIG, SIGUSR2)``: the kernel signals the worker when its
+  parent dies. Elastic's ``elastic_launch`` runs its agent inside the launcher
+  and starts workers with ``subprocess.Popen`` from the launcher's main thread,
+  so the parent is the launcher itself; where an agent sits in between (a
+  separate ``torchrun``), the signal follows that agent.
+* a watch thread, the fallback for every other case (the parent is not the
+  launcher, the launcher died before ``prctl`` ran, or the main thread sits in a
+  C call so the signal handler waits): it polls the launcher's pid and start time.
+
+Either way the worker unlinks the run's segments (peers that still map them keep
+their memory until they exit too) and leaves with ``os._exit``, so no ``finally``
+can block. A dedicated signal, not SIGTERM: elastic stops workers with SIGTERM
+and that path must keep its default, immediate behaviour.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+import psutil
+
+ENV = "GMIEXP_LAUNCHER"  # "<pid>:<start time>" of the launcher, set for its workers
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+SIGNAL = signal.SIGUSR2
+EXIT_CODE = 70  # the launcher is gone
+
+
+def identity(pid: int | None = None) -> str:
+    """``<pid>:<start time>`` of a process (start time guards against pid reuse)."""
+    pid = os.getpid() if pid is None else pid
+    return f"{pid}:{psutil.Process(pid).create_time():.3f}"
+
+
+def alive(ident: str) -> bool:
+    pid, _, started = ident.partition(":")
+    try:
+        return abs(psutil.Process(int(pid)).create_time() - float(started)) < 0.01
+    except (psutil.Error, ValueError):
+        return False
+
+
+def set_pdeathsig(sig: int) -> bool:
+    """Ask the kernel for ``sig`` when this process's parent dies (Linux only; False elsewhere)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
+
+
+def bind(on_orphaned: Callable[[], None], launcher: str | None = None, interval_s: float = 0.2) -> bool:
+    """Call ``on_orphaned`` then exit once the launcher is gone; False when no launcher is named."""
+    launcher = launcher or os.environ.get(ENV)
+    if not launcher:
+        return False
+    parent = os.getppid()
+    done = threading.Lock()
+
+    def leave() -> None:
+        if not done.acquire(blocking=False):
+            return
+        with contextlib.suppress(Exception):
+            on_orphaned()
+        os._exit(EXIT_CODE)
+
+    signal.signal(SIGNAL, lambda *_: leave())
+    set_pdeathsig(SIGNAL)
+    if os.getppid() != parent or not alive(launcher):  # died before prctl took effect
+        leave()
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval_s)
+            if not alive(launcher):
+                leave()
+
+    threading.Thread(target=watch, name="gmiexp-lifeline", daemon=True).start()
+    return True

@@ -1,0 +1,1 @@
+"""Command-line tools around gmiexp (``python -m gmiexp.tools.<name>``)."""

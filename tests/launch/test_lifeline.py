@@ -1,0 +1,123 @@
+"""GMIs die with their launcher (kill -9 included) and leave nothing in /dev/shm."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from gmitest import FAST, gmiexp_workers, popen_cli
+
+from gmiexp.comm.channels.segment import SHM_DIR, launcher_tag, sweep_dead_runs
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+# A stand-in GMI: binds to the launcher named in its environment, holds a run segment, sleeps.
+GMI = """
+import os, sys, time
+from gmiexp.comm.channels.segment import cleanup_run
+from gmiexp.launch import lifeline
+tag = os.environ["GMIEXP_RUN_TAG"]
+open(f"/dev/shm/gmiexp_{tag}_ring", "wb").write(b"x")
+lifeline.bind(lambda: cleanup_run(tag))
+print(os.getpid(), flush=True)
+time.sleep(120)
+"""
+# The launcher: names itself to its children; with "indirect", a middle process sits in between.
+LAUNCHER = """
+import os, subprocess, sys, time
+from gmiexp.comm.channels.segment import launcher_tag
+from gmiexp.launch import lifeline
+os.environ[lifeline.ENV] = lifeline.identity()
+tag = os.environ["GMIEXP_RUN_TAG"] = launcher_tag()
+print(tag, flush=True)
+cmd = [sys.executable, "-c", sys.argv[1]]
+if sys.argv[2] == "indirect":  # like an agent between launcher and worker: it survives the launcher
+    cmd = [sys.executable, "-c", "import subprocess, sys; subprocess.run(sys.argv[1:])", *cmd]
+child = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, start_new_session=True)
+print(child.stdout.readline().strip(), flush=True)
+time.sleep(120)
+"""
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])}
+
+
+def _gone(pid: int, timeout: float = 20.0) -> bool:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.parametrize("how", ["direct", "indirect"])  # PR_SET_PDEATHSIG; the watch on the launcher
+def test_gmi_dies_with_a_killed_launcher_and_unlinks_the_runs_segments(how):
+    launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER, GMI, how], stdout=subprocess.PIPE,
+                                text=True, env=_env())
+    gmi = 0
+    try:
+        tag = launcher.stdout.readline().strip()
+        gmi = int(launcher.stdout.readline())
+        segment = SHM_DIR / f"gmiexp_{tag}_ring"
+        assert segment.exists()
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait()
+        assert _gone(gmi), f"GMI {gmi} outlived its launcher"
+        assert not segment.exists()
+    finally:
+        if gmi and not _gone(gmi, 0.1):
+            os.kill(gmi, signal.SIGKILL)
+        if launcher.poll() is None:
+            launcher.kill()
+
+
+def test_a_later_run_sweeps_the_segments_of_dead_launchers():
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = SHM_DIR / f"gmiexp_{launcher_tag(dead.pid)}_ring0_deadbeef"
+    live = SHM_DIR / f"gmiexp_{launcher_tag()}_ring0_deadbeef"
+    other = SHM_DIR / f"gmiexp_p{dead.pid}_ring0_deadbeef"  # not a launcher's tag: never guessed at
+    for p in (stale, live, other):
+        p.write_bytes(b"x")
+    try:
+        assert stale.name in sweep_dead_runs()
+        assert not stale.exists() and live.exists() and other.exists()
+    finally:
+        for p in (stale, live, other):
+            p.unlink(missing_ok=True)
+
+
+@pytest.mark.slow
+def test_kill_9_of_a_real_2_gmi_cartpole_run_leaves_nothing(tmp_path):
+    p = popen_cli(*FAST, "num_gpus=1", "gmis_per_gpu=2", "reduction=mpr", "max_iterations=100000",
+                  f"hydra.run.dir={tmp_path}")
+    try:
+        deadline = time.time() + 180
+        while time.time() < deadline and len(gmiexp_workers(tmp_path)) < 2:
+            time.sleep(0.5)
+        workers = gmiexp_workers(tmp_path)
+        assert len(workers) == 2, p.stderr.read() if p.poll() is not None else "GMIs did not start"
+        assert {w.ppid() for w in workers} == {p.pid}  # elastic's agent runs inside the launcher
+        tag = workers[0].environ()["GMIEXP_RUN_TAG"]
+        status = tmp_path / "gmis/1/status.json"
+        while time.time() < deadline and '"training"' not in (status.read_text() if status.exists() else ""):
+            time.sleep(0.5)  # training: the reduction's segments are in place
+        os.kill(p.pid, signal.SIGKILL)  # the launcher only, not its process group
+        p.wait()
+        assert all(_gone(w.pid) for w in workers), [w.pid for w in gmiexp_workers(tmp_path)]
+        assert not list(SHM_DIR.glob(f"gmiexp_{tag}_*"))
+    finally:
+        for w in gmiexp_workers(tmp_path):
+            w.kill()
+        if p.poll() is None:
+            p.kill()
