@@ -42,3 +42,10 @@ def test_report_reads_the_pack_table(tmp_path: Path) -> None:
     table.write(table.build(jobs, 2, [0], None), tmp_path)
     md = report.build(tmp_path, tmp_path / "report", {}, use_wandb=False).read_text()
     assert "## Packed sweep" in md and "makespan 12.00 s" in md and "| 1 | seed=1 | gpu0/1 | ok |" in md
+
+
+def test_a_later_batch_joins_the_earlier_batches_rows(tmp_path: Path) -> None:
+    table.write(table.build([job(tmp_path, 0, 0.0, 10.0), job(tmp_path, 1, 0.0, 12.0)], 2, [0], None), tmp_path)
+    t = table.build([job(tmp_path, 2, 20.0, 30.0)], 2, [0], None, table.load(tmp_path))
+    assert [m["job"] for m in t["members"]] == [0, 1, 2]
+    assert t["makespan_s"] == 30.0

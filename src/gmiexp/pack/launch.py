@@ -144,9 +144,13 @@ class PackedSweep:
         multirun.state["ran"] = True
         jobs: list[Job] = []
         code = 0
+        earlier = table.load(self.sweep_dir)  # a sweeper launching in batches: the earlier batches' table
         with sigterm_raises(lambda signum: KeyboardInterrupt(f"signal {signum}")):
             try:
-                if self.per_gpu == AUTO:
+                if self.per_gpu == AUTO and earlier and earlier.get("auto"):
+                    self.per_gpu, self.auto_trace = int(earlier["jobs_per_gpu"]), earlier["auto"]
+                    say(f"pack auto: jobs_per_gpu={self.per_gpu}, as chosen for this sweep's first batch")
+                elif self.per_gpu == AUTO:
                     self.per_gpu = self.choose_auto()
                 jobs = self.jobs()
                 pool = slots.make_slots(self.hw, self.gpus, int(self.per_gpu))
@@ -159,7 +163,7 @@ class PackedSweep:
                 say("gmiexp: interrupted: every member stopped")
                 code = 130
         if jobs:
-            t = table.build(jobs, int(self.per_gpu), self.gpus, self.auto_trace)
+            t = table.build(jobs, int(self.per_gpu), self.gpus, self.auto_trace, earlier)
             table.write(t, self.sweep_dir)
             say(table.text(t) + f"\ntable: {self.sweep_dir / table.PACK_CSV}")
         return code

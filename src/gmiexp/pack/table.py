@@ -1,7 +1,8 @@
 """The packed sweep's table: per member overrides, status, wall time, env steps/s, reward; the makespan.
 
 Written as ``pack.json`` and ``pack.csv`` in the multirun directory and printed on stderr;
-``python -m gmiexp.report`` adds it to its report (:func:`markdown`).
+``python -m gmiexp.report`` adds it to its report (:func:`markdown`). A sweeper that launches in
+batches (Optuna's) calls the launcher once per batch: each batch's rows join the earlier ones.
 """
 
 from __future__ import annotations
@@ -24,19 +25,30 @@ def row(job: Job) -> dict[str, Any]:
             "status": job.status, "exit_code": job.returncode,
             "wall_s": None if job.wall_s is None else round(job.wall_s, 2),
             "env_steps_per_s": metrics.get("perf/env_steps_per_s"), "reward": metrics.get("reward/mean"),
-            "run_dir": str(job.run_dir)}
+            "run_dir": str(job.run_dir), "started_at": job.start, "finished_at": job.end}
 
 
-def makespan(jobs: list[Job]) -> float | None:
-    starts = [j.start for j in jobs if j.start is not None]
-    ends = [j.end for j in jobs if j.end is not None]
+def makespan(rows: list[dict[str, Any]]) -> float | None:
+    starts = [r["started_at"] for r in rows if r.get("started_at") is not None]
+    ends = [r["finished_at"] for r in rows if r.get("finished_at") is not None]
     return round(max(ends) - min(starts), 2) if starts and ends else None
 
 
-def build(jobs: list[Job], jobs_per_gpu: int, gpus: list[int], auto: dict[str, Any] | None) -> dict[str, Any]:
-    rows = [row(j) for j in jobs]
+def load(sweep_dir: Path) -> dict[str, Any] | None:
+    """The table an earlier batch of this sweep wrote, if any."""
+    try:
+        return json.loads((sweep_dir / PACK_JSON).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def build(jobs: list[Job], jobs_per_gpu: int, gpus: list[int], auto: dict[str, Any] | None,
+          earlier: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The table of ``jobs`` after the rows of an ``earlier`` batch (other job numbers only)."""
+    nums = {j.num for j in jobs}
+    rows = [r for r in (earlier or {}).get("members", []) if r["job"] not in nums] + [row(j) for j in jobs]
     rates = [r["env_steps_per_s"] for r in rows if r["status"] == "ok" and r["env_steps_per_s"]]
-    return {"jobs_per_gpu": jobs_per_gpu, "gpus": gpus, "makespan_s": makespan(jobs),
+    return {"jobs_per_gpu": jobs_per_gpu, "gpus": gpus, "makespan_s": makespan(rows),
             "env_steps_per_s_total": round(sum(rates), 1), "failed": [r["run_dir"] for r in rows
                                                                     if r["status"] != "ok"],
             "auto": auto, "members": rows}
