@@ -1,7 +1,11 @@
-"""Run k independent training jobs concurrently on one device and then one after another; record both.
+"""Packing (seed 003): one seed sweep run by Hydra's basic launcher, then packed k at a time per GPU.
 
-Each job is a separate ``python -m gmiexp`` run (its own seed and run directory). The makespan of the
-packed jobs against the sum of the sequential ones is the seed-003 comparison.
+Every run is ``python -m gmiexp -m seed=... <sweep>``: the basic launcher runs the members one after
+another, ``hydra/launcher=gmiexp_pack hydra.launcher.jobs_per_gpu=k`` runs k at a time per GPU (each
+on its slice: a core set on CPU, an MPS share on a GPU). Repeats are interleaved (each repeat runs every
+launcher once, in a rotated order) and each packed run is compared with the basic run of its own
+repeat, so drift of a shared host over minutes cancels in the ratio. Makespan is the sweep command's
+wall time; total env steps/s is every member's env steps over that makespan (start-up included).
 """
 
 from __future__ import annotations
@@ -9,7 +13,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
+import statistics
 import subprocess
 import sys
 import time
@@ -21,30 +25,10 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 
 
-def cores() -> int:
-    return len(os.sched_getaffinity(0))
-
-
-def job_cmd(cfg, k: int, seed: int, run_dir: Path, packed: bool) -> list[str]:
-    extra = []
-    if packed:
-        fill = {"k": k, "share": 100 // k, "cores": max(1, cores() // k)}
-        extra = [o.format(**fill) for o in cfg.concurrent_overrides]
-        if cfg.cpu_share:
-            extra.append(f"hardware.cpu_cores={fill['cores']}")
-    return [sys.executable, "-m", "gmiexp", *cfg.job_overrides, *extra, f"seed={seed}",
-            "experiment=packing", f"hydra.run.dir={run_dir}"]
-
-
-def launch(cmds: list[list[str]], timeout_s: float) -> float:
-    """Start every command at once, wait for all; return the makespan."""
-    t0 = time.perf_counter()
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    procs = [subprocess.Popen(c, cwd=ROOT, **quiet) for c in cmds]
-    for p in procs:
-        if p.wait(timeout=timeout_s) != 0:
-            raise SystemExit(f"job failed: {' '.join(p.args)}")
-    return time.perf_counter() - t0
+def command(cfg, k: int, sweep_dir: Path) -> list[str]:
+    launcher = [] if k == 1 else ["hydra/launcher=gmiexp_pack", f"hydra.launcher.jobs_per_gpu={k}", *cfg.launcher]
+    return [sys.executable, "-m", "gmiexp", "-m", *launcher, *cfg.sweep,
+            f"seed={','.join(str(s) for s in cfg.seeds)}", "experiment=packing", f"hydra.sweep.dir={sweep_dir}"]
 
 
 def frames(run_dir: Path) -> int:
@@ -52,35 +36,67 @@ def frames(run_dir: Path) -> int:
     return hist[-1]["frames"] if hist else 0
 
 
-def measure(cfg, k: int, out: Path) -> dict:
-    base = out / "runs" / f"k{k}"
-    packed = [job_cmd(cfg, k, s, base / f"packed_{s}", True) for s in range(k)]
-    seq = [job_cmd(cfg, k, s, base / f"seq_{s}", False) for s in range(k)]
-    t_packed = launch(packed, cfg.timeout_s)
-    t_seq = sum(launch([c], cfg.timeout_s) for c in seq)
-    f_packed = sum(frames(base / f"packed_{s}") for s in range(k))
-    f_seq = sum(frames(base / f"seq_{s}") for s in range(k))
-    row = {"k": k, "makespan_packed_s": round(t_packed, 2), "makespan_sequential_s": round(t_seq, 2),
-           "speedup": round(t_seq / t_packed, 3), "env_steps_per_s_packed": round(f_packed / t_packed, 1),
-           "env_steps_per_s_sequential": round(f_seq / t_seq, 1)}
-    print(row, flush=True)
-    return row
+def measure(cfg, k: int, sweep_dir: Path) -> dict:
+    """Run the sweep with k members at a time (1: the basic launcher); makespan and total env steps/s."""
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    with (sweep_dir / "sweep.log").open("w") as log:
+        r = subprocess.run(command(cfg, k, sweep_dir), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                           timeout=cfg.timeout_s, check=False)
+    makespan = time.perf_counter() - t0
+    if r.returncode != 0:
+        raise SystemExit(f"sweep failed (exit {r.returncode}): see {sweep_dir / 'sweep.log'}")
+    total = sum(frames(sweep_dir / str(i)) for i in range(len(cfg.seeds)))
+    return {"k": k, "makespan_s": round(makespan, 2), "env_steps_per_s_total": round(total / makespan, 1)}
+
+
+def summarise(runs: list[dict], packings: list[int]) -> list[dict]:
+    """Per packing: medians, and the median of per-repeat makespan ratios against the basic launcher."""
+    rows = []
+    for k in packings:
+        pairs = [(b, p) for b in runs if b["k"] == 1 for p in runs if p["k"] == k and p["repeat"] == b["repeat"]]
+        rows.append({
+            "k": k, "makespan_sequential_s": statistics.median(b["makespan_s"] for b, _ in pairs),
+            "makespan_packed_s": statistics.median(p["makespan_s"] for _, p in pairs),
+            "speedup": round(statistics.median(b["makespan_s"] / p["makespan_s"] for b, p in pairs), 3),
+            "env_steps_per_s_sequential": statistics.median(b["env_steps_per_s_total"] for b, _ in pairs),
+            "env_steps_per_s_packed": statistics.median(p["env_steps_per_s_total"] for _, p in pairs),
+            "repeats": len(pairs)})
+    return rows
+
+
+def write_csv(rows: list[dict], path: Path) -> None:
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config-name", default="config")
-    ap.add_argument("overrides", nargs="*", help="OmegaConf dotlist, e.g. jobs=[2]")
+    ap.add_argument("overrides", nargs="*", help="OmegaConf dotlist, e.g. packings=[2] repeats=1")
     a = ap.parse_args()
     cfg = OmegaConf.merge(OmegaConf.load(HERE / f"{a.config_name}.yaml"), OmegaConf.from_dotlist(a.overrides))
     out = ROOT / cfg.results_dir
     out.mkdir(parents=True, exist_ok=True)
-    rows = [measure(cfg, k, out) for k in cfg.jobs]
-    with (out / "packing.csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    print(f"wrote {out / 'packing.csv'}")
+    modes = [1, *cfg.packings]
+    runs = []
+    for rep in range(cfg.repeats):
+        for k in modes[rep % len(modes):] + modes[:rep % len(modes)]:  # rotated: interleaved repeats
+            row = {"repeat": rep, **measure(cfg, k, out / "runs" / f"r{rep}_k{k}")}
+            print(f"repeat {rep} {'basic launcher' if k == 1 else f'packed {k}/GPU':>15}: makespan "
+                  f"{row['makespan_s']:7.1f} s, {row['env_steps_per_s_total']:9,.0f} env steps/s in total", flush=True)
+            runs.append(row)
+    write_csv(runs, out / "packing_runs.csv")
+    rows = summarise(runs, list(cfg.packings))
+    write_csv(rows, out / "packing.csv")
+    print(f"{len(cfg.seeds)} members; medians over {cfg.repeats} interleaved repeats:")
+    for r in rows:
+        print(f"  packed {r['k']}/GPU: makespan {r['makespan_packed_s']:.1f} s vs {r['makespan_sequential_s']:.1f} s "
+              f"one after another (ratio {r['speedup']:.2f}x); total env steps/s {r['env_steps_per_s_packed']:,.0f} "
+              f"vs {r['env_steps_per_s_sequential']:,.0f}")
+    print(f"wrote {out / 'packing.csv'} and {out / 'packing_runs.csv'}")
 
 
 if __name__ == "__main__":

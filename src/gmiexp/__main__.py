@@ -10,9 +10,10 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from gmiexp import multirun
 from gmiexp.config import register_configs
 
-_state: dict = {"ran": False, "failed": []}
+_state = multirun.state
 
 
 def conf_dir() -> str:
@@ -37,7 +38,7 @@ def hydra_main(cfg: DictConfig) -> None:
     if code and (hc.mode != RunMode.MULTIRUN or code in (2, 130)):
         sys.exit(code)
     if code:  # a failed job does not stop the sweep; main() exits 1 once every job ran
-        _state["failed"].append(hc.runtime.output_dir)
+        multirun.record_failure(hc.runtime.output_dir)
 
 
 def main() -> None:
@@ -47,9 +48,7 @@ def main() -> None:
         if e.code == 1 and not _state["ran"]:
             sys.exit(2)  # Hydra rejected the config (unknown group option, typo, wrong type)
         raise
-    if _state["failed"]:
-        print(f"gmiexp: {len(_state['failed'])} multirun job(s) failed: {', '.join(_state['failed'])}",
-              file=sys.stderr, flush=True)
+    if multirun.exit_code():
         sys.exit(1)
 
 

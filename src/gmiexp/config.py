@@ -139,6 +139,10 @@ class HardwareConfig:
     # presets only: MIG mode of every GPU (true | false); null = the preset's own (on for dgx_a100,
     # h100x8, h200x1), and on a real host always the GPUs' own mode as NVML reports it
     mig: bool | None = None
+    # which part of the host this run may use (a packed sweep gives each member its own slice):
+    cpus: list[int] | None = None  # cores this run and every process it starts may use; None = all
+    gpus: list[int] | None = None  # physical GPU indices; GMI device d runs on gpus[d]; None = 0..num_gpus-1
+    mig_instances: list[str] | None = None  # MIG device UUIDs the mig backend may use; None = every instance
 
 
 @dataclass

@@ -53,6 +53,7 @@ class Hardware:
     driver_version: str = ""
     cuda_version: str = ""
     note: str = ""
+    cpu_ids: list[int] = field(default_factory=list)  # usable core ids (affinity); empty = 0..cpu_count-1
 
     @property
     def has_gpu(self) -> bool:
@@ -124,8 +125,16 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
+def cpu_ids() -> list[int]:
+    """Ids of the cores this process may use (a run narrowed by ``hardware.cpus`` pins inside them)."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return list(range(cpu_count()))
+
+
 def cpu_only(note: str = "") -> Hardware:
-    return Hardware(source="cpu", cpu_count=cpu_count(), note=note)
+    return Hardware(source="cpu", cpu_count=cpu_count(), note=note, cpu_ids=cpu_ids())
 
 
 def _text(v: str | bytes) -> str:
@@ -201,7 +210,8 @@ def discover(nvml: ModuleType | None = None) -> Hardware:
             pass
     if not gpus:
         return cpu_only(note="NVML found no GPUs")
-    return Hardware(source="nvml", cpu_count=cpu_count(), gpus=gpus, driver_version=driver, cuda_version=cuda)
+    return Hardware(source="nvml", cpu_count=cpu_count(), gpus=gpus, driver_version=driver, cuda_version=cuda,
+                    cpu_ids=cpu_ids())
 
 
 def resolve(name: str, nvml: ModuleType | None = None) -> Hardware:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 from gmiexp import backends, layouts
@@ -38,6 +39,8 @@ def check_config(cfg: Config) -> None:
 
 
 def host(cfg: Config) -> Hardware:
+    if cfg.hardware.cpus is not None:
+        narrow_cpus(cfg.hardware.cpus)
     hw = resolve(cfg.hardware.name)
     if cfg.hardware.cpu_cores is not None:
         if cfg.hardware.cpu_cores < 1:
@@ -45,7 +48,37 @@ def host(cfg: Config) -> Hardware:
         hw.cpu_count = cfg.hardware.cpu_cores
     if cfg.hardware.mig is not None:
         with_mig(hw, cfg.hardware.mig)
+    if cfg.hardware.mig_instances is not None:
+        keep = set(cfg.hardware.mig_instances)
+        known = [d.uuid for g in hw.gpus for d in g.mig_devices]
+        for uuid in keep - set(known):
+            raise invalid("hardware.mig_instances entry", uuid, known or "none: this host has no MIG instances")
+        for g in hw.gpus:
+            g.mig_devices = [d for d in g.mig_devices if d.uuid in keep]
     return hw
+
+
+def narrow_cpus(cpus: list[int]) -> None:
+    """``hardware.cpus``: this process (and so its elastic agent and GMIs) runs on these cores only."""
+    have = sorted(os.sched_getaffinity(0))
+    if not cpus or not set(cpus) <= set(have):
+        raise invalid("hardware.cpus", list(cpus), f"a non-empty subset of this process's cores {have}")
+    os.sched_setaffinity(0, set(cpus))
+
+
+def place_devices(plan: Plan, gpus: list[int] | None, hw: Hardware) -> None:
+    """``hardware.gpus``: move the layout's devices 0..n-1 onto the listed GPUs (a packed member's GPU)."""
+    if gpus is None:
+        return
+    used = sorted({g.device for g in plan.gmis})
+    valid = [g.index for g in hw.gpus] if hw.has_gpu else "logical GPU indices >= 0"
+    if len(gpus) < len(used) or len(set(gpus)) != len(gpus):
+        raise invalid("hardware.gpus", list(gpus), f"{len(used)} distinct GPU indices (num_gpus) from {valid}")
+    for d in gpus:
+        if (hw.has_gpu and d not in valid) or d < 0:
+            raise invalid("hardware.gpus entry", d, valid)
+    for g in plan.gmis:
+        g.device = gpus[used.index(g.device)]
 
 
 def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> tuple[Plan, Backend]:
@@ -66,6 +99,7 @@ def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> 
     layouts.configure(plan, cfg)  # role by layout (when role=ppo), channel/async notes, cost model
     plan.checkpoint = str(Path(cfg.checkpoint).resolve()) if cfg.checkpoint else ""
     plan.experiment, plan.run_dir = cfg.experiment, str(run_dir.resolve())
+    place_devices(plan, cfg.hardware.gpus, hw)
     backend = backends.get(cfg.backend, hw)
     backend.realise(plan, run_dir.resolve())  # first: which reductions can run depends on the backend (MIG)
     plan.reduction, plan.reduction_reason = reductions.resolve(layouts.reduction_for(plan, cfg.reduction.name), plan)

@@ -25,6 +25,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from gmiexp.pack import table as pack_table  # noqa: E402  (a packed sweep's table: makespan, slots)
+
 CONFIG_KEYS = ("task", "layout", "backend", "reduction", "num_gpus", "gmis_per_gpu", "num_envs",
                "max_iterations", "seed", "experiment")
 STEPS = "perf/env_steps_per_s"
@@ -236,7 +238,7 @@ def build(root: Path, out: Path, selector: dict[str, str], project: str = "gmiex
     if use_wandb:
         note = wandb_report(runs, project, entity, f"gmiexp: {root.name}")
     path = out / "report.md"
-    path.write_text(markdown(table, root, base, images, note))
+    path.write_text("\n".join(filter(None, [markdown(table, root, base, images, note), pack_table.markdown(root)])))
     print(f"report: {len(runs)} runs -> {path}\nW&B: {note}")
     return path
 

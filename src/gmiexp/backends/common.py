@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from gmiexp.backends.direct import split_cores, thread_budget
+from gmiexp.backends.direct import core_ids, split_cores, thread_budget
 from gmiexp.errors import ConfigError, invalid
 from gmiexp.hardware import GPUInfo, Hardware
 from gmiexp.plan import GMI, Plan
@@ -57,4 +57,4 @@ def cpu_budget(plan: Plan, hw: Hardware, pin: bool) -> None:
         g.torch_threads = g.sim_threads = threads
         g.env.update({"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)})
         if pin:
-            g.cpus = cs
+            g.cpus = core_ids(hw, cs)

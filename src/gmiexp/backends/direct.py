@@ -6,6 +6,7 @@ from pathlib import Path
 
 from gmiexp.backends.base import Backend
 from gmiexp.errors import ConfigError
+from gmiexp.hardware import Hardware
 from gmiexp.plan import GMI, Plan
 
 
@@ -32,6 +33,15 @@ def device_cores(plan: Plan, n_cores: int, split: bool) -> list[list[int]]:
         part = split_cores(len(share), len(mates))[mates.index(g.id)] if split else range(len(share))
         out.append([share[i] for i in part])
     return out
+
+
+def core_ids(hw: Hardware, positions: list[int]) -> list[int]:
+    """Core positions (0..cpu_count-1) as the host's core ids (the positions themselves when it has none).
+
+    So a run narrowed by ``hardware.cpus`` (a packed member) pins its GMIs inside its own cores.
+    """
+    ids = hw.cpu_ids
+    return [ids[i % len(ids)] for i in positions] if ids else positions
 
 
 def thread_budget(n_cores: int, n_gmis_on_host: int) -> int:
@@ -63,7 +73,7 @@ class DirectBackend(Backend):
                     )
         pinned = self.cfg.pin_cores or self.cfg.pin_devices
         for g, cs, t in zip(plan.gmis, cores, budget, strict=True):
-            self._realise_gmi(g, cs, t, hw.has_gpu, pinned)
+            self._realise_gmi(g, core_ids(hw, cs), t, hw.has_gpu, pinned)
         plan.backend = self.name
         plan.backend_reason = plan.backend_reason or "backend=direct (plain time-sharing of each device)"
         return plan

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,8 @@ def build_summary(plan: Plan, run_dir: Path, wall_s: float, host_metrics: dict[s
         "plan_id": plan.plan_id,
         "run_dir": str(run_dir),
         "wall_s": wall_s,
+        "started_at": time.time() - wall_s,  # epoch seconds: when the launch began and ended (packed sweeps
+        "finished_at": time.time(),  # compare members' times)
         "config": {
             "task": plan.task.get("name"), "layout": plan.layout, "backend": plan.backend,
             "reduction": plan.reduction, "num_gpus": len(plan.devices),

@@ -1,0 +1,184 @@
+"""A packed sweep from start to table: check every member, pick jobs_per_gpu, run the queue, report.
+
+Exit codes follow the basic launcher's: bad input (a member's config, the launcher's) exits 2 before
+anything starts; a failed member is recorded for ``main()`` (exit 1 at the end, naming its dir)
+while the others go on; Ctrl-C or SIGTERM stops every member and exits 130.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from gmiexp import multirun
+from gmiexp.config import Config
+from gmiexp.errors import invalid
+from gmiexp.hardware import Hardware, resolve
+from gmiexp.pack import auto, runner, slots, table
+from gmiexp.pack.runner import Job
+from gmiexp.pack.slots import AUTO, Member, Slot
+from gmiexp.signals import sigterm_raises
+
+
+def task_config(cfg: DictConfig) -> Config:
+    """The typed gmiexp Config of a composed member (its ``hydra`` node dropped, as run_job does)."""
+    c = copy.deepcopy(cfg)
+    with open_dict(c):
+        del c["hydra"]
+    return OmegaConf.to_object(c)  # type: ignore[return-value]
+
+
+def group_choice(overrides: list[str], group: str) -> str | None:
+    hits = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0].lstrip("+~") == group]
+    return hits[-1] if hits else None
+
+
+def check_params(p: dict[str, Any]) -> None:
+    if p["auto_max_jobs"] < 1:
+        raise invalid("hydra.launcher.auto_max_jobs", p["auto_max_jobs"], "an integer >= 1")
+    if not 0 <= p["auto_min_gain"] < 1:
+        raise invalid("hydra.launcher.auto_min_gain", p["auto_min_gain"], "a fraction in [0, 1)")
+    if p["auto_min_profile_steps"] < 0:
+        raise invalid("hydra.launcher.auto_min_profile_steps", p["auto_min_profile_steps"], "an integer >= 0")
+    if p["auto_warmup_iterations"] < 0 or p["auto_profile_iterations"] < 1:
+        raise invalid("hydra.launcher.auto_warmup_iterations/auto_profile_iterations",
+                      (p["auto_warmup_iterations"], p["auto_profile_iterations"]), "warm-up >= 0, measured >= 1")
+    for key in ("auto_timeout_s", "stop_grace_s", "poll_s"):
+        if not p[key] > 0:
+            raise invalid(f"hydra.launcher.{key}", p[key], "a number of seconds > 0")
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+@dataclass
+class PackedSweep:
+    """One packed multirun: the members (overrides, run dirs, composed configs) and the launcher's params."""
+
+    params: dict[str, Any]
+    sweep_dir: Path
+    overrides: list[list[str]]
+    run_dirs: list[Path]
+    configs: list[DictConfig]
+    prefix: list[str]  # CLI arguments before the overrides (--config-dir ...)
+    compose: Callable[[list[str]], DictConfig]
+    hw: Hardware | None = None
+    gpus: list[int] = field(default_factory=list)
+    members: list[Member] = field(default_factory=list)
+    per_gpu: int | str = 1
+    auto_trace: dict[str, Any] | None = None
+
+    def check(self) -> None:
+        """Validate the launcher's params and every member (composed and planned on its slot); exit 2 early."""
+        self.per_gpu = slots.jobs_per_gpu(self.params["jobs_per_gpu"])
+        check_params(self.params)
+        typed = [task_config(c) for c in self.configs]
+        for cfg in typed:
+            if cfg.mode != "train":
+                raise invalid("mode", cfg.mode, "train (a packed sweep runs training jobs)")
+        self.hw = resolve(typed[0].hardware.name)
+        if self.hw.is_preset:
+            raise invalid("hardware", typed[0].hardware.name, "auto or cpu (presets only plan; a sweep runs)")
+        self.gpus = slots.choose_gpus(self.hw, self.params["gpus"])
+        self.members = [Member(group_choice(o, "backend"), c.gmis_per_gpu) for o, c in zip(self.overrides, typed,
+                                                                                          strict=True)]
+        per_gpu = 1 if self.per_gpu == AUTO else int(self.per_gpu)
+        first = slots.make_slots(self.hw, self.gpus, per_gpu)[0]
+        from gmiexp.planner import build_plan
+
+        for o, m, d in zip(self.overrides, self.members, self.run_dirs, strict=True):
+            cfg = task_config(self.compose([*o, *self.slot_overrides(first, m, per_gpu)]))
+            build_plan(cfg, d, hardware=copy.deepcopy(self.hw))
+
+    def slot_overrides(self, slot: Slot, member: Member, per_gpu: int | None = None) -> list[str]:
+        return slots.slot_overrides(slot, member, int(per_gpu or self.per_gpu))
+
+    def choose_auto(self) -> int:
+        """Profile the first member packed 1, 2, ... per GPU (paired steps); return the choice."""
+        assert self.hw is not None
+        cfg = task_config(self.configs[0])
+        hw, gpu, member = self.hw, self.gpus[0], self.members[0]
+        profiler = auto.PackProfiler(
+            workdir=self.sweep_dir / "pack_auto", overrides=auto.profile_overrides(self.overrides[0]),
+            gmis_per_gpu=cfg.gmis_per_gpu, num_envs=cfg.num_envs,
+            slots_for=lambda k: [s for s in slots.make_slots(hw, self.gpus, k) if s.gpu == gpu],
+            slot_overrides=lambda s, k: self.slot_overrides(s, member, k),
+            warmup_iterations=self.params["auto_warmup_iterations"],
+            profile_iterations=self.params["auto_profile_iterations"], timeout_s=self.params["auto_timeout_s"],
+            horizon_length=cfg.train.horizon_length, min_profile_steps=self.params["auto_min_profile_steps"])
+        max_jobs = min([self.params["auto_max_jobs"]] + [len(g.mig_devices) for g in hw.gpus
+                                                          if g.index == gpu and g.mig_mode])  # one instance each
+        say(f"pack auto: profiling the first member ({' '.join(self.overrides[0]) or 'no overrides'}) packed "
+            f"1..{max_jobs} per GPU on GPU {gpu}")
+        self.auto_trace = auto.choose(profiler, max_jobs, self.params["auto_min_gain"], say)
+        return int(self.auto_trace["jobs_per_gpu"])
+
+    def jobs(self) -> list[Job]:
+        return [Job(num=int(c.hydra.job.num), overrides=o, run_dir=d,
+                    slot_overrides=lambda s, m=m: self.slot_overrides(s, m))
+                for o, d, c, m in zip(self.overrides, self.run_dirs, self.configs, self.members, strict=True)]
+
+    def shared_daemons(self) -> AbstractContextManager[None]:
+        """Hold each MPS GPU's shared daemon for the sweep: started once, quit once, however members come and go."""
+        assert self.hw is not None
+        gpus = slots.mps_gpus(self.hw, self.gpus, self.members)
+        if not gpus:
+            return nullcontext()
+        from gmiexp.backends import mps_daemon
+        from gmiexp.backends.common import visible_device
+
+        return mps_daemon.running([mps_daemon.shared_daemon(visible_device(self.hw, g)) for g in gpus])
+
+    def run(self) -> int:
+        """Run the members; 0 when every one ran (failures recorded for main's exit 1), 130 when interrupted."""
+        assert self.hw is not None
+        self.sweep_dir.mkdir(parents=True, exist_ok=True)
+        multirun.state["ran"] = True
+        jobs: list[Job] = []
+        code = 0
+        earlier = table.load(self.sweep_dir)  # a sweeper launching in batches: the earlier batches' table
+        with sigterm_raises(lambda signum: KeyboardInterrupt(f"signal {signum}")):
+            try:
+                if self.per_gpu == AUTO and earlier and earlier.get("auto"):
+                    self.per_gpu, self.auto_trace = int(earlier["jobs_per_gpu"]), earlier["auto"]
+                    say(f"pack auto: jobs_per_gpu={self.per_gpu}, as chosen for this sweep's first batch")
+                elif self.per_gpu == AUTO:
+                    self.per_gpu = self.choose_auto()
+                jobs = self.jobs()
+                pool = slots.make_slots(self.hw, self.gpus, int(self.per_gpu))
+                say(f"pack: {len(jobs)} members, {self.per_gpu} per GPU on GPUs {self.gpus} "
+                    f"({len(pool)} at a time; the rest queue)")
+                with self.shared_daemons():
+                    runner.run_jobs(jobs, pool, self.prefix, self.params["poll_s"], self.params["stop_grace_s"],
+                                    on_started=started, on_done=done)
+            except KeyboardInterrupt:
+                say("gmiexp: interrupted: every member stopped")
+                code = 130
+        if jobs:
+            t = table.build(jobs, int(self.per_gpu), self.gpus, self.auto_trace, earlier)
+            table.write(t, self.sweep_dir)
+            say(table.text(t) + f"\ntable: {self.sweep_dir / table.PACK_CSV}")
+        return code
+
+
+def started(job: Job) -> None:
+    assert job.slot is not None
+    say(f"pack: #{job.num} {' '.join(job.overrides)} -> {job.slot.name}")
+
+
+def done(job: Job) -> None:
+    out = (job.run_dir / runner.STDOUT).read_text() if (job.run_dir / runner.STDOUT).is_file() else ""
+    if out:
+        print(out, end="" if out.endswith("\n") else "\n", flush=True)  # the member's own program output
+    if job.status != "ok":
+        multirun.record_failure(str(job.run_dir))
+        err = (job.run_dir / runner.STDERR).read_text().strip().splitlines()[-5:]
+        say(f"pack: #{job.num} failed (exit {job.returncode}): {job.run_dir}\n  " + "\n  ".join(err))

@@ -1,0 +1,204 @@
+"""hydra/launcher=gmiexp_pack end to end: real packed Cartpole sweeps through the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+from gmitest import FAST, TESTS_DIR, cli_env, popen_cli, run_cli
+
+from fakes import mps as fake_mps
+from gmiexp.launch.status import read_history
+from gmiexp.plan import Plan
+
+GPU_HOST = TESTS_DIR / "fakes" / "gpu_host"  # a pynvml that shows FAKE_NVML_GPUS fake H100s
+PACK = ["-m", "hydra/launcher=gmiexp_pack", *FAST, "num_envs=16", "num_gpus=1", "gmis_per_gpu=1"]
+
+
+def max_overlap(intervals: list[tuple[float, float]]) -> int:
+    """Most intervals open at one instant (an end at t closes before a start at t opens)."""
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals], key=lambda x: (x[0], x[1]))
+    now = best = 0
+    for _, d in events:
+        now += d
+        best = max(best, now)
+    return best
+
+
+def summaries(root: Path, n: int) -> list[dict]:
+    return [json.loads((root / str(i) / "summary.json").read_text()) for i in range(n)]
+
+
+def procs_of(root: Path) -> list[psutil.Process]:
+    """Live processes whose command line names ``root`` (members, their GMIs, profile runs)."""
+    out = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        if str(root) in " ".join(p.info.get("cmdline") or []) and p.info["status"] != psutil.STATUS_ZOMBIE:
+            out.append(p)
+    return out
+
+
+@pytest.mark.slow
+def test_four_members_packed_two_per_gpu_never_more_than_two_at_once(tmp_path: Path) -> None:
+    r = run_cli(*PACK, "hydra.launcher.jobs_per_gpu=2", "seed=1,2,3,4", "max_iterations=3",
+                f"hydra.sweep.dir={tmp_path}", timeout=400)
+    assert r.returncode == 0, r.stderr[-3000:]
+    runs = summaries(tmp_path, 4)
+    assert [s["status"] for s in runs] == ["ok"] * 4
+    assert sorted(s["config"]["seed"] for s in runs) == [1, 2, 3, 4]
+    assert max_overlap([(s["started_at"], s["finished_at"]) for s in runs]) == 2  # packed, and never 3
+    table = json.loads((tmp_path / "pack.json").read_text())
+    assert table["jobs_per_gpu"] == 2 and table["makespan_s"] > 0
+    assert [m["status"] for m in table["members"]] == ["ok"] * 4
+    assert all(m["env_steps_per_s"] > 0 and m["wall_s"] > 0 for m in table["members"])
+    assert {m["slot"] for m in table["members"]} == {"gpu0/0", "gpu0/1"}
+    assert (tmp_path / "pack.csv").read_text().startswith("job,overrides,slot,status")
+    assert r.stdout.count("gmiexp ok:") == 4  # stdout: the members' one-line summaries only
+    assert "makespan" in r.stderr and "makespan" not in r.stdout
+
+
+@pytest.mark.slow
+def test_a_member_crashing_at_run_time_does_not_stop_the_others(tmp_path: Path) -> None:
+    r = run_cli(*PACK, "hydra.launcher.jobs_per_gpu=4", "role=ppo,ppo,user_roles:FailRole,ppo", "max_iterations=2",
+                f"hydra.sweep.dir={tmp_path}", timeout=400)
+    assert r.returncode == 1, r.stderr[-3000:]
+    assert "1 multirun job(s) failed" in r.stderr and str(tmp_path / "2") in r.stderr
+    assert [s["status"] for i, s in enumerate(summaries(tmp_path, 4)) if i != 2] == ["ok"] * 3
+    table = json.loads((tmp_path / "pack.json").read_text())
+    assert [m["status"] for m in table["members"]] == ["ok", "ok", "failed", "ok"]
+    assert table["failed"] == [str(tmp_path / "2")]
+
+
+def shm_mapped(procs: list[psutil.Process]) -> set[str]:
+    out = set()
+    for p in procs:
+        try:
+            out |= {m.path for m in p.memory_maps() if m.path.startswith("/dev/shm/")}
+        except psutil.Error:
+            pass
+    return out
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_every_member_and_leaves_nothing(tmp_path: Path) -> None:
+    # 3 members, 2 at a time: Ctrl-C while two train (MPR segments in /dev/shm) and one waits in the queue
+    p = popen_cli(*PACK, "hydra.launcher.jobs_per_gpu=2", "gmis_per_gpu=2", "reduction=mpr", "seed=1,2,3",
+                  "max_iterations=100000", f"hydra.sweep.dir={tmp_path}")
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline and not all(read_history(tmp_path / str(i), g) for i in (0, 1) for g in (0, 1)):
+            time.sleep(0.5)
+        assert all(read_history(tmp_path / str(i), 0) for i in (0, 1)), "members never trained"
+        segments = shm_mapped(procs_of(tmp_path))
+        assert segments, "training members map their MPR segments"
+        p.send_signal(signal.SIGINT)  # what the terminal's Ctrl-C sends to the launcher
+        _out, err = p.communicate(timeout=90)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, err[-3000:]
+    assert not procs_of(tmp_path), "member or GMI processes left behind"
+    assert not [s for s in segments if Path(s).exists()], "shared-memory segments left in /dev/shm"
+    table = json.loads((tmp_path / "pack.json").read_text())
+    assert [m["status"] for m in table["members"]] == ["interrupted", "interrupted", "not started"]
+    assert not (tmp_path / "2").exists()
+
+
+def test_bad_jobs_per_gpu_exits_2_before_anything_starts(tmp_path: Path) -> None:
+    r = run_cli(*PACK, "hydra.launcher.jobs_per_gpu=0", "seed=1,2", f"hydra.sweep.dir={tmp_path}", timeout=120)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "invalid hydra.launcher.jobs_per_gpu: 0; valid: an integer >= 1, or auto" in r.stderr
+    assert not (tmp_path / "0").exists()
+
+
+def test_a_bad_member_exits_2_before_any_member_starts(tmp_path: Path) -> None:
+    r = run_cli(*PACK, "max_iterations=2,0", f"hydra.sweep.dir={tmp_path}", timeout=120)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "invalid max_iterations: 0" in r.stderr
+    assert not (tmp_path / "0" / "summary.json").exists()
+
+
+@pytest.mark.slow
+def test_auto_profiles_the_first_member_in_paired_steps_and_says_what_it_chose(tmp_path: Path) -> None:
+    r = run_cli(*PACK, "hydra.launcher.jobs_per_gpu=auto", "hydra.launcher.auto_max_jobs=2",
+                "hydra.launcher.auto_warmup_iterations=1", "hydra.launcher.auto_profile_iterations=2",
+                "hydra.launcher.auto_min_profile_steps=0", "seed=1,2", "max_iterations=2",
+                f"hydra.sweep.dir={tmp_path}", timeout=500)
+    assert r.returncode == 0, r.stderr[-3000:]
+    table = json.loads((tmp_path / "pack.json").read_text())
+    chosen = table["auto"]["jobs_per_gpu"]
+    assert chosen in (1, 2) and table["jobs_per_gpu"] == chosen
+    assert f"pack auto: jobs_per_gpu={chosen}: " in r.stderr and "paired ratio" in r.stderr
+    (step,) = table["auto"]["steps"]
+    assert (step["incumbent"], step["candidate"]) == (1, 2) and len(step["incumbent_steps_per_s"]) == 2
+    profiles = tmp_path / "pack_auto"
+    assert sorted(p.name for p in profiles.iterdir()) == ["k1_run1", "k1_run3", "k2_run2"]  # A-B-A
+    pair = [yaml.safe_load((profiles / "k2_run2" / f"copy{i}" / "G1_N16" / ".hydra" / "overrides.yaml").read_text())
+            for i in (0, 1)]
+    cpus = [[o for o in p if o.startswith("hardware.cpus=")] for p in pair]
+    assert len(cpus[0]) == len(cpus[1]) == 1  # each copy of the pair ran on its own slot's cores
+    assert all(o not in " ".join(pair[0]) for o in ("max_iterations=2", "seed=2"))  # a profile sets its length
+    assert [s["status"] for s in summaries(tmp_path, 2)] == ["ok", "ok"]
+
+
+@pytest.mark.slow
+def test_two_gpus_two_members_each_share_one_mps_daemon_per_gpu(tmp_path: Path, monkeypatch) -> None:
+    fake = fake_mps.install(tmp_path, monkeypatch)  # the control binary on PATH, recording what it is sent
+    shared_root = tmp_path / "t"  # shared daemons live in the temp dir: this test's own
+    shared_root.mkdir()
+    env = {**cli_env(), "FAKE_NVML_GPUS": "2", "TMPDIR": str(shared_root)}
+    env["PYTHONPATH"] = os.pathsep.join([str(GPU_HOST), env["PYTHONPATH"]])  # members see 2 fake H100s
+    sweep = tmp_path / "sweep"
+    try:
+        r = subprocess.run([sys.executable, "-m", "gmiexp", *PACK, "hydra.launcher.jobs_per_gpu=2", "seed=1,2,3,4",
+                            "max_iterations=2", f"hydra.sweep.dir={sweep}"], capture_output=True, text=True,
+                           env=env, timeout=400)
+    finally:
+        left = fake_mps.live_daemons(tmp_path)
+        fake_mps.kill(left)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert not left, "MPS daemons left running"
+    sent: dict[str, list[str]] = {}
+    for line in fake.record.read_text().splitlines():
+        pipe, what = line.split(" ", 1)
+        sent.setdefault(pipe, []).append(what)
+    assert len(sent) == 2  # one daemon per GPU
+    for pipe, what in sent.items():
+        assert what.count("argv -d") == 1 and what.count("cmd quit") == 1, (pipe, what)
+    plans = [Plan.load(sweep / str(i) / "plan.yaml") for i in range(4)]
+    by_gpu: dict[int, set[str]] = {}
+    for plan in plans:
+        (g,) = plan.gmis
+        assert plan.backend == "mps" and g.env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
+        by_gpu.setdefault(g.device, set()).add(g.env["CUDA_MPS_PIPE_DIRECTORY"])
+    assert sorted(by_gpu) == [0, 1] and all(len(p) == 1 for p in by_gpu.values())
+    assert {p for ps in by_gpu.values() for p in ps} == set(sent)  # each GPU's members on its one daemon
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_auto_profiles_stops_the_profile_runs(tmp_path: Path) -> None:
+    p = popen_cli(*PACK, "hydra.launcher.jobs_per_gpu=auto", "hydra.launcher.auto_min_profile_steps=10000000",
+                  "seed=1,2", f"hydra.sweep.dir={tmp_path}")
+    try:
+        first = tmp_path / "pack_auto" / "k1_run1" / "copy0" / "G1_N16"
+        deadline = time.time() + 240
+        while time.time() < deadline and not read_history(first, 0):
+            time.sleep(0.5)
+        assert read_history(first, 0), "the first profile never trained"
+        assert procs_of(tmp_path)
+        p.send_signal(signal.SIGINT)
+        _out, err = p.communicate(timeout=90)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, err[-3000:]
+    assert not procs_of(tmp_path), "profile runs left behind"
+    assert not (tmp_path / "0").exists()  # no member started
