@@ -4,6 +4,7 @@ from backend_helpers import nvml_host, realise
 from fakes import nvml as fake_nvml
 from gmiexp.backends import get, mig
 from gmiexp.backends.mig_profiles import PRODUCTS, find, largest_fitting, product_of
+from gmiexp.backends.mps import kept_by
 from gmiexp.config import BackendConfig
 from gmiexp.errors import ConfigError
 from gmiexp.hardware import discover, preset
@@ -129,6 +130,9 @@ def test_mps_inside_existing_instances_round_robin(tmp_path, fake_mps):
     assert [g.env["CUDA_VISIBLE_DEVICES"] for g in plan.gmis] == [uuids[0], uuids[1], uuids[0], uuids[1]]
     assert len(plan.notes["mps"]["daemons"]) == 2
     assert plan.gmis[0].env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
+    # after kill -9 of the launcher, each instance's daemon is quit by its lowest-id client only
+    pipes = [d["pipe_dir"] for d in plan.notes["mps"]["daemons"]]
+    assert [[d.pipe_dir for d in kept_by(plan, g.id)] for g in plan.gmis] == [[pipes[0]], [pipes[1]], [], []]
 
 
 # ---- bad input --------------------------------------------------------------

@@ -2,14 +2,16 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 from backend_helpers import nvml_host, plan_for, realise
 
 from fakes import nvml as fake_nvml
 from gmiexp.backends import get, mps_daemon
-from gmiexp.backends.mps import shares
+from gmiexp.backends.mps import kept_by, planned_daemons, shares
 from gmiexp.config import BackendConfig
 from gmiexp.errors import ConfigError, LaunchError
 from gmiexp.hardware import cpu_only, preset, with_mig
@@ -246,4 +248,82 @@ def test_preset_session_refuses_and_starts_nothing(tmp_path, fake_mps):
     with pytest.raises(ConfigError, match="hardware=dgx_a100 is a preset for planning only"):
         with backend.session(plan, tmp_path):
             pytest.fail("the body must not run")
+    assert fake_mps.sent() == []
+
+
+# ---- a launcher killed with SIGKILL: its private daemon goes too ----------
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+# A stand-in launcher: runs the plan's daemons as the backend's session does, starts stand-in GMIs
+# that bind to it as launch/worker.py does, prints the daemon's and the GMIs' pids, waits for SIGKILL.
+STANDIN_LAUNCHER = """
+import os, subprocess, sys, time
+from gmiexp.backends import mps_daemon
+from gmiexp.backends.mps import planned_daemons
+from gmiexp.launch import lifeline
+from gmiexp.plan import Plan
+os.environ[lifeline.ENV] = lifeline.identity()
+plan = Plan.load(sys.argv[1])
+with mps_daemon.running(planned_daemons(plan)):
+    print(mps_daemon.pid_of(plan.gmis[0].env["CUDA_MPS_PIPE_DIRECTORY"]), flush=True)
+    gmis = [subprocess.Popen([sys.executable, "-c", sys.argv[2], sys.argv[1], str(g.id)], stdout=subprocess.PIPE,
+                             text=True) for g in plan.gmis]
+    for g in gmis:
+        print(g.stdout.readline().strip(), flush=True)
+    time.sleep(120)
+"""
+STANDIN_GMI = """
+import os, sys, time
+from gmiexp.launch.worker import bind_to_launcher
+from gmiexp.plan import Plan
+assert bind_to_launcher(Plan.load(sys.argv[1]), int(sys.argv[2]))
+print(os.getpid(), flush=True)
+time.sleep(120)
+"""
+
+
+def _gone(pid: int, timeout: float = 20.0) -> bool:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_kill_9_of_the_launcher_quits_its_private_daemon_once(tmp_path, fake_mps):
+    plan, _, run = _session(tmp_path)
+    plan_path = plan.save(run / "plan.yaml")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])}
+    launcher = subprocess.Popen([sys.executable, "-c", STANDIN_LAUNCHER, str(plan_path), STANDIN_GMI],
+                                stdout=subprocess.PIPE, text=True, env=env)
+    daemon, gmis = 0, []
+    try:
+        daemon = int(launcher.stdout.readline())
+        gmis = [int(launcher.stdout.readline()) for _ in plan.gmis]
+        assert len(gmis) == 2
+        launcher.send_signal(signal.SIGKILL)
+        launcher.wait()
+        assert all(_gone(pid) for pid in gmis), "a GMI outlived its launcher"
+        assert _gone(daemon), "the private MPS daemon outlived its launcher"
+        assert fake_mps.count("cmd quit") == 1  # by GMI 0 alone, through the control tool
+    finally:
+        for pid in [*gmis, daemon]:
+            if pid and not _gone(pid, 0.1):
+                os.kill(pid, signal.SIGKILL)
+        if launcher.poll() is None:
+            launcher.kill()
+
+
+@pytest.mark.parametrize("mode", ["shared", "existing"])
+def test_no_gmi_quits_a_shared_or_existing_daemon_when_orphaned(tmp_path, fake_mps, monkeypatch, mode):
+    monkeypatch.setenv("CUDA_MPS_PIPE_DIRECTORY", str(tmp_path / "system-pipe"))
+    plan, _, _ = _session(tmp_path, daemon=mode)
+    assert [kept_by(plan, g.id) for g in plan.gmis] == [[], []]
+    assert mps_daemon.quit_detached(planned_daemons(plan)) is None
+    with pytest.raises(LaunchError, match=f"refusing to quit the {mode} MPS daemon"):
+        mps_daemon.quit_private(planned_daemons(plan)[0])
     assert fake_mps.sent() == []

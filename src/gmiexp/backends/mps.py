@@ -164,6 +164,22 @@ def planned_daemons(plan: Plan) -> list[mps_daemon.Daemon]:
     return [mps_daemon.Daemon(**d) for d in plan.notes.get("mps", {}).get("daemons", [])]
 
 
+def kept_by(plan: Plan, gmi_id: int) -> list[mps_daemon.Daemon]:
+    """The private daemons GMI ``gmi_id`` quits if its launcher dies: those whose lowest-id client it is.
+
+    Exactly one GMI per daemon (each MIG instance of MPS inside MIG has its own); shared and
+    existing daemons are never among them.
+    """
+    kept = []
+    for d in planned_daemons(plan):
+        if d.mode != "private":
+            continue
+        clients = [g.id for g in plan.gmis if g.env.get("CUDA_MPS_PIPE_DIRECTORY") == d.pipe_dir]
+        if min(clients or [g.id for g in plan.gmis]) == gmi_id:
+            kept.append(d)
+    return kept
+
+
 @contextmanager
 def mps_session(plan: Plan, hw: Hardware) -> Iterator[None]:
     """Start, join or check the plan's daemons around the block; refuse on a planning preset."""

@@ -6,16 +6,20 @@ the same code against a fake executable on PATH. The documented facts used:
 ``-d`` daemonises and writes ``nvidia-cuda-mps-control.pid`` into
 CUDA_MPS_PIPE_DIRECTORY; commands (``get_server_list``, ``quit``) are read on
 stdin; CUDA silently runs without MPS when no daemon answers, hence the check.
+``python -m gmiexp.backends.mps_daemon quit '<daemons as JSON>'`` quits private
+daemons from a process of its own (:func:`quit_detached`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -122,7 +126,7 @@ def for_mode(mode: str, run_dir: Path, visible: str | None, name: str = "mps",
 
 def control(daemon: Daemon, *args: str, stdin: str | None = None,
             timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
-    """Run ``nvidia-cuda-mps-control`` once against ``daemon`` (the only subprocess call)."""
+    """Run ``nvidia-cuda-mps-control`` once against ``daemon`` (the only call of the tool)."""
     exe = shutil.which(CONTROL)
     if exe is None:
         raise ConfigError(f"{CONTROL} is not on PATH; install the NVIDIA driver utilities "
@@ -236,7 +240,48 @@ def running(daemons: list[Daemon]) -> Iterator[None]:
             for d, lease in reversed(leases):
                 mps_shared.release(d, lease)
             for d in reversed(started):
-                if pid_of(d.pipe_dir) is not None:
-                    quit_daemon(d)
-                elif d.owned_pipe_dir:
-                    shutil.rmtree(d.pipe_dir, ignore_errors=True)
+                quit_private(d)
+
+
+def quit_private(d: Daemon) -> None:
+    """Quit a private daemon if it runs; remove a pipe dir gmiexp created either way."""
+    if d.mode != "private":
+        raise MPSError(f"refusing to quit the {d.mode} MPS daemon at {d.pipe_dir} as a private one")
+    if pid_of(d.pipe_dir) is not None:
+        quit_daemon(d)
+    elif d.owned_pipe_dir:
+        shutil.rmtree(d.pipe_dir, ignore_errors=True)
+
+
+def quit_detached(daemons: list[Daemon]) -> subprocess.Popen[bytes] | None:
+    """Quit private ``daemons`` from a new session that outlives the caller (None when there are none).
+
+    For a GMI whose launcher was killed: the GMI is itself a client, and a daemon told to quit
+    exits only once its clients are gone, so the GMI cannot wait for it; the new process sends
+    ``quit`` and waits as :func:`quit_daemon` does while the GMIs exit. Shared and existing
+    daemons are never passed (the first is its next user's to quit, the second nobody's).
+    """
+    daemons = [d for d in daemons if d.mode == "private"]
+    if not daemons:
+        return None
+    log = Path(daemons[0].log_dir) / "quit-after-launcher-died.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", __name__, "quit", json.dumps([d.to_dict() for d in daemons])],
+            stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``quit '<JSON list of private daemons>'``: what :func:`quit_detached` runs."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2 or argv[0] != "quit":
+        print("usage: python -m gmiexp.backends.mps_daemon quit '<JSON list of daemons>'", file=sys.stderr)
+        return 2
+    for d in json.loads(argv[1]):
+        quit_private(Daemon(**d))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

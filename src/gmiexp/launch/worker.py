@@ -4,7 +4,8 @@ torch.distributed.elastic starts it with RANK/WORLD_SIZE/MASTER_* set; the
 rank is the GMI id. The GMI's environment is applied before torch is
 imported, so MPS/MIG variables are in place before CUDA initialises; an
 Isaac Gym task imports ``isaacgym`` before torch too (it refuses to load
-after); then the GMI binds its life to the launcher's (:mod:`gmiexp.launch.lifeline`).
+after); then the GMI binds its life to the launcher's (:mod:`gmiexp.launch.lifeline`), and
+one GMI per private MPS daemon quits that daemon if the launcher is killed.
 """
 
 from __future__ import annotations
@@ -66,13 +67,28 @@ def import_simulator_first(task: dict[str, Any]) -> None:
     import isaacgym  # noqa: F401
 
 
-def bind_to_launcher() -> None:
-    """Die with the launcher, removing the run's shared-memory segments (imports torch: call it last)."""
+def bind_to_launcher(plan: Any, gmi_id: int) -> bool:
+    """Die with the launcher, taking the run's shared-memory segments and private MPS daemons along.
+
+    The launcher's session quits its private daemons; after ``kill -9`` of the launcher, the
+    lowest-id client of each one does (:func:`gmiexp.backends.mps.kept_by`). Imports torch: call last.
+    """
+    from gmiexp.backends.mps import kept_by
+    from gmiexp.backends.mps_daemon import quit_detached
     from gmiexp.comm.channels.segment import cleanup_run
     from gmiexp.launch import lifeline
 
     tag = os.environ.get("GMIEXP_RUN_TAG")
-    lifeline.bind(lambda: cleanup_run(tag) if tag else None)
+    daemons = kept_by(plan, gmi_id)
+
+    def orphaned() -> None:
+        try:
+            if tag:
+                cleanup_run(tag)
+        finally:
+            quit_detached(daemons)
+
+    return lifeline.bind(orphaned)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     rank = int(os.environ.get("RANK", "0"))
     apply_gmi_environment(plan.gmi(rank))
     import_simulator_first(plan.task)
-    bind_to_launcher()
+    bind_to_launcher(plan, rank)
     try:
         run_gmi(plan, rank)
     except Exception:
