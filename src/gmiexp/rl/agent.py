@@ -23,7 +23,8 @@ import torch.distributed as dist
 from rl_games.algos_torch import a2c_continuous, a2c_discrete
 from torch import nn
 
-from gmiexp.rl.sync import gloo_sum, merge_running_stats, reduce_gradients
+from gmiexp.rl.lazy import fused_adam_supported, lazy_scalar_guard
+from gmiexp.rl.sync import gloo_sum, merge_running_stats, reduce_gradients, start_counts
 from gmiexp.role import GMIContext
 
 
@@ -39,6 +40,10 @@ class GMISyncMixin:
         if ctx.mgr.rank != 0:
             config["print_stats"] = False
         super().__init__(base_name, params)  # type: ignore[call-arg]
+        if not fused_adam_supported(self.model):
+            # rl-games 1.6.5 builds Adam with fused=True, which only a few device types implement
+            self.optimizer = torch.optim.Adam(self.model.parameters(), float(self.last_lr), eps=1e-08,
+                                              weight_decay=self.weight_decay)
         self._take_over_distributed()
         self.timings: dict[str, float] = {"sim_s": 0.0, "inference_s": 0.0, "train_s": 0.0, "comm_s": 0.0}
         self.last_epoch: dict[str, float] = {}
@@ -58,6 +63,10 @@ class GMISyncMixin:
             shutil.rmtree(self.summaries_dir, ignore_errors=True)
 
     # ---- rl-games hooks ------------------------------------------------
+    def calc_gradients(self, input_dict: dict[str, Any]) -> None:
+        with lazy_scalar_guard(self.model):
+            super().calc_gradients(input_dict)  # type: ignore[misc]
+
     def trancate_gradients_and_step(self) -> None:  # (sic) rl-games' method name
         if self.multi_gpu:
             reduce_gradients(self.model.parameters(), self.gmi_ctx.reduction)
@@ -67,8 +76,14 @@ class GMISyncMixin:
         self.scaler.step(self.optimizer)
         self.scaler.update()
 
+    def get_full_state_weights(self) -> dict[str, Any]:
+        """rl-games' checkpoint state with host tensors: loadable on any host (and lazy tensors cannot be pickled)."""
+        return to_host(super().get_full_state_weights())  # type: ignore[misc]
+
     def train_epoch(self) -> tuple:
         comm0 = self.gmi_ctx.reduction.comm_s
+        if self.multi_gpu and not self._stats_counts:  # the counts every GMI starts the first merge from
+            self._stats_counts = start_counts(self.model)
         result = super().train_epoch()  # type: ignore[misc]
         t0 = time.perf_counter()
         if self.multi_gpu:
@@ -113,6 +128,17 @@ class GMIContinuousAgent(GMISyncMixin, a2c_continuous.A2CAgent):
 
 class GMIDiscreteAgent(GMISyncMixin, a2c_discrete.DiscreteA2CAgent):
     """rl-games' discrete PPO with GMI synchronisation."""
+
+
+def to_host(obj: Any) -> Any:
+    """``obj`` with every tensor inside (dicts, lists, tuples) copied to the host."""
+    if torch.is_tensor(obj):
+        return obj.detach().cpu()
+    if isinstance(obj, dict):
+        return {k: to_host(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(to_host(v) for v in obj)
+    return obj
 
 
 def model_digest(model: nn.Module) -> str:

@@ -29,7 +29,7 @@ from gmiexp.comm.channels import Batcher, ChannelClosed, Dispenser, Migrator, Ro
 from gmiexp.rl import links
 from gmiexp.rl.policy import EpisodeStats, Policy, build_model, experience_fields, probe_spaces
 from gmiexp.rl.replay import ReplayStore
-from gmiexp.rl.serving import Meter, as_tensor, make_env
+from gmiexp.rl.serving import Meter, as_tensor, make_env, on_device
 from gmiexp.rl.trainer import Update, make_update
 from gmiexp.rl.weights import WeightBoard, state_nbytes
 from gmiexp.role import Role
@@ -95,7 +95,7 @@ class ExperienceRole(Role):
         scratch = torch.empty(board.nbytes, dtype=torch.uint8)
         buf = {f.name: torch.zeros(horizon, n, *f.shape, dtype=f.dtype) for f in self.fields}
         stats, meter = EpisodeStats(n), Meter(self)
-        obs = as_tensor(env.reset()).float()
+        obs = on_device(env.reset(), self.device).float()
         version = board.read(self.model, scratch) if board.wait(1, self.timeout, self.heartbeat) else 0
         rows, start = 0, 0
         sim_s = inf_s = wait_s = 0.0
@@ -117,11 +117,11 @@ class ExperienceRole(Role):
                 rec = {"obs": obs, "actions": out["actions"], "values": out["values"], "neglogp": out["neglogp"],
                        "rewards": rew * plan.task["reward_scale"], "dones": done.to(torch.uint8),
                        "seq": torch.arange(rows, rows + n), "version": torch.full((n,), version)}
-                for k, b in buf.items():
-                    b[t].copy_(rec[k].reshape(b[t].shape))
+                for k, b in buf.items():  # the rollout is staged on the host, next to the channels
+                    b[t].copy_(rec[k].reshape(b[t].shape).to(b.device))
                 rows += n
                 stats.update(rew, done)
-                obs = as_tensor(nobs).float()
+                obs = on_device(nobs, self.device).float()
                 inf_s += t1 - t0
                 sim_s += t2 - t1
             t0 = time.perf_counter()

@@ -58,6 +58,11 @@ def as_tensor(x: Any) -> torch.Tensor:
     return x if torch.is_tensor(x) else torch.as_tensor(x)
 
 
+def on_device(x: Any, device: torch.device) -> torch.Tensor:
+    """Observations for the model: envpool returns host arrays, torch simulators device tensors."""
+    return as_tensor(x).to(device)
+
+
 class ServeRole(Role):
     """TCG: step the simulator, predict actions in the same GMI; no data crosses a GMI boundary."""
 
@@ -68,14 +73,14 @@ class ServeRole(Role):
         policy = Policy(build_model(plan, gmi, spaces, self.device), spaces)
         stats, meter = EpisodeStats(gmi.num_envs), Meter(self)
         sim_s = inf_s = 0.0
-        obs = as_tensor(env.reset())
+        obs = on_device(env.reset(), self.device)
         for it in range(1, plan.max_iterations + 1):
             for _ in range(plan.train["horizon_length"]):
                 t0 = time.perf_counter()
                 out = policy.act(obs)
                 t1 = time.perf_counter()
                 obs, rew, done, _ = env.step(policy.env_actions(out["actions"]))
-                obs = as_tensor(obs)
+                obs = on_device(obs, self.device)
                 sim_s += time.perf_counter() - t1
                 inf_s += t1 - t0
                 stats.update(as_tensor(rew), as_tensor(done))
