@@ -13,7 +13,6 @@ observation/value normalisers are merged after every epoch.
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import time
 from typing import Any
@@ -23,6 +22,7 @@ import torch.distributed as dist
 from rl_games.algos_torch import a2c_continuous, a2c_discrete
 from torch import nn
 
+from gmiexp.rl.checkpoint import host, state_digest
 from gmiexp.rl.lazy import fused_adam_supported, lazy_scalar_guard
 from gmiexp.rl.sync import gloo_sum, merge_running_stats, reduce_gradients, start_counts
 from gmiexp.role import GMIContext
@@ -78,7 +78,7 @@ class GMISyncMixin:
 
     def get_full_state_weights(self) -> dict[str, Any]:
         """rl-games' checkpoint state with host tensors: loadable on any host (and lazy tensors cannot be pickled)."""
-        return to_host(super().get_full_state_weights())  # type: ignore[misc]
+        return host(super().get_full_state_weights())  # type: ignore[misc]
 
     def train_epoch(self) -> tuple:
         comm0 = self.gmi_ctx.reduction.comm_s
@@ -130,25 +130,9 @@ class GMIDiscreteAgent(GMISyncMixin, a2c_discrete.DiscreteA2CAgent):
     """rl-games' discrete PPO with GMI synchronisation."""
 
 
-def to_host(obj: Any) -> Any:
-    """``obj`` with every tensor inside (dicts, lists, tuples) copied to the host."""
-    if torch.is_tensor(obj):
-        return obj.detach().cpu()
-    if isinstance(obj, dict):
-        return {k: to_host(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(to_host(v) for v in obj)
-    return obj
-
-
 def model_digest(model: nn.Module) -> str:
     """Hash of the exact bytes of every parameter and buffer (normalisers included)."""
-    h = hashlib.sha1()
-    for name, t in model.state_dict().items():
-        if torch.is_tensor(t):
-            h.update(name.encode())
-            h.update(t.detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()[:16]
+    return state_digest(model.state_dict())
 
 
 def model_fingerprint(model: nn.Module) -> torch.Tensor:

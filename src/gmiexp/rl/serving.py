@@ -14,7 +14,7 @@ import torch
 
 from gmiexp.comm.channels import SlotRing, cleanup_run
 from gmiexp.envs import make_vec_env
-from gmiexp.rl import links
+from gmiexp.rl import checkpoint, links
 from gmiexp.rl.policy import EpisodeStats, Policy, Spaces, build_model, probe_spaces
 from gmiexp.role import Role
 
@@ -63,6 +63,14 @@ def on_device(x: Any, device: torch.device) -> torch.Tensor:
     return as_tensor(x).to(device)
 
 
+def serving_model(role: Role, spaces: Spaces) -> torch.nn.Module:
+    """The policy a serving GMI runs: the initial one, or the weights of ``checkpoint=``."""
+    model = build_model(role.plan, role.ctx.gmi, spaces, role.device)
+    if role.plan.checkpoint:
+        checkpoint.restore(model, checkpoint.load(role.plan.checkpoint))
+    return model
+
+
 class ServeRole(Role):
     """TCG: step the simulator, predict actions in the same GMI; no data crosses a GMI boundary."""
 
@@ -70,7 +78,7 @@ class ServeRole(Role):
         plan, gmi = self.plan, self.ctx.gmi
         env = make_env(self)
         spaces = Spaces.of(env.get_env_info())
-        policy = Policy(build_model(plan, gmi, spaces, self.device), spaces)
+        policy = Policy(serving_model(self, spaces), spaces)
         stats, meter = EpisodeStats(gmi.num_envs), Meter(self)
         sim_s = inf_s = 0.0
         obs = on_device(env.reset(), self.device)
@@ -151,7 +159,7 @@ class TDGRole(Role):
 
     def _predict(self, state: SlotRing, action: SlotRing, spaces: Spaces, n: int, timeout: float) -> dict[str, Any]:
         plan = self.plan
-        policy = Policy(build_model(plan, self.ctx.gmi, spaces, self.device), spaces)
+        policy = Policy(serving_model(self, spaces), spaces)
         meter, obs_dim = Meter(self), spaces.obs_shape[0]
         inf_s = wait_s = 0.0
         for it in range(1, plan.max_iterations + 1):

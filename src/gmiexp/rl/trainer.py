@@ -77,6 +77,8 @@ class Update:
         self._counts: dict[int, float] = {}
         self._off_policy = False
         self._gen = torch.Generator().manual_seed(role.plan.seed + role.gmi_id)
+        self.epoch0 = self.frame0 = 0  # counters restored from a checkpoint
+        self.start_digest = ""
 
     def _sum(self, t: torch.Tensor) -> torch.Tensor:
         t0 = time.perf_counter()

@@ -6,8 +6,8 @@ import torch
 import torch.distributed as dist
 
 from gmiexp.comm.manager import GMIManager
-from gmiexp.device import host_staging
 from gmiexp.comm.reduction.base import Reduction
+from gmiexp.device import host_staging
 
 
 class AllReduce(Reduction):
