@@ -4,7 +4,7 @@ A lazy tensor refuses to meet a host tensor, as a CUDA tensor does, so a role th
 ``.to(device)`` (envpool's host observations into the model, a host tensor concatenated with
 device gradients, ...) fails here instead of on a GPU. Between them the cases cover an envpool
 task (host observations) and the torch Cartpole in every layout, every reduction (allreduce, MPR,
-MRR, HAR; device tensors staged through the host) and both channel modes.
+MRR, HAR; device tensors staged through the host), both channel modes and off-policy replay.
 """
 
 from __future__ import annotations
@@ -37,17 +37,34 @@ CASES = {
     "decoupled_async-ant-har-multi": ["layout=decoupled_async", ANT, "num_gpus=2", "gmis_per_gpu=1",
                                       "layout.trainers_per_gpu=2", "reduction=har", "channel=multi"],
     "decoupled_async-cartpole-allreduce-uni": ["layout=decoupled_async", CARTPOLE, "num_gpus=2", "gmis_per_gpu=1",
-                                               "layout.trainers_per_gpu=2", "reduction=allreduce", "channel=uni"],
+                                               "layout.trainers_per_gpu=2", "reduction=allreduce", "channel=uni",
+                                               "async_train.replay_ratio=1"],
 }
 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_layout_runs_on_lazy(case: str, tmp_path: Path, no_orphans: None) -> None:
-    run_dir = tmp_path / "run"
-    r = run_cli(*LAZY, *CASES[case], f"hydra.run.dir={run_dir}", timeout=300)
+    check_run(tmp_path / "run", [*LAZY, *CASES[case]], "lazy")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", list(CASES))
+def test_layout_runs_on_cuda(case: str, tmp_path: Path, no_orphans: None) -> None:
+    """The same matrix on a GPU host: NCCL sub-groups, pinned staging and real kernels (``pytest -m gpu``)."""
+    import torch
+
+    gpus = next((int(a.split("=")[1]) for a in CASES[case] if a.startswith("num_gpus=")), 1)
+    if torch.cuda.device_count() < gpus:
+        pytest.skip(f"needs {gpus} CUDA GPUs")
+    cuda = [a.replace("train.device=lazy", "train.device=cuda") for a in LAZY]
+    check_run(tmp_path / "run", [*cuda, *CASES[case]], "cuda")
+
+
+def check_run(run_dir: Path, overrides: list[str], device: str) -> None:
+    r = run_cli(*overrides, f"hydra.run.dir={run_dir}", timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     plan = Plan.load(run_dir / "plan.yaml")
-    assert plan.train["device"] == "lazy"
+    assert plan.train["device"] == device
     s = json.loads((run_dir / "summary.json").read_text())
     gmis = {g.id: s["gmis"][str(g.id)] for g in plan.gmis}
     trainers = [gmis[t] for t in plan.trainer_group]
