@@ -32,7 +32,7 @@ CASES = {
     # two trainers on two GPUs (one ring per GPU index), every tensor its own transfer
     "tdg_ex-ant-mrr-uni": ["layout=tdg_ex", ANT, "num_gpus=2", "gmis_per_gpu=1", "reduction=mrr", "channel=uni"],
     # two trainers sharing a GPU: shared-memory reduction with device-to-host staging
-    "tdg_ex-cartpole-mpr-multi": ["layout=tdg_ex", CARTPOLE, "gmis_per_gpu=1", "layout.trainers_per_gpu=2",
+    "tdg_ex-cartpole-mpr-multi": ["layout=tdg_ex", CARTPOLE, "gmis_per_gpu=2", "layout.trainers_per_gpu=2",
                                   "reduction=mpr", "channel=multi"],
     "decoupled_async-ant-har-multi": ["layout=decoupled_async", ANT, "num_gpus=2", "gmis_per_gpu=1",
                                       "layout.trainers_per_gpu=2", "reduction=har", "channel=multi"],
