@@ -18,7 +18,7 @@ from gmitest import run_cli
 from gmiexp.plan import Plan
 
 LAZY = ["train.device=lazy", "num_envs=16", "max_iterations=2", "launch.progress=false",
-        "train.horizon_length=8", "train.minibatch_size=64", "train.mini_epochs=1",
+        "train.horizon_length=8", "train.minibatch_size=128", "train.mini_epochs=1",
         "async_train.max_policy_lag=100"]
 ANT, CARTPOLE = "task=Ant", "task=Cartpole"
 

@@ -19,7 +19,8 @@ class OneTrainer:
 
     def __init__(self, tmp_path: Path) -> None:
         cfg = compose_config("layout=tdg_ex", "task=Cartpole", "gmis_per_gpu=1", "num_envs=8",
-                             "train.device=lazy", "train.horizon_length=4", "train.minibatch_size=8")
+                             "train.device=lazy", "train.horizon_length=4", "train.minibatch_size=8",
+                             "train.mini_epochs=1")
         self.plan, _ = build_plan(cfg, tmp_path)
         self.gmi_id = self.plan.trainer_group[0]
         self.device = resolve_device("lazy")
