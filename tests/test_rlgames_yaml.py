@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import re
 import subprocess
 import sys
@@ -14,6 +16,7 @@ import yaml
 from gmitest import cli_env, compose_config, run_cli
 
 from gmiexp.errors import ConfigError
+from gmiexp.eval import run_eval
 from gmiexp.planner import build_plan
 from gmiexp.rl.params import ENV_NAME, build_params
 from gmiexp.rlgames_yaml import DERIVED_DST, FIELDS, leaves, locate
@@ -136,3 +139,17 @@ def test_gmiexp_1_gmi_and_vanilla_rl_games_on_the_ant_file_give_identical_reward
                          weights_only=False)["model"]
     assert final_a.keys() == final_b.keys()
     assert all(torch.equal(final_a[k], final_b[k]) for k in final_a)
+    # vanilla's checkpoint has no gmiexp record: mode=eval takes the file as its config
+    cfg = imported(ANT, "mode=eval", f"checkpoint={next(Path(a['checkpoint_dir']).glob('last_*.pth'))}",
+                   "eval.episodes=2")
+    (tmp_path / "eval").mkdir()
+    s = run_eval(cfg, tmp_path / "eval", asked=dataclasses.asdict(cfg.task))
+    assert s["task"] == "Ant-v4_envpool" and math.isfinite(s["metrics"]["eval/return_mean"])
+
+
+def test_settings_only_rl_games_own_agent_applies_are_refused_with_experience_layouts(tmp_path):
+    cfg = imported(ANT, "layout=tdg_ex")  # the Ant file: regularisation bounds loss, smooth clamp
+    with pytest.raises(ConfigError, match="invalid train.bound_loss_type with layout=tdg_ex"):
+        build_plan(cfg, tmp_path)
+    cfg = imported(ANT, "layout=tdg_ex", "train.bound_loss_type=bound", "train.use_smooth_clamp=false")
+    build_plan(cfg, tmp_path)

@@ -86,11 +86,13 @@ def test_a_checkpoint_without_its_record_or_not_a_checkpoint_exits_2(ant_checkpo
 
 
 def has_renderer() -> bool:
-    return bool(ctypes.util.find_library("EGL") or ctypes.util.find_library("OSMesa"))
+    """MuJoCo's EGL back-end needs the GL dispatch library and Mesa's EGL; OSMesa is the other back-end."""
+    egl = ctypes.util.find_library("EGL") and ctypes.util.find_library("EGL_mesa")
+    return bool(egl or ctypes.util.find_library("OSMesa"))
 
 
-@pytest.mark.skipif(not has_renderer(), reason="no offscreen GL renderer (libEGL or libOSMesa): "
-                    "apt-get install libegl1 libgl1-mesa-dri (what .ci/run installs)")
+@pytest.mark.skipif(not has_renderer(), reason="no offscreen GL renderer (Mesa's libEGL or libOSMesa): "
+                    "apt-get install libegl1 libegl-mesa0 libgl1-mesa-dri (make renderer, run by .ci/run)")
 def test_eval_video_writes_a_playable_mp4_with_one_frame_per_step(ant_checkpoint, tmp_path):
     import imageio.v2 as imageio
 

@@ -22,7 +22,7 @@ from gmiexp.envs import check_task, make_vec_env, task_dims
 from gmiexp.errors import ConfigError, invalid
 from gmiexp.eval.episodes import Episodes, play
 from gmiexp.eval.policy import check_fits, load_checkpoint, make_player, restore
-from gmiexp.eval.record import read_record
+from gmiexp.eval.record import RECORD, read_record
 
 TASK_IDENTITY = ("simulator", "env_id")
 
@@ -60,6 +60,17 @@ def check_task_matches(recorded: dict[str, Any], asked: dict[str, Any] | None, c
             "drop the task override to evaluate it on its own task")
 
 
+def policy_from_config(cfg: Config, run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Task and rl-games params of the composed config, as a 1-GMI training run would build them."""
+    from gmiexp.planner import build_plan
+    from gmiexp.rl.params import build_params
+
+    one = dataclasses.replace(cfg, mode="train", num_gpus=1, gmis_per_gpu=1, checkpoint="",
+                              layout=dataclasses.replace(cfg.layout, name="tcg_ex"))
+    plan, _ = build_plan(one, run_dir)
+    return plan.task, build_params(plan, plan.gmis[0])
+
+
 def run_eval(cfg: Config, run_dir: Path, asked: dict[str, Any] | None = None) -> dict[str, Any]:
     e = cfg.eval
     check_eval(e)
@@ -68,9 +79,13 @@ def run_eval(cfg: Config, run_dir: Path, asked: dict[str, Any] | None = None) ->
     ckpt = Path(cfg.checkpoint).expanduser().resolve()
     if not ckpt.is_file():
         raise invalid("checkpoint", cfg.checkpoint, "an existing rl-games .pth file")
-    record = read_record(ckpt)
-    task, params = record["task"], record["params"]
-    check_task_matches(task, asked if asked is not None else requested_task(cfg), ckpt)
+    asked = asked if asked is not None else requested_task(cfg)
+    if (ckpt.parent / RECORD).is_file() or asked is None:
+        record = read_record(ckpt)
+        task, params = record["task"], record["params"]
+        check_task_matches(task, asked, ckpt)
+    else:  # a checkpoint from elsewhere (vanilla rl-games): the command line's config says what it is
+        task, params = policy_from_config(cfg, run_dir)
     check_task(task)
     filmer = None
     if e.video:  # opened (and its renderer probed) before anything else runs

@@ -40,7 +40,8 @@ def read_record(checkpoint: Path) -> dict[str, Any]:
     path = checkpoint.parent / RECORD
     if not path.is_file():
         raise ConfigError(f"invalid checkpoint={checkpoint}: no {RECORD} beside it; gmiexp writes one next to "
-                          "the checkpoints of every training run (rl_games/run/nn/), naming the task and network")
+                          "the checkpoints of every training run (rl_games/run/nn/), naming the task and network. "
+                          "For a checkpoint from elsewhere give its config: task=... or train=rlgames train.file=...")
     doc = yaml.safe_load(path.read_text())
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or not {"task", "params"} <= set(doc):
         raise ConfigError(f"invalid {path}: not a gmiexp policy record (format {FORMAT}, keys task and params)")
