@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import math
 import re
 import subprocess
 import sys
@@ -16,7 +14,6 @@ import yaml
 from gmitest import cli_env, compose_config, run_cli
 
 from gmiexp.errors import ConfigError
-from gmiexp.eval import run_eval
 from gmiexp.planner import build_plan
 from gmiexp.rl.params import ENV_NAME, build_params
 from gmiexp.rlgames_yaml import DERIVED_DST, FIELDS, leaves, locate
@@ -116,6 +113,7 @@ def test_train_file_without_train_rlgames_is_refused():
     assert r.returncode == 2 and "only with train=rlgames" in r.stderr
 
 
+@pytest.mark.timeout(900)  # two short training runs; slow on a loaded 2-core host
 def test_gmiexp_1_gmi_and_vanilla_rl_games_on_the_ant_file_give_identical_rewards_and_weights(tmp_path):
     """Same file, seed (the file's) and env count: rl-games' own runner and envpool vec-env vs gmiexp."""
     size = {"envs": 16, "epochs": 2, "minibatch": 1024}  # 16 x 64 steps per epoch; the file's 2048 is too big
@@ -139,12 +137,6 @@ def test_gmiexp_1_gmi_and_vanilla_rl_games_on_the_ant_file_give_identical_reward
                          weights_only=False)["model"]
     assert final_a.keys() == final_b.keys()
     assert all(torch.equal(final_a[k], final_b[k]) for k in final_a)
-    # vanilla's checkpoint has no gmiexp record: mode=eval takes the file as its config
-    cfg = imported(ANT, "mode=eval", f"checkpoint={next(Path(a['checkpoint_dir']).glob('last_*.pth'))}",
-                   "eval.episodes=2")
-    (tmp_path / "eval").mkdir()
-    s = run_eval(cfg, tmp_path / "eval", asked=dataclasses.asdict(cfg.task))
-    assert s["task"] == "Ant-v4_envpool" and math.isfinite(s["metrics"]["eval/return_mean"])
 
 
 def test_settings_only_rl_games_own_agent_applies_are_refused_with_experience_layouts(tmp_path):

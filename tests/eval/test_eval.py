@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes.util
+import dataclasses
 import json
 import math
 import shutil
@@ -42,6 +43,7 @@ def cartpole_checkpoint(tmp_path_factory) -> Path:
     return train(tmp_path_factory.mktemp("cartpole"), *FAST, "max_iterations=1", "gmis_per_gpu=1")
 
 
+@pytest.mark.timeout(900)  # a short training run (fixture) and an eval; slow on a loaded host
 def test_ant_trained_3_epochs_evaluates_to_a_finite_mean_return_over_3_episodes(ant_checkpoint, tmp_path):
     assert (ant_checkpoint.parent / RECORD).is_file()  # training recorded the task and network
     r = run_cli("mode=eval", f"checkpoint={ant_checkpoint}", "eval.episodes=3", f"hydra.run.dir={tmp_path}")
@@ -71,6 +73,16 @@ def test_weights_that_do_not_fit_the_recorded_network_exit_2_naming_the_tensors(
         run_eval(cfg, tmp_path)
 
 
+@pytest.mark.timeout(600)
+def test_a_checkpoint_from_elsewhere_plays_the_task_the_command_line_names(ant_checkpoint, tmp_path):
+    alone = tmp_path / "alone" / "x.pth"  # e.g. trained by vanilla rl-games: no record beside it
+    alone.parent.mkdir()
+    shutil.copy(ant_checkpoint, alone)
+    cfg = compose_config("mode=eval", f"checkpoint={alone}", "task=Ant", "eval.episodes=1")
+    s = run_eval(cfg, tmp_path, asked=dataclasses.asdict(cfg.task))
+    assert s["task"] == "Ant" and len(s["returns"]) == 1 and math.isfinite(s["metrics"]["eval/return_mean"])
+
+
 def test_a_checkpoint_without_its_record_or_not_a_checkpoint_exits_2(ant_checkpoint, tmp_path):
     alone = tmp_path / "alone" / "x.pth"
     alone.parent.mkdir()
@@ -93,12 +105,14 @@ def has_renderer() -> bool:
 
 @pytest.mark.skipif(not has_renderer(), reason="no offscreen GL renderer (Mesa's libEGL or libOSMesa): "
                     "apt-get install libegl1 libegl-mesa0 libgl1-mesa-dri (make renderer, run by .ci/run)")
+@pytest.mark.timeout(900)  # a short training run (fixture) and an eval; slow on a loaded host
 def test_eval_video_writes_a_playable_mp4_with_one_frame_per_step(ant_checkpoint, tmp_path):
     import imageio.v2 as imageio
 
     r = run_cli("mode=eval", f"checkpoint={ant_checkpoint}", "eval.episodes=1", "eval.video=true",
                 "eval.video_steps=25", f"hydra.run.dir={tmp_path}")
     assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.count("\n") == 1 and "video=" in r.stdout  # stdout: the summary line only
     s = json.loads((tmp_path / "summary.json").read_text())
     assert s["video"] == str(tmp_path / "eval.mp4") and 2 <= s["video_frames"] <= 26  # reset frame + <= 25 steps
     reader = imageio.get_reader(tmp_path / "eval.mp4")

@@ -8,6 +8,7 @@ envpool does not render. Its MuJoCo tasks are gymnasium's MuJoCo environments of
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -39,6 +40,7 @@ class Filmer:
         gl = os.environ.get("MUJOCO_GL", "glfw")
         if gl not in GL_BACKENDS:
             raise _refuse(task, f"MUJOCO_GL={gl!r} is not one of {', '.join(GL_BACKENDS)}")
+        logging.getLogger("OpenGL").setLevel(logging.WARNING)  # PyOpenGL logs INFO at import; Hydra's to stdout
         try:
             import gymnasium as gym
             import imageio_ffmpeg  # noqa: F401 - the encoder must be there before anything is filmed
