@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: venv run test test-slow test-gpu gpu-check lint plan doctor bench clean
+.PHONY: venv renderer run test test-slow test-gpu gpu-check lint plan doctor bench clean
 
 venv: $(STAMP)
 
@@ -16,6 +16,16 @@ $(STAMP): pyproject.toml
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"
 	$(PY) -m pip install -q -e ".[test]"
 	touch $(STAMP)
+
+# Offscreen GL for mode=eval eval.video (MuJoCo's EGL back-end): Debian packages, installed when missing
+# and run as root (CI); otherwise the video test is skipped and says why.
+RENDER_PKGS := libegl1 libegl-mesa0 libgl1-mesa-dri
+renderer:
+	@if ldconfig -p | grep -q 'libEGL_mesa.so.0' && ldconfig -p | grep -q 'libEGL.so.1'; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			$(RENDER_PKGS); } || echo "could not install $(RENDER_PKGS): the eval.video test will be skipped" >&2; \
+	else echo "no offscreen GL renderer (apt-get install $(RENDER_PKGS)): the eval.video test will be skipped" >&2; fi
 
 run: venv
 	$(PY) -m gmiexp

@@ -4,6 +4,16 @@
 
 Writes results/compare.csv and results/compare.md and prints the ratios and,
 for the GMI runs, where the time goes (time/sim_s, inference, train, comm).
+
+With an rl-games YAML instead of a gmiexp task, vanilla rl-games runs the file itself
+(run_file.py: rl-games' runner, envpool vec-env and agent) and gmiexp imports it
+(train=rlgames train.file=...), both with the same seed (the file's) and env count;
+gmiexp with 2 GMIs runs it as rl-games' multi-GPU mode would (num_actors per process):
+
+    python experiments/baseline_rlgames/compare.py --file rl_games:configs/mujoco/ant_envpool.yaml \
+        --num-envs 64 --iterations 10
+
+Writes results/file_<name>.csv and .md: the per-epoch mean rewards side by side.
 """
 
 from __future__ import annotations
@@ -36,7 +46,13 @@ def main() -> None:
     ap.add_argument("--total-envs", type=int, default=128)
     ap.add_argument("--iterations", type=int, default=40)
     ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--file", help="an rl-games YAML (path or rl_games:configs/...): compare on it instead")
+    ap.add_argument("--num-envs", type=int, help="--file: envs per process (default: the file's num_actors)")
+    ap.add_argument("--minibatch-size", type=int, help="--file: when num-envs x horizon is below the file's")
     args = ap.parse_args()
+    if args.file:
+        compare_file(args)
+        return
     common = [f"task={args.task}", f"max_iterations={args.iterations}"]
     py = sys.executable
     rows = []
@@ -83,6 +99,57 @@ def report(rows: list[dict], args: argparse.Namespace) -> None:
     text = "\n".join(lines)
     (res / "compare.md").write_text(text + "\n")
     print(text)
+
+
+def compare_file(args: argparse.Namespace) -> list[dict]:
+    py = sys.executable
+    size = [f"--max-epochs={args.iterations}"] + ([f"--num-actors={args.num_envs}"] if args.num_envs else []) + (
+        [f"--minibatch-size={args.minibatch_size}"] if args.minibatch_size else [])
+    over = [f"max_iterations={args.iterations}"] + ([f"num_envs={args.num_envs}"] if args.num_envs else []) + (
+        [f"train.minibatch_size={args.minibatch_size}"] if args.minibatch_size else [])
+    runs = {"rl_games": run([py, str(HERE / "run_file.py"), args.file, *size])}
+    for gmis in (1, 2):
+        d = tempfile.mkdtemp(prefix=f"gmiexp_file_{gmis}gmi_")
+        runs[f"gmiexp {gmis} GMI"] = run([py, "-m", "gmiexp", "train=rlgames", f"train.file={args.file}", *over,
+                                          "num_gpus=1", f"gmis_per_gpu={gmis}", "launch.progress=false",
+                                          f"hydra.run.dir={d}"])
+    rows = reward_rows(runs)
+    name = Path(args.file.split(":")[-1]).stem
+    res = HERE / "results"
+    res.mkdir(exist_ok=True)
+    with open(res / f"file_{name}.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    text = reward_table(rows, runs, args)
+    (res / f"file_{name}.md").write_text(text + "\n")
+    print(text)
+    return rows
+
+
+def reward_rows(runs: dict[str, dict]) -> list[dict]:
+    """One row per epoch: each run's mean episode reward, and whether gmiexp 1 GMI equals rl-games."""
+    by = {name: {r["iteration"]: r.get("reward/mean") for r in s["history"]} for name, s in runs.items()}
+    epochs = sorted(set().union(*by.values()))
+    rows = []
+    for ep in epochs:
+        row = {"epoch": ep, **{name: by[name].get(ep) for name in runs}}
+        row["identical"] = row["rl_games"] == row["gmiexp 1 GMI"]
+        rows.append(row)
+    return rows
+
+
+def reward_table(rows: list[dict], runs: dict[str, dict], args: argparse.Namespace) -> str:
+    fmt = lambda v: "-" if v is None else f"{v:.4f}"  # noqa: E731
+    envs = runs["rl_games"]["config"]["num_envs"]
+    lines = [f"file={args.file} seed=file's envs/process={envs} iterations={args.iterations}", "",
+             "| epoch | rl_games | gmiexp 1 GMI | identical | gmiexp 2 GMIs |", "|---:|---:|---:|:---:|---:|"]
+    lines += [f"| {r['epoch']} | {fmt(r['rl_games'])} | {fmt(r['gmiexp 1 GMI'])} | "
+              f"{'yes' if r['identical'] else 'NO'} | {fmt(r['gmiexp 2 GMI'])} |" for r in rows]
+    same = sum(r["identical"] for r in rows)
+    lines += ["", f"gmiexp 1 GMI equals rl-games on {same}/{len(rows)} epochs; env steps/s: "
+              + ", ".join(f"{n} {s['metrics']['perf/env_steps_per_s']:,.0f}" for n, s in runs.items())]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -8,13 +8,23 @@ import traceback
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from gmiexp.config import Config
 from gmiexp.errors import ConfigError, GmiexpError, Interrupted, LaunchError
+from gmiexp.rlgames_yaml import check_file_used, unwrap
 
 
 def to_config(cfg: DictConfig | Config) -> Config:
-    return cfg if isinstance(cfg, Config) else OmegaConf.to_object(cfg)  # type: ignore[return-value]
+    """The typed config, interpolations resolved (``train=rlgames`` reads its file here)."""
+    if isinstance(cfg, Config):
+        return cfg
+    try:
+        c: Config = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+    except OmegaConfBaseException as e:
+        raise unwrap(e) from None
+    check_file_used(c)
+    return c
 
 
 def run_train(cfg: Config, run_dir: Path) -> dict:
@@ -69,7 +79,14 @@ def run_search_mode(cfg: Config, run_dir: Path) -> dict:
     return run_search(cfg, run_dir)
 
 
-MODES = {"train": run_train, "plan": run_plan, "doctor": run_doctor, "search": run_search_mode}
+def run_eval_mode(cfg: Config, run_dir: Path) -> dict:
+    from gmiexp.eval import run_eval
+
+    return run_eval(cfg, run_dir)
+
+
+MODES = {"train": run_train, "plan": run_plan, "doctor": run_doctor, "search": run_search_mode,
+         "eval": run_eval_mode}
 
 
 def run(cfg: DictConfig | Config, run_dir: Path) -> int:

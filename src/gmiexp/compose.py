@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 
 from gmiexp.config import Config, register_configs
 
@@ -11,8 +10,9 @@ from gmiexp.config import Config, register_configs
 def compose_config(*overrides: str) -> Config:
     """The typed Config that ``python -m gmiexp overrides`` would see; launches nothing."""
     from gmiexp.__main__ import conf_dir
+    from gmiexp.app import to_config
 
     register_configs()
     with initialize_config_dir(config_dir=conf_dir(), version_base="1.3"):
         cfg = compose(config_name="config", overrides=list(overrides))
-    return OmegaConf.to_object(cfg)  # type: ignore[return-value]
+    return to_config(cfg)

@@ -13,7 +13,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-MODES = ("train", "plan", "search", "doctor")
+MODES = ("train", "plan", "search", "doctor", "eval")
 
 
 @dataclass
@@ -96,6 +96,13 @@ class TaskConfig:
     reward_scale: float = 1.0
     max_episode_length: int = 1000
     continuous: bool = True
+    # the rest of the policy network (rl-games ``params.network``), as rl-games' MuJoCo configs set it
+    mlp_initializer: dict[str, Any] = field(default_factory=lambda: {"name": "default"})  # rl-games initializer
+    mu_activation: str = "None"  # continuous: activation on the action mean (rl-games name, "None" = identity)
+    sigma_activation: str = "None"  # continuous: activation on the log-std
+    mu_init: dict[str, Any] = field(default_factory=lambda: {"name": "default"})  # continuous: mean head's init
+    sigma_init: dict[str, Any] = field(default_factory=lambda: {"name": "const_initializer", "val": 0})  # log-std
+    fixed_sigma: bool = True  # continuous: a state-independent log-std parameter (false: a head predicts it)
 
 
 @dataclass
@@ -107,6 +114,7 @@ class TrainConfig:
     # auto (the GMI's GPU on a GPU host, else cpu) | cpu | cuda | lazy (PyTorch's lazy TorchScript
     # backend: the CPU stand-in accelerator that checks device handling without a GPU; slow)
     device: str = "auto"
+    file: str = ""  # train=rlgames: the rl-games params YAML imported (a path, or rl_games:configs/...)
     horizon_length: int = 16
     minibatch_size: int = 1024  # per GMI; clipped to the GMI's batch
     mini_epochs: int = 4
@@ -126,6 +134,9 @@ class TrainConfig:
     normalize_advantage: bool = True
     clip_value: bool = True
     value_bootstrap: bool = True
+    use_smooth_clamp: bool = False  # rl-games' smooth clamp of the PPO ratio and value clip
+    bound_loss_type: str = "bound"  # bound | regularisation: rl-games' penalty on action means (continuous)
+    score_to_win: float | None = None  # stop once the best mean reward exceeds this (None: never)
     activation: str = "elu"
     save_frequency: int = 0  # epochs between checkpoints besides best/last; 0 = off
     mixed_precision: bool = False
@@ -204,17 +215,29 @@ class SearchConfig:
 
 
 @dataclass
+class EvalConfig:
+    """mode=eval: run a checkpoint's policy on the task it was trained on."""
+
+    episodes: int = 10  # episodes averaged (>= 1), run side by side (one environment each)
+    deterministic: bool = True  # act with the policy's mean (false: sample from it)
+    video: bool = False  # also write eval.mp4 of one episode; needs a renderable simulator (MuJoCo tasks)
+    video_steps: int = 1000  # at most this many steps filmed (>= 1)
+    video_width: int = 320  # frame size in pixels (multiples of 16 keep the encoder from resizing)
+    video_height: int = 240
+
+
+@dataclass
 class Config:
     """Top level, IsaacGymEnvs style: a few run-wide knobs plus the config groups."""
 
-    mode: str = "train"  # train | plan | search | doctor
+    mode: str = "train"  # train | plan | search | doctor | eval
     seed: int = 42
     num_envs: int = 64  # environments per GMI
     max_iterations: int = 100  # PPO epochs
     num_gpus: int = 1  # GPUs used (logical GPUs on a CPU-only host)
     gmis_per_gpu: int = 2
     role: str = "ppo"  # built-in PPO, or <module>:<Class> of a user's gmiexp.role.Role
-    checkpoint: str = ""  # rl-games checkpoint to resume from
+    checkpoint: str = ""  # rl-games checkpoint to resume from (mode=eval: the policy to evaluate)
     experiment: str = "default"  # groups runs (W&B group, run directory name)
     backend: BackendConfig = MISSING
     layout: LayoutConfig = MISSING
@@ -227,6 +250,7 @@ class Config:
     search: SearchConfig = MISSING
     launch: LaunchConfig = field(default_factory=LaunchConfig)
     async_train: AsyncConfig = field(default_factory=AsyncConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
     extra: dict[str, Any] = field(default_factory=dict)  # free-form, for experiments' own knobs
 
 
@@ -245,6 +269,9 @@ GROUP_SCHEMAS: dict[str, type] = {
 
 def register_configs() -> None:
     """Store the schemas so ``conf/config.yaml`` and every group YAML extend them."""
+    from gmiexp.rlgames_yaml import register_resolver
+
+    register_resolver()  # ${rlgames:...}: train=rlgames imports an rl-games YAML at compose time
     cs = ConfigStore.instance()
     cs.store(name="gmiexp_schema", node=Config)
     for group, schema in GROUP_SCHEMAS.items():

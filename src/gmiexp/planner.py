@@ -19,6 +19,20 @@ from gmiexp.plan import Plan
 from gmiexp.role import check_role
 
 LR_SCHEDULES = ("adaptive", "linear", "identity")
+BOUND_LOSS_TYPES = ("bound", "regularisation")
+
+
+def check_rlgames_only(cfg: Config) -> None:
+    """Settings only rl-games' own agent (layout tcg_ex) applies; gmiexp's experience trainer would ignore them."""
+    if cfg.layout.name not in layouts.EXPERIENCE_LAYOUTS:
+        return
+    t = cfg.train
+    used = {"train.bound_loss_type": t.bound_loss_type != "bound", "train.use_smooth_clamp": t.use_smooth_clamp,
+            "train.score_to_win": t.score_to_win is not None}
+    for key, set_ in used.items():
+        if set_:
+            raise ConfigError(f"invalid {key} with layout={cfg.layout.name}: only rl-games' own agent (layout "
+                              f"tcg_ex) applies it; drop it (for an imported file: {key}=<rl-games default>)")
 
 
 def check_config(cfg: Config) -> None:
@@ -35,6 +49,9 @@ def check_config(cfg: Config) -> None:
         raise invalid("logger", cfg.logger.name, ("none", "wandb"))
     if cfg.logger.mode not in ("offline", "online", "disabled"):
         raise invalid("logger.mode", cfg.logger.mode, ("offline", "online", "disabled"))
+    if cfg.train.bound_loss_type not in BOUND_LOSS_TYPES:
+        raise invalid("train.bound_loss_type", cfg.train.bound_loss_type, BOUND_LOSS_TYPES)
+    check_rlgames_only(cfg)
     if cfg.checkpoint and not Path(cfg.checkpoint).is_file():
         raise invalid("checkpoint", cfg.checkpoint, "an existing rl-games .pth file")
 

@@ -23,10 +23,10 @@ def fit_minibatch(batch: int, wanted: int) -> int:
 def network(task: dict[str, Any], activation: str) -> dict[str, Any]:
     if task["continuous"]:
         space = {"continuous": {
-            "mu_activation": "None", "sigma_activation": "None",
-            "mu_init": {"name": "default"},
-            "sigma_init": {"name": "const_initializer", "val": 0},
-            "fixed_sigma": True,
+            "mu_activation": task["mu_activation"], "sigma_activation": task["sigma_activation"],
+            "mu_init": dict(task["mu_init"]),
+            "sigma_init": dict(task["sigma_init"]),
+            "fixed_sigma": task["fixed_sigma"],
         }}
     else:
         space = {"discrete": {}}
@@ -35,7 +35,7 @@ def network(task: dict[str, Any], activation: str) -> dict[str, Any]:
         "separate": False,
         "space": space,
         "mlp": {"units": list(task["mlp_units"]), "activation": activation, "d2rl": False,
-                "initializer": {"name": "default"}, "regularizer": {"name": "None"}},
+                "initializer": dict(task["mlp_initializer"]), "regularizer": {"name": "None"}},
     }
 
 
@@ -88,6 +88,10 @@ def build_params(plan: Plan, gmi: GMI, num_envs: int | None = None, device: str 
     }
     if task["continuous"]:
         config["bounds_loss_coef"] = tr["bounds_loss_coef"]
+        config["bound_loss_type"] = tr["bound_loss_type"]
+    config["use_smooth_clamp"] = tr["use_smooth_clamp"]
+    if tr["score_to_win"] is not None:
+        config["score_to_win"] = tr["score_to_win"]
     return {
         "seed": plan.seed,
         "torch_threads": gmi.torch_threads,

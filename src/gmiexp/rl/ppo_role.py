@@ -9,6 +9,7 @@ from rl_games.common import env_configurations, vecenv
 from rl_games.torch_runner import Runner
 
 from gmiexp.envs import make_vec_env
+from gmiexp.eval.record import write_record
 from gmiexp.metrics import make_logger
 from gmiexp.rl.agent import GMIContinuousAgent, GMIDiscreteAgent
 from gmiexp.rl.observer import GMIObserver
@@ -49,6 +50,8 @@ class PPORole(Role):
         runner.algo_factory.register_builder(
             "a2c_discrete", lambda **kw: GMIDiscreteAgent(kw["base_name"], kw["params"], ctx))
         params = build_params(plan, gmi, device=device)
+        if gmi.id == 0:  # mode=eval reads the task and network beside the checkpoints
+            write_record(params, plan.task, plan.plan_id)
         runner.load({"params": params})
         t0 = time.perf_counter()
         try:

@@ -1,0 +1,113 @@
+"""Vanilla rl-games on an rl-games YAML file, as rl-games' own runner would run it.
+
+The peer ``python -m gmiexp train=rlgames train.file=<file>`` is compared with: the file is
+loaded as is and run by rl-games' stock Runner, its own ``envpool`` vec-env and stock agent.
+Only the run's size is changed, and what a CPU host needs: ``num_actors``, ``max_epochs``,
+``minibatch_size`` when given, ``device: cpu`` without CUDA, and ``torch_compile: False`` unless
+the file sets it (rl-games 1.6.5 compiles by default; gmiexp does not). Prints the same
+one-line summary as ``python -m gmiexp`` and writes summary.json with the per-epoch history.
+
+    python experiments/baseline_rlgames/run_file.py rl_games:configs/mujoco/ant_envpool.yaml --num-actors 32 \
+        --max-epochs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import tempfile
+import time
+from copy import deepcopy
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+from rl_games.common.algo_observer import AlgoObserver
+from rl_games.torch_runner import Runner
+
+from gmiexp.launch.summary import one_line, steady_rate
+from gmiexp.rlgames_yaml import locate
+
+
+class EpochObserver(AlgoObserver):
+    """Per epoch: wall time, global frames and the mean episode reward (rl-games' ``game_rewards``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[dict[str, Any]] = []
+        self.t0 = time.perf_counter()
+        self.algo: Any = None
+
+    def after_init(self, algo: Any) -> None:
+        self.algo = algo
+        self.t0 = time.perf_counter()
+
+    def after_print_stats(self, frame: int, epoch_num: int, total_time: float) -> None:
+        if self.rows and self.rows[-1]["iteration"] == epoch_num:
+            return
+        a = self.algo
+        reward = float(a.game_rewards.get_mean()[0]) if a.game_rewards.current_size else None
+        self.rows.append({"iteration": epoch_num, "wall_s": time.perf_counter() - self.t0,
+                          "frames": int(a.frame), "reward/mean": reward})
+
+
+def file_params(spec: str, num_actors: int | None, max_epochs: int | None, minibatch_size: int | None,
+                train_dir: Path) -> dict[str, Any]:
+    """The file's ``params``, with only the run's size and the host's needs changed."""
+    params = deepcopy(yaml.safe_load(locate(spec).read_text())["params"])
+    cfg = params["config"]
+    if num_actors is not None:
+        cfg["num_actors"] = num_actors
+    if max_epochs is not None:
+        cfg["max_epochs"] = max_epochs
+    if minibatch_size is not None:
+        cfg["minibatch_size"] = minibatch_size
+    if not torch.cuda.is_available():
+        cfg["device"] = "cpu"
+    cfg.setdefault("torch_compile", False)
+    cfg["print_stats"] = False  # rl-games prints on stdout; stdout carries the summary line
+    cfg["train_dir"], cfg["full_experiment_name"] = str(train_dir), "run"
+    return params
+
+
+def run(spec: str, num_actors: int | None = None, max_epochs: int | None = None,
+        minibatch_size: int | None = None) -> dict[str, Any]:
+    run_dir = Path(tempfile.mkdtemp(prefix="rlgames_file_"))
+    params = file_params(spec, num_actors, max_epochs, minibatch_size, run_dir / "rl_games")
+    obs = EpochObserver()
+    runner = Runner(algo_observer=obs)
+    t0 = time.perf_counter()
+    with contextlib.redirect_stdout(sys.stderr):  # rl-games' own prints are logs
+        runner.load({"params": params})
+        runner.run({"train": True, "play": False, "checkpoint": None})
+    wall = time.perf_counter() - t0
+    rewards = [r["reward/mean"] for r in obs.rows if r["reward/mean"] is not None]
+    summary = {
+        "status": "ok", "run_dir": str(run_dir), "wall_s": wall,
+        "config": {"task": params["config"]["name"], "layout": "rl_games", "backend": "none", "reduction": "none",
+                   "gmis": 1, "num_envs": params["config"]["num_actors"]},
+        "metrics": {"perf/env_steps_per_s": steady_rate(obs.rows, "frames", cumulative=True),
+                    "reward/mean": rewards[-1] if rewards else None},
+        "checkpoint_dir": str(obs.algo.nn_dir),
+        "history": obs.rows,
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    print(one_line(summary).replace("gmiexp ok", "rl_games file ok"), flush=True)
+    return summary
+
+
+def main(argv: list[str]) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("file", help="rl-games YAML: a path, or rl_games:configs/mujoco/ant_envpool.yaml")
+    ap.add_argument("--num-actors", type=int)
+    ap.add_argument("--max-epochs", type=int)
+    ap.add_argument("--minibatch-size", type=int)
+    a = ap.parse_args(argv)
+    return run(a.file, a.num_actors, a.max_epochs, a.minibatch_size)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

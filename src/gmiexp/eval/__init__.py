@@ -1,0 +1,141 @@
+"""``mode=eval checkpoint=<.pth>``: play a trained policy on the task it was trained on.
+
+Everything is checked before an episode runs (exit 2 on a bad checkpoint, a task that does not
+match, a video that cannot be made); the policy runs in this process, on the recorded task's
+simulator, ``eval.episodes`` episodes side by side. Writes ``summary.json`` (``eval/return_mean``,
+``eval/return_std``, ``eval/length_mean``) and prints a one-line summary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gmiexp.config import Config, EvalConfig
+from gmiexp.envs import check_task, make_vec_env, task_dims
+from gmiexp.errors import ConfigError, invalid
+from gmiexp.eval.episodes import Episodes, play
+from gmiexp.eval.policy import check_fits, load_checkpoint, make_player, restore
+from gmiexp.eval.record import RECORD, read_record
+
+TASK_IDENTITY = ("simulator", "env_id")
+
+
+def check_eval(e: EvalConfig) -> None:
+    if e.episodes < 1:
+        raise invalid("eval.episodes", e.episodes, "an integer >= 1")
+    if e.video_steps < 1:
+        raise invalid("eval.video_steps", e.video_steps, "an integer >= 1")
+    if min(e.video_width, e.video_height) < 16:
+        raise invalid("eval.video_width x eval.video_height", (e.video_width, e.video_height), "sizes >= 16")
+
+
+def requested_task(cfg: Config) -> dict[str, Any] | None:
+    """The task the command line asked for explicitly (``task=...``, ``task.*=``, ``train=rlgames``), if any."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return None
+    asked = [o.lstrip("+~").split("=")[0] for o in HydraConfig.get().overrides.task]
+    if any(k == "task" or k.startswith("task.") or k in ("train", "train.file") for k in asked):
+        return dataclasses.asdict(cfg.task)
+    return None
+
+
+def check_task_matches(recorded: dict[str, Any], asked: dict[str, Any] | None, checkpoint: Path) -> None:
+    if asked is None:
+        return
+    have = {k: recorded.get(k) for k in TASK_IDENTITY}
+    want = {k: asked.get(k) for k in TASK_IDENTITY}
+    if have != want:
+        raise ConfigError(
+            f"invalid checkpoint={checkpoint} for task {asked.get('name')} ({want['simulator']} {want['env_id']}): "
+            f"it was trained on task {recorded.get('name')} ({have['simulator']} {have['env_id']}); "
+            "drop the task override to evaluate it on its own task")
+
+
+def policy_from_config(cfg: Config, run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Task and rl-games params of the composed config, as a 1-GMI training run would build them."""
+    from gmiexp.planner import build_plan
+    from gmiexp.rl.params import build_params
+
+    one = dataclasses.replace(cfg, mode="train", num_gpus=1, gmis_per_gpu=1, checkpoint="",
+                              layout=dataclasses.replace(cfg.layout, name="tcg_ex"))
+    plan, _ = build_plan(one, run_dir)
+    return plan.task, build_params(plan, plan.gmis[0])
+
+
+def run_eval(cfg: Config, run_dir: Path, asked: dict[str, Any] | None = None) -> dict[str, Any]:
+    e = cfg.eval
+    check_eval(e)
+    if not cfg.checkpoint:
+        raise invalid("checkpoint", "", "an rl-games .pth written by gmiexp training (mode=eval checkpoint=...)")
+    ckpt = Path(cfg.checkpoint).expanduser().resolve()
+    if not ckpt.is_file():
+        raise invalid("checkpoint", cfg.checkpoint, "an existing rl-games .pth file")
+    asked = asked if asked is not None else requested_task(cfg)
+    if (ckpt.parent / RECORD).is_file() or asked is None:
+        record = read_record(ckpt)
+        task, params = record["task"], record["params"]
+        check_task_matches(task, asked, ckpt)
+    else:  # a checkpoint from elsewhere (vanilla rl-games): the command line's config says what it is
+        task, params = policy_from_config(cfg, run_dir)
+    check_task(task)
+    filmer = None
+    if e.video:  # opened (and its renderer probed) before anything else runs
+        from gmiexp.eval.video import Filmer
+
+        filmer = Filmer(task, (task_dims(task)[0],), e.video_width, e.video_height,
+                        min(e.video_steps, int(task["max_episode_length"])))
+    try:
+        episodes, video, frames = _play(cfg, ckpt, task, params, filmer, run_dir)
+    finally:
+        if filmer is not None:
+            filmer.close()
+    summary = {
+        "status": "ok", "mode": "eval", "run_dir": str(run_dir),
+        "checkpoint": str(ckpt), "task": task["name"], "episodes": e.episodes, "deterministic": e.deterministic,
+        "metrics": episodes.metrics(),
+        "returns": episodes.returns, "lengths": episodes.lengths,
+        "video": str(video) if video else None, "video_frames": frames,
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    print(one_line(summary), flush=True)
+    return summary
+
+
+def _play(cfg: Config, ckpt: Path, task: dict[str, Any], params: dict[str, Any], filmer: Any,
+          run_dir: Path) -> tuple[Episodes, Path | None, int]:
+    """Rebuild the policy, check the checkpoint fits it, play the episodes (and film one)."""
+    e = cfg.eval
+    state = load_checkpoint(ckpt)
+    device = "cuda:0" if torch.cuda.is_available() else "cpu"
+    torch.manual_seed(cfg.seed)
+    env = make_vec_env(task, e.episodes, seed=cfg.seed, sim_threads=1, device=device)
+    player = make_player(params, env, device, e.deterministic)
+    check_fits(state, player.model, ckpt, str(task["name"]))
+    restore(player, state)
+
+    def act(obs: torch.Tensor) -> torch.Tensor:
+        return player.get_action(obs.to(device), e.deterministic)
+
+    with contextlib.redirect_stdout(sys.stderr):  # rl-games prints while it plays
+        episodes = play(env, act, max_steps=int(task["max_episode_length"]) + 1)
+        if filmer is None:
+            return episodes, None, 0
+        video = run_dir / "eval.mp4"
+        return episodes, video, filmer.film(act, video, seed=cfg.seed)
+
+
+def one_line(s: dict[str, Any]) -> str:
+    m = s["metrics"]
+    video = f" | video={s['video']} ({s['video_frames']} frames)" if s["video"] else ""
+    return (f"gmiexp eval ok: task={s['task']} episodes={s['episodes']} deterministic={s['deterministic']} | "
+            f"return={m['eval/return_mean']:.2f} +- {m['eval/return_std']:.2f} | "
+            f"length={m['eval/length_mean']:.1f}{video} | {s['run_dir']}")

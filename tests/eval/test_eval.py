@@ -1,0 +1,157 @@
+"""mode=eval: a trained checkpoint plays its own task, wrong checkpoints exit 2, eval.video writes an mp4."""
+
+from __future__ import annotations
+
+import ctypes.util
+import dataclasses
+import json
+import math
+import shutil
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from gmitest import FAST, compose_config, run_cli
+
+from gmiexp.envs.base import GMIVecEnv
+from gmiexp.errors import ConfigError
+from gmiexp.eval import run_eval
+from gmiexp.eval.episodes import play
+from gmiexp.eval.record import RECORD
+from gmiexp.eval.video import Filmer
+
+ANT_SMALL = ["task=Ant", "num_envs=8", "max_iterations=3", "gmis_per_gpu=1", "launch.progress=false",
+             "train.horizon_length=16", "train.minibatch_size=128", "train.mini_epochs=2"]
+
+
+def train(run_dir: Path, *overrides: str) -> Path:
+    r = run_cli(*overrides, f"hydra.run.dir={run_dir}", timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    nn = run_dir / "rl_games" / "run" / "nn"
+    return next(nn.glob("last_*.pth"))
+
+
+@pytest.fixture(scope="module")
+def ant_checkpoint(tmp_path_factory) -> Path:
+    return train(tmp_path_factory.mktemp("ant"), *ANT_SMALL)
+
+
+@pytest.fixture(scope="module")
+def cartpole_checkpoint(tmp_path_factory) -> Path:
+    return train(tmp_path_factory.mktemp("cartpole"), *FAST, "max_iterations=1", "gmis_per_gpu=1")
+
+
+@pytest.mark.timeout(900)  # a short training run (fixture) and an eval; slow on a loaded host
+def test_ant_trained_3_epochs_evaluates_to_a_finite_mean_return_over_3_episodes(ant_checkpoint, tmp_path):
+    assert (ant_checkpoint.parent / RECORD).is_file()  # training recorded the task and network
+    r = run_cli("mode=eval", f"checkpoint={ant_checkpoint}", "eval.episodes=3", f"hydra.run.dir={tmp_path}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.count("\n") == 1 and r.stdout.startswith("gmiexp eval ok: task=Ant episodes=3")
+    s = json.loads((tmp_path / "summary.json").read_text())
+    m = s["metrics"]
+    assert len(s["returns"]) == 3 and all(1 <= n <= 1000 for n in s["lengths"])
+    assert math.isfinite(m["eval/return_mean"]) and math.isfinite(m["eval/return_std"])
+    assert m["eval/return_mean"] == pytest.approx(float(np.mean(s["returns"])))
+    assert m["eval/length_mean"] == pytest.approx(float(np.mean(s["lengths"])))
+
+
+def test_a_cartpole_checkpoint_evaluated_as_ant_exits_2_naming_both_tasks(cartpole_checkpoint, tmp_path):
+    r = run_cli("mode=eval", f"checkpoint={cartpole_checkpoint}", "task=Ant", f"hydra.run.dir={tmp_path}")
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "trained on task Cartpole" in r.stderr and "Ant-v4" in r.stderr and r.stdout == ""
+    assert not (tmp_path / "summary.json").exists()
+
+
+def test_weights_that_do_not_fit_the_recorded_network_exit_2_naming_the_tensors(
+        ant_checkpoint, cartpole_checkpoint, tmp_path):
+    shutil.copy(ant_checkpoint.parent / RECORD, tmp_path / RECORD)  # says Ant ...
+    shutil.copy(cartpole_checkpoint, tmp_path / "policy.pth")  # ... holds Cartpole's weights
+    cfg = compose_config("mode=eval", f"checkpoint={tmp_path / 'policy.pth'}", "eval.episodes=1")
+    with pytest.raises(ConfigError, match=r"do not fit the policy of task Ant.*a2c_network"):
+        run_eval(cfg, tmp_path)
+
+
+@pytest.mark.timeout(600)
+def test_a_checkpoint_from_elsewhere_plays_the_task_the_command_line_names(ant_checkpoint, tmp_path):
+    alone = tmp_path / "alone" / "x.pth"  # e.g. trained by vanilla rl-games: no record beside it
+    alone.parent.mkdir()
+    shutil.copy(ant_checkpoint, alone)
+    cfg = compose_config("mode=eval", f"checkpoint={alone}", "task=Ant", "eval.episodes=1")
+    s = run_eval(cfg, tmp_path, asked=dataclasses.asdict(cfg.task))
+    assert s["task"] == "Ant" and len(s["returns"]) == 1 and math.isfinite(s["metrics"]["eval/return_mean"])
+
+
+def test_a_checkpoint_without_its_record_or_not_a_checkpoint_exits_2(ant_checkpoint, tmp_path):
+    alone = tmp_path / "alone" / "x.pth"
+    alone.parent.mkdir()
+    shutil.copy(ant_checkpoint, alone)
+    with pytest.raises(ConfigError, match=f"no {RECORD} beside it"):
+        run_eval(compose_config("mode=eval", f"checkpoint={alone}"), tmp_path)
+    junk = tmp_path / "junk" / "x.pth"
+    junk.parent.mkdir()
+    junk.write_text("not a checkpoint")
+    shutil.copy(ant_checkpoint.parent / RECORD, junk.parent / RECORD)
+    with pytest.raises(ConfigError, match="not a readable rl-games checkpoint"):
+        run_eval(compose_config("mode=eval", f"checkpoint={junk}"), tmp_path)
+
+
+def has_renderer() -> bool:
+    """MuJoCo's EGL back-end needs the GL dispatch library and Mesa's EGL; OSMesa is the other back-end."""
+    egl = ctypes.util.find_library("EGL") and ctypes.util.find_library("EGL_mesa")
+    return bool(egl or ctypes.util.find_library("OSMesa"))
+
+
+@pytest.mark.skipif(not has_renderer(), reason="no offscreen GL renderer (Mesa's libEGL or libOSMesa): "
+                    "apt-get install libegl1 libegl-mesa0 libgl1-mesa-dri (make renderer, run by .ci/run)")
+@pytest.mark.timeout(900)  # a short training run (fixture) and an eval; slow on a loaded host
+def test_eval_video_writes_a_playable_mp4_with_one_frame_per_step(ant_checkpoint, tmp_path):
+    import imageio.v2 as imageio
+
+    r = run_cli("mode=eval", f"checkpoint={ant_checkpoint}", "eval.episodes=1", "eval.video=true",
+                "eval.video_steps=25", f"hydra.run.dir={tmp_path}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.count("\n") == 1 and "video=" in r.stdout  # stdout: the summary line only
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert s["video"] == str(tmp_path / "eval.mp4") and 2 <= s["video_frames"] <= 26  # reset frame + <= 25 steps
+    reader = imageio.get_reader(tmp_path / "eval.mp4")
+    assert reader.count_frames() == s["video_frames"]
+    assert reader.get_data(0).shape == (240, 320, 3)
+
+
+def test_video_is_refused_before_anything_runs_where_the_simulator_cannot_render():
+    task = dict(name="Cartpole", simulator="torch", env_id="Cartpole", max_episode_length=200, continuous=False)
+    with pytest.raises(ConfigError, match="invalid eval.video=true for task Cartpole.*cannot render"):
+        Filmer(task, (4,), 320, 240, 10)
+
+
+@pytest.mark.parametrize("bad", ["eval.episodes=0", "eval.video_steps=0", "checkpoint="])
+def test_bad_eval_settings_exit_2(bad, tmp_path):
+    with pytest.raises(ConfigError, match=bad.split("=")[0].split(".")[-1]):
+        run_eval(compose_config("mode=eval", "checkpoint=/x.pth", bad), tmp_path)
+
+
+class Staggered(GMIVecEnv):
+    """Env i ends its episodes every i+1 steps with reward i+1 per step; auto-resets like envpool."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(n, gym.spaces.Box(-1, 1, (1,)), gym.spaces.Box(-1, 1, (1,)))
+        self.t = torch.zeros(n, dtype=torch.int64)
+
+    def reset(self) -> torch.Tensor:
+        return torch.zeros(self.num_envs, 1)
+
+    def _step(self, actions):
+        self.t += 1
+        period = torch.arange(1, self.num_envs + 1)
+        done = self.t % period == 0
+        return torch.zeros(self.num_envs, 1), period.float(), done, {}
+
+
+def test_play_counts_each_environments_first_episode_only():
+    eps = play(Staggered(3), lambda obs: torch.zeros(obs.shape[0], 1), max_steps=100)
+    assert eps.lengths == [1, 2, 3] and eps.returns == [1.0, 4.0, 9.0]
+    m = eps.metrics()
+    assert m["eval/return_mean"] == pytest.approx(14 / 3) and m["eval/length_mean"] == 2.0
+    assert m["eval/return_std"] == pytest.approx(float(np.std([1.0, 4.0, 9.0])))

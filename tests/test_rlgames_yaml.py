@@ -1,0 +1,147 @@
+"""train=rlgames: rl-games' own MuJoCo configs map onto gmiexp and round-trip into the same rl-games params."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from gmitest import cli_env, compose_config, run_cli
+
+from gmiexp.errors import ConfigError
+from gmiexp.planner import build_plan
+from gmiexp.rl.params import ENV_NAME, build_params
+from gmiexp.rlgames_yaml import DERIVED_DST, FIELDS, leaves, locate
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ["rl_games:configs/mujoco/ant_envpool.yaml", "rl_games:configs/mujoco/humanoid_envpool.yaml"]
+ANT = SHIPPED[0]
+
+
+def imported(spec: str, *overrides: str):
+    return compose_config("train=rlgames", f"train.file={spec}", *overrides)
+
+
+def at(d: dict, dotted: str):
+    for k in dotted.split("."):
+        d = d[k]
+    return d
+
+
+@pytest.mark.parametrize("spec", SHIPPED)
+def test_every_key_of_the_shipped_file_round_trips_into_the_params_gmiexp_gives_rl_games(spec, tmp_path):
+    cfg = imported(spec, "gmis_per_gpu=1")
+    plan, _ = build_plan(cfg, tmp_path)
+    params = build_params(plan, plan.gmis[0])
+    # keys gmiexp translates rather than copies: where each one lands instead
+    translated = {"config.env_name": ENV_NAME, "config.env_config.env_name": plan.task["env_id"]}
+    player = {"config.player.render": cfg.eval.video, "config.player.deterministic": cfg.eval.deterministic,
+              "config.player.games_num": cfg.eval.episodes}
+    file_leaves = dict(leaves(yaml.safe_load(locate(spec).read_text())["params"]))
+    assert len(file_leaves) > 40
+    for key, value in file_leaves.items():
+        if key in translated:
+            assert key != "config.env_config.env_name" or plan.task["env_id"] == value
+            continue
+        got = player[key] if key in player else at(params, key)
+        want = float(value) if key == "config.learning_rate" else value  # PyYAML reads 3e-4 as a string
+        assert got == want and type(got) in (type(want), float), (key, got, want)
+    assert params["config"]["env_config"]["seed"] == params["seed"] == 5
+
+
+def test_humanoid_keys_the_ant_file_lacks_take_rl_games_defaults():
+    ant, humanoid = imported(ANT), imported(SHIPPED[1])
+    assert ant.train.score_to_win is None and humanoid.train.score_to_win == 20000.0
+    assert (ant.task.reward_scale, humanoid.task.reward_scale) == (1.0, 0.1)
+    assert (ant.eval.video, humanoid.eval.video) == (False, True)  # player.render
+    assert humanoid.seed == 5  # no env_config.seed: rl-games' runner seeds the env with params.seed
+
+
+def test_command_line_overrides_win_over_the_file():
+    cfg = imported(ANT, "train.gamma=0.5", "seed=7", "num_envs=8", "task.mlp_units=[16,16]", "eval.video=true")
+    assert (cfg.train.gamma, cfg.seed, cfg.num_envs, cfg.task.mlp_units, cfg.eval.video) == (0.5, 7, 8, [16, 16], True)
+    assert cfg.train.horizon_length == 64  # the rest still from the file
+
+
+def test_the_train_option_interpolates_exactly_the_keys_the_importer_maps():
+    text = (ROOT / "conf" / "train" / "rlgames.yaml").read_text()
+    interpolated = set(re.findall(r"\$\{rlgames:([\w.]+)\}", text))
+    assert interpolated == {f.dst for f in FIELDS} | set(DERIVED_DST)
+
+
+def write_variant(tmp_path: Path, edit) -> Path:
+    doc = yaml.safe_load(locate(ANT).read_text())
+    edit(doc["params"])
+    path = tmp_path / "variant.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.mark.parametrize(("edit", "expected"), [
+    (lambda p: p["config"].update(use_diagnostics=True), "invalid key params.config.use_diagnostics"),
+    (lambda p: p["network"].update(rnn={"units": 8}), "invalid key params.network.rnn.units"),
+    (lambda p: p["network"].update(separate=True), "invalid params.network.separate=True"),
+    (lambda p: p["config"]["env_config"].update(seed=6), "invalid params.config.env_config.seed=6"),
+    (lambda p: p["config"].update(env_name="rlgpu"), "invalid params.config.env_name"),
+    (lambda p: p["config"].update(lr_schedule="cosine"), "invalid params.config.lr_schedule"),
+    (lambda p: p["config"].pop("gamma"), "params.config.gamma is missing"),
+    (lambda p: p["algo"].update(name="sac"), "invalid params.algo.name"),
+])
+def test_keys_gmiexp_cannot_honour_are_refused_by_name(tmp_path, edit, expected):
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        imported(str(write_variant(tmp_path, edit)))
+
+
+def test_unknown_key_exits_2_naming_it_and_cfg_job_shows_the_imported_values(tmp_path):
+    bad = write_variant(tmp_path, lambda p: p["config"].update(my_new_knob=3))
+    r = run_cli("mode=plan", "train=rlgames", f"train.file={bad}")
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "params.config.my_new_knob" in r.stderr and r.stdout == ""
+    r = run_cli("--cfg", "job", "--resolve", "train=rlgames", f"train.file={ANT}", "train.tau=0.9")
+    assert r.returncode == 0, r.stderr[-2000:]
+    shown = yaml.safe_load(r.stdout)
+    assert (shown["train"]["horizon_length"], shown["train"]["tau"], shown["task"]["env_id"]) == (64, 0.9, "Ant-v4")
+
+
+def test_train_file_without_train_rlgames_is_refused():
+    r = run_cli("mode=plan", f"train.file={ANT}")
+    assert r.returncode == 2 and "only with train=rlgames" in r.stderr
+
+
+@pytest.mark.timeout(900)  # two short training runs; slow on a loaded 2-core host
+def test_gmiexp_1_gmi_and_vanilla_rl_games_on_the_ant_file_give_identical_rewards_and_weights(tmp_path):
+    """Same file, seed (the file's) and env count: rl-games' own runner and envpool vec-env vs gmiexp."""
+    size = {"envs": 16, "epochs": 2, "minibatch": 1024}  # 16 x 64 steps per epoch; the file's 2048 is too big
+    vanilla = subprocess.run(
+        [sys.executable, str(ROOT / "experiments" / "baseline_rlgames" / "run_file.py"), ANT,
+         f"--num-actors={size['envs']}", f"--max-epochs={size['epochs']}", f"--minibatch-size={size['minibatch']}"],
+        capture_output=True, text=True, timeout=600, env=cli_env())
+    assert vanilla.returncode == 0, vanilla.stderr[-2000:]
+    ours = run_cli("train=rlgames", f"train.file={ANT}", f"num_envs={size['envs']}",
+                   f"max_iterations={size['epochs']}", f"train.minibatch_size={size['minibatch']}",
+                   "gmis_per_gpu=1", "launch.progress=false", f"hydra.run.dir={tmp_path / 'gmiexp'}", timeout=600)
+    assert ours.returncode == 0, ours.stderr[-2000:]
+    a = json.loads((Path(vanilla.stdout.strip().rsplit("| ", 1)[-1]) / "summary.json").read_text())
+    b = json.loads((tmp_path / "gmiexp" / "summary.json").read_text())
+    rewards_a = [r["reward/mean"] for r in a["history"]]
+    rewards_b = [r["reward/mean"] for r in b["history"]]
+    assert any(r is not None for r in rewards_a)  # episodes ended: the comparison compares something
+    assert rewards_a == rewards_b
+    final_a = torch.load(next(Path(a["checkpoint_dir"]).glob("last_*.pth")), weights_only=False)["model"]
+    final_b = torch.load(next((tmp_path / "gmiexp" / "rl_games" / "run" / "nn").glob("last_*.pth")),
+                         weights_only=False)["model"]
+    assert final_a.keys() == final_b.keys()
+    assert all(torch.equal(final_a[k], final_b[k]) for k in final_a)
+
+
+def test_settings_only_rl_games_own_agent_applies_are_refused_with_experience_layouts(tmp_path):
+    cfg = imported(ANT, "layout=tdg_ex")  # the Ant file: regularisation bounds loss, smooth clamp
+    with pytest.raises(ConfigError, match="invalid train.bound_loss_type with layout=tdg_ex"):
+        build_plan(cfg, tmp_path)
+    cfg = imported(ANT, "layout=tdg_ex", "train.bound_loss_type=bound", "train.use_smooth_clamp=false")
+    build_plan(cfg, tmp_path)
