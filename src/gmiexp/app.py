@@ -10,11 +10,17 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from gmiexp.config import Config
+from gmiexp.config_checks import check_keys, validate
 from gmiexp.errors import ConfigError, GmiexpError, Interrupted, LaunchError
 
 
 def to_config(cfg: DictConfig | Config) -> Config:
-    return cfg if isinstance(cfg, Config) else OmegaConf.to_object(cfg)  # type: ignore[return-value]
+    """The typed Config, every key known to its schema and every value in its declared range (else exit 2)."""
+    if not isinstance(cfg, Config):
+        check_keys(cfg, Config)
+        cfg = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+    validate(cfg)
+    return cfg  # type: ignore[return-value]
 
 
 def run_train(cfg: Config, run_dir: Path) -> dict:

@@ -13,9 +13,30 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from gmiexp.config_checks import (
+    Anything,
+    AtLeast,
+    Between,
+    ExistingFile,
+    Items,
+    Mapping,
+    Maybe,
+    OneOf,
+    Positive,
+    Text,
+    ranges,
+)
+
 MODES = ("train", "plan", "search", "doctor")
 
 
+@ranges(
+    name=OneOf(registry="gmiexp.backends:BACKENDS"),
+    sm_percent=Maybe(Items(Between(1, 100, unit="percent"), min_len=1)),
+    role_sm_percent=Mapping(OneOf(registry="gmiexp.plan:ROLES"), Between(1, 100, unit="percent")),
+    memory_limit=Maybe(Text(r"\d+(\.\d+)?\s*([KMGT]i?B?)?", "a size such as 512M, 10G or 10GB")),
+    profile=Maybe(Text(r"\dg\.\d+gb(\+me)?", "a MIG profile such as 3g.40gb (checked against the GPU's table)")),
+)
 @dataclass
 class BackendConfig:
     """How GMIs are realised on a device: direct | mps | mig | auto."""
@@ -34,6 +55,8 @@ class BackendConfig:
     mps_in_mig: bool = False  # one MPS daemon per MIG device
 
 
+@ranges(name=OneOf(registry="gmiexp.layouts:LAYOUTS"), trainers_per_gpu=AtLeast(1),
+        serving_gpus=Maybe(AtLeast(1)))
 @dataclass
 class LayoutConfig:
     """GMI layout template (paper section 5.1)."""
@@ -43,6 +66,7 @@ class LayoutConfig:
     serving_gpus: int | None = None  # decoupled_async: GPUs for serving GMIs (rest train); None = half
 
 
+@ranges(name=OneOf(registry="gmiexp.comm.reduction:STRATEGIES"))
 @dataclass
 class ReductionConfig:
     """Gradient reduction among trainer GMIs (paper section 4.1)."""
@@ -51,6 +75,12 @@ class ReductionConfig:
     calibrate: bool = False  # measure B1/B2 for the Table 2 cost model in mode=plan
 
 
+@ranges(
+    name=OneOf(registry="gmiexp.layouts.experience:CHANNELS"),
+    fields=Items(OneOf(registry="gmiexp.comm.channels.fields:DEFAULT_FIELDS"), min_len=1),
+    target_bytes=AtLeast(64, "bytes"), slots=AtLeast(1), store_capacity=AtLeast(1, "rows"),
+    on_full=OneOf(registry="gmiexp.layouts.experience:ON_FULL"),
+)
 @dataclass
 class ChannelConfig:
     """Experience sharing between agent and trainer GMIs (paper section 4.2)."""
@@ -65,6 +95,12 @@ class ChannelConfig:
     on_full: str = "block"  # block | drop
 
 
+@ranges(
+    algo=OneOf(registry="gmiexp.layouts.experience:ALGOS"), publish_every=AtLeast(1, "updates"),
+    max_policy_lag=AtLeast(0, "weight versions"), drain_timeout_s=Positive("seconds"),
+    replay_ratio=AtLeast(0), replay_selection=OneOf(registry="gmiexp.comm.store.selection:SELECTORS"),
+    replay_eviction=OneOf(registry="gmiexp.comm.store.index:EVICTIONS"),
+)
 @dataclass
 class AsyncConfig:
     """Experience-sharing training (tdg_ex, decoupled_async) and the A3C-style async trainer."""
@@ -81,6 +117,10 @@ class AsyncConfig:
     replay_eviction: str = "fifo"  # fifo | lifo: which stored rollouts make room when the store is full
 
 
+@ranges(
+    name=Text(), simulator=OneOf(registry="gmiexp.envs:SIMULATORS"), env_id=Text(),
+    mlp_units=Items(AtLeast(1), min_len=1), reward_scale=Positive(), max_episode_length=AtLeast(1, "steps"),
+)
 @dataclass
 class TaskConfig:
     """Simulator and the task's policy size."""
@@ -94,6 +134,14 @@ class TaskConfig:
     continuous: bool = True
 
 
+@ranges(
+    algo=OneOf(("ppo",)), horizon_length=AtLeast(1, "steps"), minibatch_size=AtLeast(1), mini_epochs=AtLeast(1),
+    learning_rate=Positive(), lr_schedule=OneOf(("adaptive", "linear", "identity")), kl_threshold=Positive(),
+    gamma=Between(0, 1), tau=Between(0, 1), e_clip=Positive(), entropy_coef=AtLeast(0), critic_coef=AtLeast(0),
+    bounds_loss_coef=AtLeast(0), grad_norm=Positive(),
+    activation=OneOf(("relu", "tanh", "sigmoid", "elu", "selu", "swish", "gelu", "softplus", "None")),
+    save_frequency=AtLeast(0, "epochs"),
+)
 @dataclass
 class TrainConfig:
     """rl-games PPO hyper-parameters (the ``params.config`` block of an rl-games YAML)."""
@@ -126,6 +174,7 @@ class TrainConfig:
     check_sync: bool = False  # after every epoch, compare a digest of weights+normalisers across GMIs
 
 
+@ranges(name=OneOf(registry="gmiexp.hardware:HARDWARE_CHOICES"), cpu_cores=Maybe(AtLeast(1)))
 @dataclass
 class HardwareConfig:
     """Where the run executes: auto (NVML, CPU fallback), cpu, or a preset for planning."""
@@ -134,6 +183,8 @@ class HardwareConfig:
     cpu_cores: int | None = None  # override the usable core count
 
 
+@ranges(name=OneOf(("none", "wandb")), project=Text(), entity=Maybe(Text()),
+        mode=OneOf(("offline", "online", "disabled")), group=Maybe(Text()), tags=Items(Text()))
 @dataclass
 class LoggerConfig:
     """Metrics sinks: none | wandb (offline unless mode=online). TensorBoard from rl-games stays."""
@@ -146,6 +197,8 @@ class LoggerConfig:
     tags: list[str] = field(default_factory=list)
 
 
+@ranges(heartbeat_timeout_s=Positive("seconds"), monitor_interval_s=Positive("seconds"),
+        master_port=Between(0, 65535))
 @dataclass
 class LaunchConfig:
     """Process management around torch.distributed.elastic."""
@@ -157,6 +210,12 @@ class LaunchConfig:
     master_port: int = 0  # 0 = pick a free port
 
 
+@ranges(
+    max_gmis_per_gpu=AtLeast(1), num_envs=Items(AtLeast(1), min_len=1, increasing=True), alpha=Between(0, 1),
+    min_gain=Between(0, 1, open_hi=True), variant=OneOf(registry="gmiexp.search.algorithm:METHODS", exclude=("grid",)),
+    warmup_iterations=AtLeast(0), profile_iterations=AtLeast(1), min_profile_steps=AtLeast(0, "env steps"),
+    profile_repeats=AtLeast(1), timeout_s=Positive("seconds"), output=Text(),
+)
 @dataclass
 class SearchConfig:
     """Algorithm 2 (mode=search)."""
@@ -176,6 +235,13 @@ class SearchConfig:
     output: str = "search_result.yaml"
 
 
+@ranges(
+    mode=OneOf(MODES), seed=Between(0, 2**32 - 1), num_envs=AtLeast(1, "environments per GMI"),
+    max_iterations=AtLeast(1), num_gpus=AtLeast(1), gmis_per_gpu=AtLeast(1),
+    role=Text(what="ppo or <module>:<Class>"), checkpoint=ExistingFile("rl-games .pth file"),
+    experiment=Text(r"[^/\s]+", "a name without spaces or slashes"),
+    extra=Anything("free-form: experiments' own knobs"),
+)
 @dataclass
 class Config:
     """Top level, IsaacGymEnvs style: a few run-wide knobs plus the config groups."""
