@@ -240,6 +240,8 @@ class SearchConfig:
     max_iterations=AtLeast(1), num_gpus=AtLeast(1), gmis_per_gpu=AtLeast(1),
     role=Text(what="ppo or <module>:<Class>"), checkpoint=ExistingFile("rl-games .pth file"),
     experiment=Text(r"[^/\s]+", "a name without spaces or slashes"),
+    objective=Text(r"(perf|reward|time|mem|cpu|gpu|async)/[\w/.]+", "a summary.json metric such as "
+                   "perf/env_steps_per_s, reward/mean, time/train_s, mem/peak_rss_mb"),
     extra=Anything("free-form: experiments' own knobs"),
 )
 @dataclass
@@ -255,6 +257,7 @@ class Config:
     role: str = "ppo"  # built-in PPO, or <module>:<Class> of a user's gmiexp.role.Role
     checkpoint: str = ""  # rl-games checkpoint to resume from
     experiment: str = "default"  # groups runs (W&B group, run directory name)
+    objective: str = "perf/env_steps_per_s"  # summary metric a multirun job returns to Hydra's sweeper (Optuna)
     backend: BackendConfig = MISSING
     layout: LayoutConfig = MISSING
     reduction: ReductionConfig = MISSING
