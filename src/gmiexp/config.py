@@ -198,14 +198,15 @@ class LoggerConfig:
 
 
 @ranges(heartbeat_timeout_s=Positive("seconds"), monitor_interval_s=Positive("seconds"),
-        master_port=Between(0, 65535))
+        progress_interval_s=Positive("seconds"), master_port=Between(0, 65535))
 @dataclass
 class LaunchConfig:
     """Process management around torch.distributed.elastic."""
 
     heartbeat_timeout_s: float = 120.0  # a GMI silent this long is declared hung
     monitor_interval_s: float = 0.5
-    progress: bool = True  # progress bar on stderr
+    progress: bool = True  # progress on stderr: a bar on a terminal, else a plain line every progress_interval_s
+    progress_interval_s: float = 30.0  # seconds between plain progress lines when stderr is not a terminal (> 0)
     inprocess: bool = False  # run a 1-GMI plan in this process (tests, debugging)
     master_port: int = 0  # 0 = pick a free port
 

@@ -100,6 +100,7 @@ def launch(plan: Plan, backend: Backend, run_dir: Path) -> dict[str, Any]:
         total_frames=frames_per_iteration(plan) * plan.max_iterations,
         heartbeat_timeout_s=float(lc.get("heartbeat_timeout_s", 120.0)),
         interval_s=float(lc.get("monitor_interval_s", 0.5)), progress=bool(lc.get("progress", True)),
+        progress_interval_s=float(lc.get("progress_interval_s", 30.0)),
     )
     monitor = Monitor(backend.hardware, interval_s=max(0.5, float(lc.get("monitor_interval_s", 0.5))))
     # shared-memory segments of this run are named /dev/shm/gmiexp_<tag>_*; workers inherit the tag
