@@ -27,6 +27,7 @@ def to_config(cfg: DictConfig | Config) -> Config:
 def run_train(cfg: Config, run_dir: Path) -> dict:
     from gmiexp.launch.launcher import launch
     from gmiexp.launch.summary import one_line
+    from gmiexp.metrics import publish
     from gmiexp.planner import build_plan
 
     plan, backend = build_plan(cfg, run_dir)
@@ -39,7 +40,9 @@ def run_train(cfg: Config, run_dir: Path) -> dict:
         failed = {"status": "failed", "error": str(e).splitlines()[0], "run_dir": str(run_dir),
                   "plan_id": plan.plan_id}
         (run_dir / "summary.json").write_text(json.dumps(failed, indent=2))
+        publish(plan, run_dir, failed)
         raise
+    publish(plan, run_dir, summary)
     print(one_line(summary), flush=True)
     return summary
 
