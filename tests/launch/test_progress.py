@@ -57,5 +57,6 @@ def test_redirected_run_logs_plain_lines(tmp_path: Path) -> None:
                 "launch.progress_interval_s=0.5", f"hydra.run.dir={tmp_path}")
     assert r.returncode == 0, r.stderr[-3000:]
     assert "\r" not in r.stderr
+    assert r.stdout.startswith("gmiexp ok:") and r.stdout.count("\n") == 1  # rl-games' prints went to stderr
     rows = [line for line in r.stderr.splitlines() if line.startswith("gmiexp progress: ")]
     assert rows and rows[-1].startswith("gmiexp progress: 3,072/3,072 frames (100%) | iteration 6")

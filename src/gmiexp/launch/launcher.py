@@ -9,6 +9,7 @@ summary.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
@@ -145,9 +146,14 @@ def _run_session(plan: Plan, run_dir: Path, watchdog: Watchdog, monitor: Any, t0
 
 
 def _inprocess(plan: Plan) -> None:
-    """Run a 1-GMI plan in this process (tests, debugging): same code path minus the process boundary."""
+    """Run a 1-GMI plan in this process (tests, debugging): same code path minus the process boundary.
+
+    What the GMI prints (rl-games' own lines) goes to stderr, as a worker's goes to its log: stdout is the
+    program's output (the one-line summary).
+    """
     from gmiexp.launch.gmi_env import apply_gmi_environment
     from gmiexp.launch.worker import run_gmi
 
     apply_gmi_environment(plan.gmis[0])
-    run_gmi(plan, 0)
+    with contextlib.redirect_stdout(sys.stderr):
+        run_gmi(plan, 0)
