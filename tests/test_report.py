@@ -67,6 +67,12 @@ def test_online_without_key_stays_local(multirun, tmp_path, monkeypatch):
     assert "local report only" in report.wandb_report(report.load_runs(multirun), "gmiexp", None, "t")
 
 
+def test_wandb_group_offline_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    with pytest.raises(SystemExit, match="needs it online"):
+        report.main(["--wandb-group", "g", "--out", str(tmp_path)])
+
+
 def test_empty_dir_is_an_error(tmp_path):
     with pytest.raises(SystemExit, match="no summary.json"):
         report.build(tmp_path, tmp_path / "out", {})

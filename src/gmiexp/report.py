@@ -90,6 +90,9 @@ def wandb_summary(run: Any) -> dict[str, Any]:
 def load_wandb_runs(group: str, project: str, entity: str | None, api: Any = None) -> list[Run]:
     """The runs of one W&B group (a multirun's experiment), oldest first."""
     if api is None:
+        online, why = wandb_online()
+        if not online:
+            raise SystemExit(f"report: --wandb-group reads runs from W&B, which needs it online ({why})")
         import wandb
 
         api = wandb.Api()
