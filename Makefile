@@ -30,11 +30,17 @@ renderer:
 run: venv
 	$(PY) -m gmiexp
 
+# The suite runs with empty caches (matplotlib's font cache, XDG, W&B), as on a fresh machine: a first run's
+# one-off log lines must not reach stdout, and a used machine must not hide that.
+FRESH_CACHES = tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	export MPLCONFIGDIR="$$tmp/mpl" XDG_CACHE_HOME="$$tmp/cache" XDG_CONFIG_HOME="$$tmp/config" \
+	WANDB_CACHE_DIR="$$tmp/wandb-cache" WANDB_CONFIG_DIR="$$tmp/wandb-config" WANDB_MODE=offline &&
+
 test: venv
-	$(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+	$(FRESH_CACHES) $(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
 test-slow: venv
-	$(PY) -m pytest -q -m slow
+	$(FRESH_CACHES) $(PY) -m pytest -q -m slow
 
 test-gpu: venv
 	$(PY) -m pytest -q -m gpu

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 import yaml
-from gmitest import run_cli
+from gmitest import cli_env, fresh_caches, run_cli
 
 from gmiexp.plan import Plan
 
@@ -51,3 +55,35 @@ def test_multirun_runs_every_job_and_exits_1_when_one_failed(tmp_path: Path) -> 
     assert r.returncode == 1, r.stderr[-2000:]
     assert "1 multirun job(s) failed" in r.stderr and str(tmp_path / "0") in r.stderr
     assert (tmp_path / "1" / "summary.json").exists()  # the sweep went on past the failure
+
+
+@pytest.mark.parametrize("args", [["mode=plan"], ["mode=plan", "hardware=dgx_a100", "hardware.mig=false", "backend=mps",
+                                                 "task=Humanoid"]])
+def test_plan_stdout_is_yaml_on_a_fresh_machine(args: list[str], tmp_path: Path) -> None:
+    """Empty caches: a first import of matplotlib would log "generated new fontManager"; stdout stays the Plan."""
+    r = run_cli(*args, f"hydra.run.dir={tmp_path / 'run'}", env=fresh_caches(tmp_path / "caches"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    plan = Plan.from_dict(yaml.safe_load(r.stdout))
+    assert plan.world_size >= 1
+    assert r.stdout.startswith("gmis:")
+
+
+HEAVY = ("rl_games", "matplotlib", "envpool", "wandb")
+PROBE = """import atexit, json, os, sys
+atexit.register(lambda: open(os.environ["PROBE_OUT"], "w").write(json.dumps(sorted(
+    m for m in {heavy} if m in sys.modules))))
+sys.argv = ["gmiexp", *{args}]
+from gmiexp.__main__ import main
+main()
+"""
+
+
+@pytest.mark.parametrize("args", [["mode=plan"], ["mode=plan", "layout=tdg_ex", "task=Humanoid"],
+                                  ["mode=plan", "task=Cartpole"], ["mode=doctor"]])
+def test_plan_and_doctor_import_nothing_heavy(args: list[str], tmp_path: Path) -> None:
+    out = tmp_path / "modules.json"
+    code = PROBE.format(heavy=HEAVY, args=[*args, f"hydra.run.dir={tmp_path / 'run'}"])
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240,
+                       env={**cli_env(), "PROBE_OUT": str(out)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(out.read_text()) == []

@@ -15,11 +15,19 @@ CLI_CASES = [
     (["backend=warp"], "warp"),
     (["task=Pong"], "Pong"),
     (["reduction=ring"], "ring"),
+    # values past their declared range are refused before launching, naming the range
+    (["seed=-1"], "invalid seed: -1; valid: 0..4294967295"),
+    (["launch.heartbeat_timeout_s=-1"], "invalid launch.heartbeat_timeout_s: -1.0; valid: > 0 (seconds)"),
+    (["task=Cartpole", "num_envs=100000000"], "invalid num_envs: 100000000; valid: at most about"),
+    # keys added with Hydra's + that no schema declares
+    (["+train.devize=lazy"], "invalid key: 'train.devize'; valid: activation, algo,"),
+    (["+train.device=lazy"], "train.device"),
+    (["+device=x"], "invalid key: 'device'; valid: async_train, backend,"),
 ]
 
 INPROCESS_CASES = [
-    (["gmis_per_gpu=0"], "invalid gmis_per_gpu: 0; valid: an integer >= 1"),
-    (["num_envs=0"], "invalid num_envs: 0; valid: a positive integer"),
+    (["gmis_per_gpu=0"], "invalid gmis_per_gpu: 0; valid: >= 1"),
+    (["num_envs=0"], "invalid num_envs: 0; valid: >= 1"),
     (["num_envs=-5"], "invalid num_envs: -5"),
     (["num_gpus=0"], "invalid num_gpus: 0"),
     (["max_iterations=0"], "invalid max_iterations: 0"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from gmitest import compose_config, run_cli
+from gmitest import NEEDS, compose_config, run_cli
 
 from gmiexp.__main__ import conf_dir
 from gmiexp.config import GROUP_SCHEMAS, Config
@@ -14,9 +14,6 @@ from gmiexp.config import GROUP_SCHEMAS, Config
 def group_options() -> list[tuple[str, str]]:
     root = Path(conf_dir())
     return [(g, p.stem) for g in GROUP_SCHEMAS for p in sorted((root / g).glob("*.yaml"))]
-
-
-NEEDS = {("train", "rlgames"): ["train.file=rl_games:configs/mujoco/ant_envpool.yaml"]}  # options with a required key
 
 
 @pytest.mark.parametrize(("group", "option"), group_options())

@@ -67,30 +67,112 @@ def test_online_without_key_stays_local(multirun, tmp_path, monkeypatch):
     assert "local report only" in report.wandb_report(report.load_runs(multirun), "gmiexp", None, "t")
 
 
+def test_wandb_group_offline_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    with pytest.raises(SystemExit, match="needs it online"):
+        report.main(["--wandb-group", "g", "--out", str(tmp_path)])
+
+
 def test_empty_dir_is_an_error(tmp_path):
     with pytest.raises(SystemExit, match="no summary.json"):
         report.build(tmp_path, tmp_path / "out", {})
 
 
-def test_online_report_is_built_with_wandb_workspaces(multirun, monkeypatch):
-    """The W&B report is built from wandb-workspaces' real (validated) models; only save and url are faked."""
-    wr = pytest.importorskip("wandb_workspaces.reports.v2")
-    saved = []
+class FakeWandbServer:
+    """The W&B backend seen by wandb-workspaces: its GraphQL calls and the API object; everything else is real."""
 
-    def fake_save(self, *args, **kwargs):
-        self.id = "fake-id"  # the real save serialises (which needs the W&B API for runset filters) and uploads
-        saved.append(self)
-        return self
+    def __init__(self, runs=()):
+        self.calls, self.created, self._runs = [], [], list(runs)
+        self.client = type("Client", (), {"app_url": "https://wandb.test"})()
 
+    def projects(self, entity):
+        return []
+
+    def create_project(self, project, entity):
+        self.created.append((entity, project))
+
+    def runs(self, path, filters=None, order=None):
+        self.calls.append(("runs", path, filters))
+        return [r for r in self._runs if r.group == filters["group"]]
+
+    def graphql(self, api, query, variables):
+        from wandb_workspaces.reports.v2 import gql
+
+        self.calls.append((query, variables))
+        if query is gql.projectInternalId:
+            return {"project": {"internalId": "UHJvamVjdDox"}}
+        if query is gql.upsert_view:
+            return {"upsertView": {"view": {
+                "id": "fake-id", "name": variables["name"], "displayName": variables["displayName"],
+                "description": variables["description"], "spec": variables["spec"],
+                "project": {"entityName": variables["entityName"], "name": variables["projectName"]}}}}
+        raise AssertionError(f"unexpected W&B call: {query}")
+
+    def saved_spec(self):
+        from wandb_workspaces.reports.v2 import gql
+
+        (spec,) = [json.loads(v["spec"]) for q, *rest in self.calls if q is gql.upsert_view for v in rest]
+        return spec
+
+
+@pytest.fixture
+def wandb_server(monkeypatch):
+    iface = pytest.importorskip("wandb_workspaces.reports.v2.interface")
+    server = FakeWandbServer()
+    monkeypatch.setattr(iface, "_get_api", lambda: server)
+    monkeypatch.setattr(iface, "execute_graphql", server.graphql)
     monkeypatch.setattr(report, "wandb_online", lambda: (True, "online"))
-    monkeypatch.setattr(wr.Report, "save", fake_save)
-    monkeypatch.setattr(wr.Report, "url", property(lambda self: f"https://wandb.test/{self.entity}/{self.id}"))
+    return server
+
+
+def panel_metrics(spec):
+    """Metrics of every bar-chart panel in a saved report spec, and the view types of all panels."""
+    (grid,) = [b for b in spec["blocks"] if b.get("type") == "panel-grid"]
+    panels = grid["metadata"]["panelBankSectionConfig"]["panels"]
+    return [p["config"].get("metrics") for p in panels if p["viewType"] == "Bar Chart"], \
+        [p["viewType"] for p in panels], grid["metadata"]["runSets"]
+
+
+def test_online_report_puts_summary_metrics_side_by_side(multirun, wandb_server):
+    """Saved through wandb-workspaces' real models and serialisation; only its network calls are faked."""
     note = report.wandb_report(report.load_runs(multirun), "gmiexp", "team", "gmiexp: fixture")
-    assert note == "W&B report created: https://wandb.test/team/fake-id"
-    (rep,) = saved
-    assert rep.project == "gmiexp" and rep.entity == "team" and rep.title == "gmiexp: fixture"
-    (grid,) = rep.blocks
-    assert [r.name for r in grid.runsets] == ["fixture"]
-    assert grid.runsets[0].filters == "Config('experiment') = 'fixture'"
-    assert [type(p).__name__ for p in grid.panels] == ["BarPlot", "LinePlot", "BarPlot"]
-    assert grid.panels[0].metrics == [report.STEPS]
+    assert note == "W&B report created: https://wandb.test/team/gmiexp/reports/gmiexp:-fixture--fake-id"
+    bars, kinds, runsets = panel_metrics(wandb_server.saved_spec())
+    assert bars == [["perf/env_steps_per_s"], ["reward/mean"], ["mem/peak_rss_mb"]]
+    assert "Run Comparer" in kinds and "Run History Line Plot" in kinds
+    assert [r["name"] for r in runsets] == ["fixture"]
+
+
+class FakeRun:
+    def __init__(self, name, group, summary):
+        self.name, self.group, self.state, self.url = name, group, "finished", f"https://wandb.test/r/{name}"
+        self.config = {**summary["config"], "plan": {}}
+        self.summary_metrics = {**summary["metrics"], "status": summary["status"], "wall_s": summary["wall_s"],
+                                "_step": 4, "_runtime": 3.0}
+        self._history = summary["history"]
+
+    def scan_history(self, keys):
+        return [{k: h.get(k) for k in keys} for h in self._history]
+
+
+def test_report_from_a_wandb_group(multirun, wandb_server, tmp_path):
+    """--wandb-group reads the runs the launcher logged (summary.json's names) and compares them like local ones."""
+    local = report.load_runs(multirun)
+    wandb_server._runs = [FakeRun(f"sweep/{i}", "exp1", r.summary) for i, r in enumerate(local)]
+    wandb_server._runs.append(FakeRun("other/0", "exp2", local[0].summary))
+    monkeypatch_api = pytest.MonkeyPatch()
+    monkeypatch_api.setattr("wandb.Api", lambda: wandb_server)
+    try:
+        md = report.build(tmp_path, tmp_path / "out", {}, "gmiexp", "team", use_wandb=True, wandb_group="exp1")
+    finally:
+        monkeypatch_api.undo()
+    rows = list(csv.DictReader((tmp_path / "out" / "runs.csv").open()))
+    want = list(csv.DictReader((multirun / "report" / "runs.csv").open())) if (multirun / "report").exists() else None
+    assert [r["label"] for r in rows] == [r.label for r in local]
+    assert [float(r["env_steps_per_s"]) for r in rows] == [round(r.steps_per_s, 1) for r in local]
+    assert want is None or [r["vs_baseline"] for r in rows] == [r["vs_baseline"] for r in want]
+    assert ("runs", "team/gmiexp", {"group": "exp1"}) in wandb_server.calls
+    _, _, runsets = panel_metrics(wandb_server.saved_spec())
+    assert [r["name"] for r in runsets] == ["exp1"]
+    assert "exp1" in json.dumps(runsets[0]["filters"]) and "group" in json.dumps(runsets[0]["filters"])
+    assert "W&B report created" in md.read_text()

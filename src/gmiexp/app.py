@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 import traceback
 from pathlib import Path
@@ -11,25 +12,33 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from gmiexp.config import Config
+from gmiexp.config_checks import check_keys, validate
 from gmiexp.errors import ConfigError, GmiexpError, Interrupted, LaunchError
 from gmiexp.rlgames_yaml import check_file_used, unwrap
 
 
-def to_config(cfg: DictConfig | Config) -> Config:
-    """The typed config, interpolations resolved (``train=rlgames`` reads its file here)."""
-    if isinstance(cfg, Config):
-        return cfg
-    try:
-        c: Config = OmegaConf.to_object(cfg)  # type: ignore[assignment]
-    except OmegaConfBaseException as e:
-        raise unwrap(e) from None
-    check_file_used(c)
-    return c
+def to_config(cfg: DictConfig | Config, check: bool = True) -> Config:
+    """The typed config: known keys, interpolations resolved (train=rlgames reads its file), values in range.
+
+    Anything else raises ConfigError (exit 2). ``check=False`` skips the ranges (tests and experiments compose
+    first; planning checks them).
+    """
+    if not isinstance(cfg, Config):
+        check_keys(cfg, Config)
+        try:
+            cfg = OmegaConf.to_object(cfg)  # type: ignore[assignment]
+        except OmegaConfBaseException as e:
+            raise unwrap(e) from None
+        check_file_used(cfg)  # type: ignore[arg-type]
+    if check:
+        validate(cfg)  # type: ignore[arg-type]
+    return cfg  # type: ignore[return-value]
 
 
 def run_train(cfg: Config, run_dir: Path) -> dict:
     from gmiexp.launch.launcher import launch
     from gmiexp.launch.summary import one_line
+    from gmiexp.metrics import publish
     from gmiexp.planner import build_plan
 
     plan, backend = build_plan(cfg, run_dir)
@@ -42,7 +51,9 @@ def run_train(cfg: Config, run_dir: Path) -> dict:
         failed = {"status": "failed", "error": str(e).splitlines()[0], "run_dir": str(run_dir),
                   "plan_id": plan.plan_id}
         (run_dir / "summary.json").write_text(json.dumps(failed, indent=2))
+        publish(plan, run_dir, failed)
         raise
+    publish(plan, run_dir, summary)
     print(one_line(summary), flush=True)
     return summary
 
@@ -91,19 +102,38 @@ MODES = {"train": run_train, "plan": run_plan, "doctor": run_doctor, "search": r
 
 def run(cfg: DictConfig | Config, run_dir: Path) -> int:
     """Run one job; return its exit code (2 bad input, 1 failed run, 130 interrupted)."""
+    return run_job(cfg, run_dir)[0]
+
+
+def run_job(cfg: DictConfig | Config, run_dir: Path) -> tuple[int, dict | None]:
+    """Run one job; return its exit code and what its mode returned (a train run's summary)."""
     try:
         c = to_config(cfg)
         if c.mode not in MODES:
             raise ConfigError(f"invalid mode: {c.mode!r}; valid: {', '.join(MODES)}")
         run_dir.mkdir(parents=True, exist_ok=True)
-        MODES[c.mode](c, run_dir)
+        return 0, MODES[c.mode](c, run_dir)
     except GmiexpError as e:
         print(f"gmiexp: error: {e}", file=sys.stderr, flush=True)
-        return e.exit_code  # type: ignore[attr-defined]
+        return e.exit_code, None  # type: ignore[attr-defined]
     except KeyboardInterrupt:
         print("gmiexp: interrupted", file=sys.stderr, flush=True)
-        return 130
+        return 130, None
     except Exception:  # a bug, not bad input: show it, exit 1
         traceback.print_exc()
-        return 1
-    return 0
+        return 1, None
+
+
+def objective(result: dict | None, name: str) -> float | None:
+    """The metric ``name`` of a train run's summary (what a sweeper optimises); None for other modes.
+
+    Raises LaunchError when a train run's summary lacks it or it is not a finite number (reward/mean of a run
+    too short to finish an episode), so Optuna records a failed trial rather than a made-up value.
+    """
+    if not result or "metrics" not in result:
+        return None
+    value = result["metrics"].get(name)
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
+        have = ", ".join(k for k, v in result["metrics"].items() if isinstance(v, (int, float)))
+        raise LaunchError(f"objective={name} is {value!r} in this run's summary; metrics with values: {have}")
+    return float(value)

@@ -13,9 +13,34 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
+from gmiexp.config_checks import (
+    Anything,
+    AtLeast,
+    Between,
+    ExistingFile,
+    Initializer,
+    Items,
+    Mapping,
+    Maybe,
+    OneOf,
+    Positive,
+    Text,
+    ranges,
+)
+
 MODES = ("train", "plan", "search", "doctor", "eval")
+#: rl-games' activations (``network_builder.NetworkBuilder.BaseNetwork``)
+ACTIVATIONS = ("relu", "tanh", "sigmoid", "elu", "selu", "swish", "gelu", "softplus", "None")
 
 
+@ranges(
+    name=OneOf(registry="gmiexp.backends:BACKENDS"),
+    sm_percent=Maybe(Items(Between(1, 100, unit="percent"), min_len=1)),
+    role_sm_percent=Mapping(OneOf(registry="gmiexp.plan:ROLES"), Between(1, 100, unit="percent")),
+    memory_limit=Maybe(Text(r"\d+(\.\d+)?\s*([KMGT]i?B?)?", "a size such as 512M, 10G or 10GB")),
+    profile=Maybe(Text(r"\dg\.\d+gb(\+me)?", "a MIG profile such as 3g.40gb (checked against the GPU's table)")),
+    daemon=OneOf(registry="gmiexp.backends.mps_daemon:DAEMON_MODES"),
+)
 @dataclass
 class BackendConfig:
     """How GMIs are realised on a device: direct | mps | mig | auto."""
@@ -38,6 +63,8 @@ class BackendConfig:
     mps_in_mig: bool = False  # GMIs share MIG instances through one MPS daemon per instance (backend.daemon)
 
 
+@ranges(name=OneOf(registry="gmiexp.layouts:LAYOUTS"), trainers_per_gpu=AtLeast(1),
+        serving_gpus=Maybe(AtLeast(1)))
 @dataclass
 class LayoutConfig:
     """GMI layout template (paper section 5.1)."""
@@ -47,6 +74,7 @@ class LayoutConfig:
     serving_gpus: int | None = None  # decoupled_async: GPUs for serving GMIs (rest train); None = half
 
 
+@ranges(name=OneOf(registry="gmiexp.comm.reduction:STRATEGIES"))
 @dataclass
 class ReductionConfig:
     """Gradient reduction among trainer GMIs (paper section 4.1)."""
@@ -55,6 +83,12 @@ class ReductionConfig:
     calibrate: bool = False  # measure B1/B2 for the Table 2 cost model in mode=plan
 
 
+@ranges(
+    name=OneOf(registry="gmiexp.layouts.experience:CHANNELS"),
+    fields=Items(OneOf(registry="gmiexp.comm.channels.fields:DEFAULT_FIELDS"), min_len=1),
+    target_bytes=AtLeast(64, "bytes"), slots=AtLeast(1), store_capacity=AtLeast(1, "rows"),
+    on_full=OneOf(registry="gmiexp.layouts.experience:ON_FULL"),
+)
 @dataclass
 class ChannelConfig:
     """Experience sharing between agent and trainer GMIs (paper section 4.2)."""
@@ -69,6 +103,12 @@ class ChannelConfig:
     on_full: str = "block"  # block | drop
 
 
+@ranges(
+    algo=OneOf(registry="gmiexp.layouts.experience:ALGOS"), publish_every=AtLeast(1, "updates"),
+    max_policy_lag=AtLeast(0, "weight versions"), drain_timeout_s=Positive("seconds"),
+    replay_ratio=AtLeast(0), replay_selection=OneOf(registry="gmiexp.comm.store.selection:SELECTORS"),
+    replay_eviction=OneOf(registry="gmiexp.comm.store.index:EVICTIONS"),
+)
 @dataclass
 class AsyncConfig:
     """Experience-sharing training (tdg_ex, decoupled_async) and the A3C-style async trainer."""
@@ -85,6 +125,12 @@ class AsyncConfig:
     replay_eviction: str = "fifo"  # fifo | lifo: which stored rollouts make room when the store is full
 
 
+@ranges(
+    name=Text(), simulator=OneOf(registry="gmiexp.envs:SIMULATORS"), env_id=Text(),
+    mlp_units=Items(AtLeast(1), min_len=1), reward_scale=Positive(), max_episode_length=AtLeast(1, "steps"),
+    mlp_initializer=Initializer(), mu_init=Initializer(), sigma_init=Initializer(),
+    mu_activation=OneOf(ACTIVATIONS), sigma_activation=OneOf(ACTIVATIONS),
+)
 @dataclass
 class TaskConfig:
     """Simulator and the task's policy size."""
@@ -105,6 +151,16 @@ class TaskConfig:
     fixed_sigma: bool = True  # continuous: a state-independent log-std parameter (false: a head predicts it)
 
 
+@ranges(
+    algo=OneOf(("ppo",)), horizon_length=AtLeast(1, "steps"), minibatch_size=AtLeast(1), mini_epochs=AtLeast(1),
+    learning_rate=Positive(), lr_schedule=OneOf(("adaptive", "linear", "identity")), kl_threshold=Positive(),
+    gamma=Between(0, 1), tau=Between(0, 1), e_clip=Positive(), entropy_coef=AtLeast(0), critic_coef=AtLeast(0),
+    bounds_loss_coef=AtLeast(0), grad_norm=Positive(),
+    activation=OneOf(ACTIVATIONS), save_frequency=AtLeast(0, "epochs"),
+    device=OneOf(registry="gmiexp.device:DEVICES"),
+    file=Text(r"|.+\.ya?ml", "empty, or an rl-games params YAML: a path or rl_games:configs/...yaml", bad=("a.txt",)),
+    bound_loss_type=OneOf(("bound", "regularisation")), score_to_win=Maybe(Between()),
+)
 @dataclass
 class TrainConfig:
     """rl-games PPO hyper-parameters (the ``params.config`` block of an rl-games YAML)."""
@@ -145,6 +201,10 @@ class TrainConfig:
     check_sync: bool = False  # after every epoch, compare a digest of weights+normalisers across GMIs
 
 
+@ranges(name=OneOf(registry="gmiexp.hardware:HARDWARE_CHOICES"), cpu_cores=Maybe(AtLeast(1)),
+        mig=OneOf((None, True, False)),
+        cpus=Maybe(Items(AtLeast(0, "core id"), min_len=1)), gpus=Maybe(Items(AtLeast(0, "GPU index"), min_len=1)),
+        mig_instances=Maybe(Items(Text(what="a MIG device UUID"), min_len=1)))
 @dataclass
 class HardwareConfig:
     """Where the run executes: auto (NVML, CPU fallback), cpu, or a preset for planning."""
@@ -160,6 +220,8 @@ class HardwareConfig:
     mig_instances: list[str] | None = None  # MIG device UUIDs the mig backend may use; None = every instance
 
 
+@ranges(name=OneOf(("none", "wandb")), project=Text(), entity=Maybe(Text()),
+        mode=OneOf(("offline", "online", "disabled")), group=Maybe(Text()), tags=Items(Text()))
 @dataclass
 class LoggerConfig:
     """Metrics sinks: none | wandb (offline unless mode=online). TensorBoard from rl-games stays."""
@@ -172,17 +234,29 @@ class LoggerConfig:
     tags: list[str] = field(default_factory=list)
 
 
+@ranges(heartbeat_timeout_s=Positive("seconds"), monitor_interval_s=Positive("seconds"),
+        progress_interval_s=Positive("seconds"), master_port=Between(0, 65535))
 @dataclass
 class LaunchConfig:
     """Process management around torch.distributed.elastic."""
 
     heartbeat_timeout_s: float = 120.0  # a GMI silent this long is declared hung
     monitor_interval_s: float = 0.5
-    progress: bool = True  # progress bar on stderr
+    progress: bool = True  # progress on stderr: a bar on a terminal, else a plain line every progress_interval_s
+    progress_interval_s: float = 30.0  # seconds between plain progress lines when stderr is not a terminal (> 0)
     inprocess: bool = False  # run a 1-GMI plan in this process (tests, debugging)
     master_port: int = 0  # 0 = pick a free port
 
 
+@ranges(
+    max_gmis_per_gpu=AtLeast(1), num_envs=Items(AtLeast(1), min_len=1, increasing=True), alpha=Between(0, 1),
+    min_gain=Between(0, 1, open_hi=True), variant=OneOf(registry="gmiexp.search.algorithm:METHODS", exclude=("grid",)),
+    warmup_iterations=AtLeast(0), profile_iterations=AtLeast(1), min_profile_steps=AtLeast(0, "env steps"),
+    profile_repeats=AtLeast(1), timeout_s=Positive("seconds"), output=Text(),
+    budget=Between(0, 1, open_lo=True), launch_steps=AtLeast(0, "env steps"), pair_length=Between(0, 1, open_lo=True),
+    pair_z=Positive(), pair_tolerance=Between(0, 1, open_hi=True), pair_max_profiles=AtLeast(2),
+    pair_max_profiles_gmis=AtLeast(2), pair_plateau=Between(0, 1, open_hi=True), pair_noise=Positive(),
+)
 @dataclass
 class SearchConfig:
     """Algorithm 2 (mode=search)."""
@@ -214,6 +288,8 @@ class SearchConfig:
     pair_noise: float = 0.1  # prior sd of log(rate) between two profiles of a point one profile apart; > 0
 
 
+@ranges(episodes=AtLeast(1), video_steps=AtLeast(1, "steps"), video_width=AtLeast(16, "pixels"),
+        video_height=AtLeast(16, "pixels"))
 @dataclass
 class EvalConfig:
     """mode=eval: run a checkpoint's policy on the task it was trained on."""
@@ -226,6 +302,15 @@ class EvalConfig:
     video_height: int = 240
 
 
+@ranges(
+    mode=OneOf(MODES), seed=Between(0, 2**32 - 1), num_envs=AtLeast(1, "environments per GMI"),
+    max_iterations=AtLeast(1), num_gpus=AtLeast(1), gmis_per_gpu=AtLeast(1),
+    role=Text(what="ppo or <module>:<Class>"), checkpoint=ExistingFile("rl-games .pth file"),
+    experiment=Text(r"[^/\s]+", "a name without spaces or slashes"),
+    objective=Text(r"(perf|reward|time|mem|cpu|gpu|async)/[\w/.]+", "a summary.json metric such as "
+                   "perf/env_steps_per_s, reward/mean, time/train_s, mem/peak_rss_mb"),
+    extra=Anything("free-form: experiments' own knobs"),
+)
 @dataclass
 class Config:
     """Top level, IsaacGymEnvs style: a few run-wide knobs plus the config groups."""
@@ -239,6 +324,7 @@ class Config:
     role: str = "ppo"  # built-in PPO, or <module>:<Class> of a user's gmiexp.role.Role
     checkpoint: str = ""  # rl-games checkpoint to resume from (mode=eval: the policy to evaluate)
     experiment: str = "default"  # groups runs (W&B group, run directory name)
+    objective: str = "perf/env_steps_per_s"  # summary metric a multirun job returns to Hydra's sweeper (Optuna)
     backend: BackendConfig = MISSING
     layout: LayoutConfig = MISSING
     reduction: ReductionConfig = MISSING

@@ -9,17 +9,16 @@ from pathlib import Path
 from gmiexp import backends, layouts
 from gmiexp.backends.base import Backend
 from gmiexp.comm import reduction as reductions
-from gmiexp.config import MODES, Config
+from gmiexp.config import Config
+from gmiexp.config_checks import validate
 from gmiexp.device import check_device, check_device_role
 from gmiexp.envs import check_task
 from gmiexp.errors import ConfigError, invalid
+from gmiexp.footprint import check_footprint
 from gmiexp.hardware import Hardware, resolve, with_mig
 from gmiexp.layouts.base import LayoutRequest
 from gmiexp.plan import Plan
 from gmiexp.role import check_role
-
-LR_SCHEDULES = ("adaptive", "linear", "identity")
-BOUND_LOSS_TYPES = ("bound", "regularisation")
 
 
 def check_rlgames_only(cfg: Config) -> None:
@@ -36,24 +35,9 @@ def check_rlgames_only(cfg: Config) -> None:
 
 
 def check_config(cfg: Config) -> None:
-    """Value checks Hydra's types cannot express."""
-    if cfg.mode not in MODES:
-        raise invalid("mode", cfg.mode, MODES)
-    if cfg.max_iterations < 1:
-        raise invalid("max_iterations", cfg.max_iterations, "an integer >= 1")
-    if cfg.train.lr_schedule not in LR_SCHEDULES:
-        raise invalid("train.lr_schedule", cfg.train.lr_schedule, LR_SCHEDULES)
-    if cfg.train.horizon_length < 1 or cfg.train.mini_epochs < 1 or cfg.train.minibatch_size < 1:
-        raise ConfigError("train.horizon_length, train.mini_epochs and train.minibatch_size must be >= 1")
-    if cfg.logger.name not in ("none", "wandb"):
-        raise invalid("logger", cfg.logger.name, ("none", "wandb"))
-    if cfg.logger.mode not in ("offline", "online", "disabled"):
-        raise invalid("logger.mode", cfg.logger.mode, ("offline", "online", "disabled"))
-    if cfg.train.bound_loss_type not in BOUND_LOSS_TYPES:
-        raise invalid("train.bound_loss_type", cfg.train.bound_loss_type, BOUND_LOSS_TYPES)
+    """Every field in its declared range (``@ranges`` in gmiexp.config), then cross-field rules (exit 2)."""
+    validate(cfg)
     check_rlgames_only(cfg)
-    if cfg.checkpoint and not Path(cfg.checkpoint).is_file():
-        raise invalid("checkpoint", cfg.checkpoint, "an existing rl-games .pth file")
 
 
 def host(cfg: Config) -> Hardware:
@@ -125,4 +109,5 @@ def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> 
     plan.reduction, plan.reduction_reason = reductions.resolve(layouts.reduction_for(plan, cfg.reduction.name), plan)
     if not plan.trainer_group:
         plan.reduction_reason = f"no trainer GMIs (layout={plan.layout}): nothing is reduced"
+    check_footprint(plan, hw)
     return plan.validate(), backend

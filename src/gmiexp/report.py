@@ -1,10 +1,12 @@
 """Comparison report of runs: ``python -m gmiexp.report <multirun dir> [--out DIR] [--baseline K=V]``.
 
-Reads every ``summary.json`` below the directory and writes ``report.md`` with
-PNG plots (throughput normalised to a baseline run, reward against wall time,
-peak memory) and ``runs.csv``. With W&B online it also creates a W&B report of
-the same runs (wandb's reports API, package ``wandb-workspaces``); offline it
-says so and the local report stands alone.
+Reads every ``summary.json`` below the directory, or with ``--wandb-group G``
+every W&B run of that group (the launcher logs summary.json's metrics under
+the same names, :mod:`gmiexp.metrics`), and writes ``report.md`` with PNG plots
+(throughput normalised to a baseline run, reward against wall time, peak
+memory) and ``runs.csv``. With W&B online it also creates a W&B report of the
+same runs (package ``wandb-workspaces``) whose panels put the summary metrics
+side by side; offline it says so and the local report stands alone.
 """
 
 from __future__ import annotations
@@ -74,6 +76,30 @@ def load_runs(root: Path) -> list[Run]:
             runs.append(Run(path.parent, json.loads(path.read_text())))
         except (OSError, ValueError) as e:
             print(f"report: skipping {path}: {e}", file=sys.stderr)
+    label_runs(runs)
+    return runs
+
+
+def wandb_summary(run: Any) -> dict[str, Any]:
+    """A W&B run (``wandb.Api().runs`` item) in summary.json's shape: the launcher logged it under these names."""
+    sm = dict(run.summary_metrics)
+    history = [dict(h) for h in run.scan_history(keys=["wall_s", "reward/mean"])]
+    return {"status": sm.get("status", run.state), "wall_s": sm.get("wall_s", 0.0), "plan_id": sm.get("plan_id"),
+            "run_dir": run.url, "config": {k: run.config[k] for k in CONFIG_KEYS if k in run.config},
+            "metrics": {k: v for k, v in sm.items() if "/" in k and not k.startswith("_")}, "history": history}
+
+
+def load_wandb_runs(group: str, project: str, entity: str | None, api: Any = None) -> list[Run]:
+    """The runs of one W&B group (a multirun's experiment), oldest first."""
+    if api is None:
+        online, why = wandb_online()
+        if not online:
+            raise SystemExit(f"report: --wandb-group reads runs from W&B, which needs it online ({why})")
+        import wandb
+
+        api = wandb.Api()
+    found = api.runs(f"{entity}/{project}" if entity else project, filters={"group": group}, order="+created_at")
+    runs = [Run(Path(r.name), wandb_summary(r)) for r in found]
     label_runs(runs)
     return runs
 
@@ -202,8 +228,23 @@ def wandb_online() -> tuple[bool, str]:
     return True, "online"
 
 
-def wandb_report(runs: Sequence[Run], project: str, entity: str | None, title: str) -> str:
-    """Create a W&B report over the runs' experiment groups; return its URL or why not."""
+SIDE_BY_SIDE = ("perf/env_steps_per_s", "reward/mean", "time/sim_s", "time/inference_s", "time/train_s",
+                "time/comm_s", "mem/peak_rss_mb", "mem/workload_mb", "cpu/util")
+
+
+def summary_metrics(runs: Sequence[Run]) -> list[str]:
+    """summary.json metrics to compare: the common ones first, then any async/ and gpu/ the runs have."""
+    have = {k for r in runs for k, v in r.metrics.items() if v is not None}
+    extra = sorted(k for k in have if k.startswith(("async/", "gpu/")))
+    return [k for k in SIDE_BY_SIDE if k in have] + extra
+
+
+def wandb_report(runs: Sequence[Run], project: str, entity: str | None, title: str, group: str | None = None) -> str:
+    """Create a W&B report of the runs (their W&B ``group``, else their experiments); return its URL or why not.
+
+    One bar chart per summary metric (the runs side by side), a run comparer of config and summary, and the
+    reward curve against wall time from the logged history.
+    """
     online, why = wandb_online()
     if not online:
         return why
@@ -211,12 +252,13 @@ def wandb_report(runs: Sequence[Run], project: str, entity: str | None, title: s
         import wandb_workspaces.reports.v2 as wr
     except ImportError:
         return "wandb-workspaces is not installed (pip install wandb-workspaces): local report only"
-    groups = sorted({str(r.config.get("experiment")) for r in runs})
-    runsets = [wr.Runset(entity=entity or "", project=project, name=g,
-                         filters=f"Config('experiment') = '{g}'") for g in groups]
-    panels = [wr.BarPlot(title="env steps/s", metrics=[STEPS]),
-              wr.LinePlot(title="reward", x="_runtime", y=["reward/mean"]),
-              wr.BarPlot(title="peak RSS (MB)", metrics=["mem/peak_rss_mb"])]
+    if group:
+        runsets = [wr.Runset(entity=entity or "", project=project, name=group, filters=f"Group = '{group}'")]
+    else:
+        runsets = [wr.Runset(entity=entity or "", project=project, name=g, filters=f"Config('experiment') = '{g}'")
+                   for g in sorted({str(r.config.get("experiment")) for r in runs})]
+    panels = [wr.BarPlot(title=m, metrics=[m]) for m in summary_metrics(runs)]
+    panels += [wr.RunComparer(diff_only="split"), wr.LinePlot(title="reward", x="wall_s", y=["reward/mean"])]
     report = wr.Report(project=project, entity=entity or "", title=title,
                        blocks=[wr.PanelGrid(runsets=runsets, panels=panels)])
     report.save()
@@ -224,11 +266,12 @@ def wandb_report(runs: Sequence[Run], project: str, entity: str | None, title: s
 
 
 def build(root: Path, out: Path, selector: dict[str, str], project: str = "gmiexp",
-          entity: str | None = None, use_wandb: bool = True) -> Path:
-    """Write report.md, runs.csv and the PNGs for the runs under ``root``; return the markdown path."""
-    runs = load_runs(root)
+          entity: str | None = None, use_wandb: bool = True, wandb_group: str | None = None) -> Path:
+    """Write report.md, runs.csv and the PNGs for the runs under ``root`` (or of ``wandb_group``)."""
+    runs = load_wandb_runs(wandb_group, project, entity) if wandb_group else load_runs(root)
     if not runs:
-        raise SystemExit(f"report: no summary.json below {root}")
+        raise SystemExit(f"report: no runs in W&B group {wandb_group}" if wandb_group
+                         else f"report: no summary.json below {root}")
     out.mkdir(parents=True, exist_ok=True)
     base = pick_baseline(runs, selector)
     images = [plot_throughput(runs, base, out), plot_rewards(runs, out), plot_memory(runs, out)]
@@ -236,7 +279,7 @@ def build(root: Path, out: Path, selector: dict[str, str], project: str = "gmiex
     write_csv(table, out / "runs.csv")
     note = "skipped (--no-wandb)"
     if use_wandb:
-        note = wandb_report(runs, project, entity, f"gmiexp: {root.name}")
+        note = wandb_report(runs, project, entity, f"gmiexp: {wandb_group or root.name}", wandb_group)
     path = out / "report.md"
     path.write_text("\n".join(filter(None, [markdown(table, root, base, images, note), pack_table.markdown(root)])))
     print(f"report: {len(runs)} runs -> {path}\nW&B: {note}")
@@ -245,15 +288,20 @@ def build(root: Path, out: Path, selector: dict[str, str], project: str = "gmiex
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m gmiexp.report", description=__doc__.splitlines()[0])
-    p.add_argument("root", type=Path, help="a run or multirun directory (searched for summary.json)")
-    p.add_argument("--out", type=Path, help="output directory (default: <root>/report)")
+    p.add_argument("root", type=Path, nargs="?", help="a run or multirun directory (searched for summary.json)")
+    p.add_argument("--wandb-group", help="compare the W&B runs of this group (an experiment) instead of a directory")
+    p.add_argument("--out", type=Path, help="output directory (default: <root>/report, or ./report-<group>)")
     p.add_argument("--baseline", action="append", default=[], metavar="KEY=VALUE",
                    help="config values selecting the baseline run (repeatable); default: fewest GMIs")
     p.add_argument("--project", default="gmiexp", help="W&B project the runs were logged to")
     p.add_argument("--entity", default=None, help="W&B entity")
     p.add_argument("--no-wandb", action="store_true", help="never contact W&B")
     a = p.parse_args(argv)
-    build(a.root, a.out or a.root / "report", parse_selector(a.baseline), a.project, a.entity, not a.no_wandb)
+    if (a.root is None) == (a.wandb_group is None):
+        p.error("give a run directory or --wandb-group, not both")
+    root = a.root or Path(f"wandb-group-{a.wandb_group}")
+    out = a.out or (a.root / "report" if a.root else Path(f"report-{a.wandb_group}"))
+    build(root, out, parse_selector(a.baseline), a.project, a.entity, not a.no_wandb, a.wandb_group)
     return 0
 
 

@@ -12,6 +12,8 @@ import psutil
 from gmiexp.compose import compose_config  # noqa: F401  (re-exported for the tests)
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
+#: group options that need another key to compose (their required field)
+NEEDS = {("train", "rlgames"): ["train.file=rl_games:configs/mujoco/ant_envpool.yaml"]}
 FAST = ["task=Cartpole", "num_envs=32", "launch.progress=false", "train.horizon_length=16",
         "train.minibatch_size=256", "train.mini_epochs=2"]
 
@@ -24,10 +26,19 @@ def cli_env() -> dict[str, str]:
     return env
 
 
-def run_cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    """``python -m gmiexp args`` with the test helpers importable (user roles)."""
+def fresh_caches(root: Path) -> dict[str, str]:
+    """Environment pointing every cache a first run fills (matplotlib's font cache, XDG, W&B) at empty dirs."""
+    names = {"MPLCONFIGDIR": "mpl", "XDG_CACHE_HOME": "cache", "XDG_CONFIG_HOME": "config",
+             "WANDB_CACHE_DIR": "wandb-cache", "WANDB_CONFIG_DIR": "wandb-config"}
+    for sub in names.values():
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    return {k: str(root / sub) for k, sub in names.items()}
+
+
+def run_cli(*args: str, timeout: float = 240, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``python -m gmiexp args`` with the test helpers importable (user roles); ``env`` adds variables."""
     return subprocess.run([sys.executable, "-m", "gmiexp", *args], capture_output=True, text=True,
-                          timeout=timeout, env=cli_env())
+                          timeout=timeout, env={**cli_env(), **(env or {})})
 
 
 def popen_cli(*args: str) -> subprocess.Popen:

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gmiexp.envs.base import GMIVecEnv
 from gmiexp.errors import ConfigError, invalid
+
+if TYPE_CHECKING:  # the adapters import rl-games and torch; mode=plan and mode=doctor must not
+    from gmiexp.envs.base import GMIVecEnv
 
 SIMULATORS = ("envpool", "torch", "isaacgym")
 TORCH_TASKS = ("Cartpole",)
+# Observation and action sizes of envpool's MuJoCo tasks, so planning never imports envpool (whose import pulls
+# in matplotlib). tests/envs/test_envpool_env.py holds them equal to envpool.make_spec; other ids ask envpool.
+ENVPOOL_DIMS = {"Ant-v4": (27, 8), "Humanoid-v4": (376, 17), "HalfCheetah-v4": (17, 6), "Hopper-v4": (11, 3),
+                "Walker2d-v4": (17, 6), "Swimmer-v4": (8, 2), "Reacher-v4": (11, 2), "Pusher-v4": (23, 7),
+                "InvertedPendulum-v4": (4, 1), "InvertedDoublePendulum-v4": (11, 1),
+                "HumanoidStandup-v4": (376, 17)}
 
 
 def check_task(task: dict[str, Any]) -> None:
@@ -18,7 +26,7 @@ def check_task(task: dict[str, Any]) -> None:
         raise invalid("task.simulator", sim, SIMULATORS)
     if sim == "torch" and env_id not in TORCH_TASKS:
         raise invalid("torch task", env_id, TORCH_TASKS)
-    if sim == "envpool":
+    if sim == "envpool" and env_id not in ENVPOOL_DIMS:
         import envpool
 
         known = envpool.list_all_envs()
@@ -45,6 +53,8 @@ def task_dims(task: dict[str, Any]) -> tuple[int, int]:
         return 4, 2
     if sim == "isaacgym":
         return ISAAC_DIMS[env_id]
+    if env_id in ENVPOOL_DIMS:
+        return ENVPOOL_DIMS[env_id]
     import envpool
 
     spec = envpool.make_spec(env_id)
@@ -71,4 +81,4 @@ def make_vec_env(task: dict[str, Any], num_envs: int, seed: int, sim_threads: in
     raise invalid("task.simulator", sim, SIMULATORS)
 
 
-__all__ = ["SIMULATORS", "GMIVecEnv", "check_task", "make_vec_env", "task_dims"]
+__all__ = ["ENVPOOL_DIMS", "SIMULATORS", "check_task", "make_vec_env", "task_dims"]

@@ -9,6 +9,7 @@ summary.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
@@ -100,6 +101,7 @@ def launch(plan: Plan, backend: Backend, run_dir: Path) -> dict[str, Any]:
         total_frames=frames_per_iteration(plan) * plan.max_iterations,
         heartbeat_timeout_s=float(lc.get("heartbeat_timeout_s", 120.0)),
         interval_s=float(lc.get("monitor_interval_s", 0.5)), progress=bool(lc.get("progress", True)),
+        progress_interval_s=float(lc.get("progress_interval_s", 30.0)),
     )
     monitor = Monitor(backend.hardware, interval_s=max(0.5, float(lc.get("monitor_interval_s", 0.5))),
                       gmi_devices={g.id: g.device for g in plan.gmis},
@@ -152,9 +154,14 @@ def _run_session(plan: Plan, run_dir: Path, watchdog: Watchdog, monitor: Any, t0
 
 
 def _inprocess(plan: Plan) -> None:
-    """Run a 1-GMI plan in this process (tests, debugging): same code path minus the process boundary."""
+    """Run a 1-GMI plan in this process (tests, debugging): same code path minus the process boundary.
+
+    What the GMI prints (rl-games' own lines) goes to stderr, as a worker's goes to its log: stdout is the
+    program's output (the one-line summary).
+    """
     from gmiexp.launch.gmi_env import apply_gmi_environment
     from gmiexp.launch.worker import run_gmi
 
     apply_gmi_environment(plan.gmis[0])
-    run_gmi(plan, 0)
+    with contextlib.redirect_stdout(sys.stderr):
+        run_gmi(plan, 0)

@@ -40,19 +40,22 @@ def async_metrics(histories: dict[int, list[dict[str, Any]]]) -> dict[str, float
     return out
 
 
-def reward_history(histories: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """The first GMI's history that reports rewards (GMI 0 unless it is a trainer or agent-only GMI)."""
+def lead_gmi(histories: dict[int, list[dict[str, Any]]]) -> int:
+    """The GMI whose history speaks for the run (summary's ``history``, W&B's curves): the first reporting rewards.
+
+    GMI 0 in the PPO layouts; in serving and experience layouts GMI 0 may be a trainer that sees no episodes.
+    """
     for gid in sorted(histories):
         if any(r.get("reward/mean") is not None for r in histories[gid]):
-            return histories[gid]
-    return histories.get(0, [])
+            return gid
+    return min(histories, default=0)
 
 
 def build_summary(plan: Plan, run_dir: Path, wall_s: float, host_metrics: dict[str, float]) -> dict[str, Any]:
     metrics: dict[str, Any] = {}
     results = {g.id: read_result(run_dir, g.id) or {} for g in plan.gmis}
     histories = {g.id: read_history(run_dir, g.id) for g in plan.gmis}
-    history0 = histories.get(0, [])
+    lead = lead_gmi(histories)
     per_gmi = {}
     for gid, rows in histories.items():
         per_gmi[gid] = steady_rate(rows, "local_frames", cumulative=False)
@@ -62,7 +65,7 @@ def build_summary(plan: Plan, run_dir: Path, wall_s: float, host_metrics: dict[s
     for k in TIME_KEYS:
         vals = [r[k] for r in results.values() if k in r]
         metrics[k] = sum(vals) / len(vals) if vals else 0.0
-    rewards = [r.get("reward/mean") for r in reward_history(histories) if r.get("reward/mean") is not None]
+    rewards = [r.get("reward/mean") for r in histories.get(lead, []) if r.get("reward/mean") is not None]
     metrics["reward/mean"] = rewards[-1] if rewards else None
     rss = [r["mem/peak_rss_mb"] for r in results.values() if "mem/peak_rss_mb" in r]
     metrics["mem/peak_rss_mb"] = max(rss) if rss else None
@@ -86,7 +89,8 @@ def build_summary(plan: Plan, run_dir: Path, wall_s: float, host_metrics: dict[s
         },
         "metrics": metrics,
         "gmis": {str(k): v for k, v in results.items()},
-        "history": history0,
+        "lead_gmi": lead,
+        "history": histories.get(lead, []),
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     return summary

@@ -1,4 +1,4 @@
-"""Launcher-side thread: reads GMI status files, draws the progress bar, kills hung GMIs."""
+"""Launcher-side thread: reads GMI status files, shows progress (gmiexp.launch.progress), kills hung GMIs."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from tqdm import tqdm
-
+from gmiexp.launch.progress import Progress, make_progress
 from gmiexp.launch.status import read_status
 
 
@@ -31,6 +30,7 @@ class Watchdog:
     heartbeat_timeout_s: float
     interval_s: float = 0.5
     progress: bool = True
+    progress_interval_s: float = 30.0  # plain progress lines when stderr is not a terminal
     hang: Hang | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -46,34 +46,29 @@ class Watchdog:
             self._thread.join(timeout=5)
 
     def _loop(self) -> None:
-        bar = tqdm(total=self.total_frames, unit="frame", unit_scale=True, dynamic_ncols=True,
-                   disable=not self.progress, file=sys.stderr, desc="gmiexp")
+        display = make_progress(self.total_frames, self.progress, self.progress_interval_s, sys.stderr)
         t_start = time.time()
         try:
             while not self._stop.wait(self.interval_s):
                 statuses = [read_status(self.run_dir, i) for i in range(self.n_gmis)]
                 if self.hang is None:
                     self._check_heartbeats(statuses, t_start)
-                try:
-                    self._update_bar(bar, statuses)
-                except (TypeError, ValueError, KeyError):  # a half-written field must not stop the watchdog
-                    pass
+                self._show(display, statuses)
+            self._show(display, [read_status(self.run_dir, 0)])  # the final state, for the last line
         finally:
-            bar.close()
+            display.close()
 
-    def _update_bar(self, bar: tqdm, statuses: list[dict | None]) -> None:
+    def _show(self, display: Progress, statuses: list[dict | None]) -> None:
         s0 = statuses[0] if statuses else None
         if not s0:
             return
-        frames = int(s0.get("frames", 0))
-        bar.n = min(frames, bar.total) if bar.total else frames
-        rate = float(s0.get("steps_per_s", 0.0))  # GMI 0 reports the global rate
-        reward = s0.get("reward")
-        post = {"steps/s": f"{rate:,.0f}", "it": s0.get("iteration", 0)}
-        if reward is not None:
-            post["reward"] = f"{reward:.2f}"
-        bar.set_postfix(post, refresh=False)
-        bar.refresh()
+        try:
+            reward = s0.get("reward")
+            frames, rate = int(s0.get("frames", 0)), float(s0.get("steps_per_s", 0.0))  # GMI 0: the global rate
+            iteration = int(s0.get("iteration", 0))
+        except (TypeError, ValueError):  # a half-written field must not stop the watchdog
+            return
+        display.update(frames=frames, rate=rate, iteration=iteration, reward=None if reward is None else float(reward))
 
     def _check_heartbeats(self, statuses: list[dict | None], t_start: float) -> None:
         now = time.time()

@@ -1,4 +1,4 @@
-"""rl-games observer: per-step heartbeats, per-epoch progress/history, metrics to the logger."""
+"""rl-games observer: per-step heartbeats, per-epoch progress and history (the launcher logs it to W&B)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,14 @@ from typing import Any
 from rl_games.common.algo_observer import AlgoObserver
 
 from gmiexp.launch.status import StatusWriter
-from gmiexp.metrics import MetricsLogger
 
 
 class GMIObserver(AlgoObserver):
     """Called by rl-games from its own loop, so a GMI stuck anywhere stops beating."""
 
-    def __init__(self, status: StatusWriter, logger: MetricsLogger | None, gmi_id: int) -> None:
+    def __init__(self, status: StatusWriter, gmi_id: int) -> None:
         super().__init__()
         self.status = status
-        self.logger = logger
         self.gmi_id = gmi_id
         self.algo: Any = None
         self.t_start = time.perf_counter()
@@ -56,9 +54,6 @@ class GMIObserver(AlgoObserver):
         self.status.beat(force=True, iteration=row["iteration"], frames=self.frames,
                          steps_per_s=row["perf/env_steps_per_s"], reward=row["reward/mean"])
         self.status.history(row)
-        if self.logger is not None and self.gmi_id == 0:
-            self.logger.log({k: v for k, v in row.items() if isinstance(v, (int, float)) and k != "iteration"},
-                            step=self.frames)
 
     def reward(self) -> float | None:
         a = self.algo

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 from pathlib import Path
 from typing import Any
 
@@ -103,15 +101,20 @@ def build_params(plan: Plan, gmi: GMI, num_envs: int | None = None, device: str 
 
 
 def policy_param_count(plan: Plan) -> int:
-    """Parameters of the policy rl-games builds for this task (what every gradient reduction moves)."""
-    from rl_games.algos_torch.model_builder import ModelBuilder
+    """Parameters of the policy rl-games builds for this task (what every gradient reduction moves).
 
+    Counted from the network spec rather than by building it, so ``mode=plan`` imports neither rl-games nor
+    torch; ``tests/rl/test_params.py`` holds the count equal to rl-games' ``ModelBuilder`` on every task.
+    """
     from gmiexp.envs import task_dims
 
     obs, act = task_dims(plan.task)
-    params = build_params(plan, plan.gmis[0])
-    with contextlib.redirect_stdout(io.StringIO()):  # rl-games prints while building; stdout carries the plan
-        model = ModelBuilder().load(params)
-        net = model.build({"actions_num": act, "input_shape": (obs,), "num_seqs": 1, "value_size": 1,
-                           "normalize_value": False, "normalize_input": False})
-    return sum(p.numel() for p in net.parameters())
+    net = network(plan.task, plan.train["activation"])
+    sizes = [obs, *net["mlp"]["units"]]
+    trunk = sum(i * o + o for i, o in zip(sizes, sizes[1:], strict=False))
+    last = sizes[-1]
+    towers = 2 if net["separate"] else 1  # a separate critic repeats the MLP
+    value = last + 1
+    head = last * act + act  # mu (continuous) or logits (discrete)
+    sigma = act if plan.task["continuous"] else 0  # fixed_sigma: one learnt log-std per action
+    return towers * trunk + value + head + sigma

@@ -10,7 +10,6 @@ from rl_games.torch_runner import Runner
 
 from gmiexp.envs import make_vec_env
 from gmiexp.eval.record import write_record
-from gmiexp.metrics import make_logger
 from gmiexp.rl.agent import GMIContinuousAgent, GMIDiscreteAgent
 from gmiexp.rl.observer import GMIObserver
 from gmiexp.rl.params import ENV_NAME, build_params
@@ -38,11 +37,7 @@ class PPORole(Role):
         device = str(self.device)
         holder: dict[str, Any] = {}
         register_env(plan.task, gmi.sim_threads, device, holder)
-        logger = None
-        if gmi.id == 0:
-            logger = make_logger(plan.logger, str(self.ctx.run_dir), name=self.ctx.run_dir.name,
-                                 config=run_config(plan))
-        observer = GMIObserver(self.ctx.status, logger, gmi.id)
+        observer = GMIObserver(self.ctx.status, gmi.id)  # W&B is written by the launcher (gmiexp.metrics)
         runner = Runner(algo_observer=observer)
         ctx = self.ctx
         runner.algo_factory.register_builder(
@@ -54,11 +49,7 @@ class PPORole(Role):
             write_record(params, plan.task, plan.plan_id)
         runner.load({"params": params})
         t0 = time.perf_counter()
-        try:
-            runner.run({"train": True, "play": False, "checkpoint": plan.checkpoint or None})
-        finally:
-            if logger is not None:
-                logger.close()
+        runner.run({"train": True, "play": False, "checkpoint": plan.checkpoint or None})
         wall = time.perf_counter() - t0
         agent = observer.algo
         env = holder.get("env")
@@ -71,13 +62,3 @@ class PPORole(Role):
             "checkpoint_dir": str(agent.nn_dir) if gmi.id == 0 else "",
         }
 
-
-def run_config(plan: Any) -> dict[str, Any]:
-    """The config W&B records for a run (what sweeps compare on)."""
-    return {
-        "experiment": plan.experiment, "task": plan.task.get("name"), "layout": plan.layout,
-        "backend": plan.backend, "reduction": plan.reduction, "gmis": plan.world_size,
-        "devices": len(plan.devices), "num_envs": plan.gmis[0].num_envs, "seed": plan.seed,
-        "max_iterations": plan.max_iterations, "plan_id": plan.plan_id,
-        **{f"train.{k}": v for k, v in plan.train.items()},
-    }
