@@ -71,18 +71,21 @@ class Watchdog:
         display.update(frames=frames, rate=rate, iteration=iteration, reward=None if reward is None else float(reward))
 
     def _check_heartbeats(self, statuses: list[dict | None], t_start: float) -> None:
+        """Kill the first GMI silent for longer than the timeout; elastic then stops every other GMI.
+
+        A GMI without a status file has no pid to kill yet (its worker writes one before importing anything,
+        so only a process still being spawned lacks it): it is skipped, not declared hung, or the watchdog would
+        stop watching with nothing killed while a really hung GMI ran on.
+        """
         now = time.time()
         for gmi, s in enumerate(statuses):
-            last = float(s["time"]) if s else t_start
-            if s and s.get("stage") == "done":
+            if not s or not s.get("pid") or s.get("stage") == "done":
                 continue
-            silent = now - last
+            silent = now - float(s.get("time", t_start))
             if silent > self.heartbeat_timeout_s:
-                self.hang = Hang(gmi=gmi, silent_s=silent, stage=(s or {}).get("stage", "not started"))
-                pid = (s or {}).get("pid")
-                if pid:
-                    try:  # elastic sees the failure and stops every other GMI
-                        os.kill(int(pid), signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
+                self.hang = Hang(gmi=gmi, silent_s=silent, stage=s.get("stage", "starting"))
+                try:
+                    os.kill(int(s["pid"]), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
                 return

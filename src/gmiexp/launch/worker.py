@@ -23,7 +23,7 @@ def current_rss_mb() -> float:
     return psutil.Process().memory_info().rss / 2**20
 
 
-def run_gmi(plan: Any, gmi_id: int) -> dict[str, Any]:
+def run_gmi(plan: Any, gmi_id: int, status: Any = None) -> dict[str, Any]:
     """Run GMI ``gmi_id`` of ``plan`` in this process (also used in-process for 1-GMI plans)."""
     import torch
 
@@ -33,7 +33,7 @@ def run_gmi(plan: Any, gmi_id: int) -> dict[str, Any]:
     from gmiexp.role import GMIContext, load_role
 
     gmi = plan.gmi(gmi_id)
-    status = StatusWriter(plan.run_dir, gmi_id)
+    status = status or StatusWriter(plan.run_dir, gmi_id)
     torch.set_num_threads(gmi.torch_threads)
     mgr = GMIManager(plan, gmi_id)
     status.beat(force=True, stage="rendezvous")
@@ -94,15 +94,17 @@ def bind_to_launcher(plan: Any, gmi_id: int) -> bool:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     from gmiexp.launch.gmi_env import apply_gmi_environment
+    from gmiexp.launch.status import StatusWriter
     from gmiexp.plan import Plan
 
     plan = Plan.load(argv[0])
     rank = int(os.environ.get("RANK", "0"))
+    status = StatusWriter(plan.run_dir, rank)  # pid and a first beat before the slow imports (the watchdog's view)
     apply_gmi_environment(plan.gmi(rank))
     import_simulator_first(plan.task)
     bind_to_launcher(plan, rank)
     try:
-        run_gmi(plan, rank)
+        run_gmi(plan, rank, status)
     except Exception:
         traceback.print_exc()
         return 1
