@@ -5,6 +5,8 @@ PY := $(VENV)/bin/python
 # torch==2.13.0 is a local CPU wheel on the project's machines; GPU hosts keep their CUDA torch (>=2.4).
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
+# pins the torch the venv already has while extras install (mjlab would otherwise pull a CUDA torch)
+CONSTRAINTS := $(VENV)/torch-constraints.txt
 
 .PHONY: venv run test test-slow test-gpu lint plan doctor bench clean
 
@@ -14,7 +16,8 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -c "import torch; print('torch==' + torch.__version__)" > $(CONSTRAINTS)
+	$(PY) -m pip install -q -c $(CONSTRAINTS) -e ".[test,mjlab]"
 	touch $(STAMP)
 
 run: venv

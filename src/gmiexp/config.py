@@ -86,12 +86,15 @@ class TaskConfig:
     """Simulator and the task's policy size."""
 
     name: str = "Ant"
-    simulator: str = "envpool"  # envpool | torch | isaacgym
+    simulator: str = "envpool"  # envpool | torch | mjlab | isaacgym
     env_id: str = "Ant-v4"  # simulator-specific id
     mlp_units: list[int] = field(default_factory=lambda: [256, 128, 64])
     reward_scale: float = 1.0
     max_episode_length: int = 1000
     continuous: bool = True
+    # layout=tcg_ex: train rl-games' central value network on the simulator's privileged observations
+    # (mjlab's critic group) instead of the policy's value head; other layouts use the value head
+    central_value: bool = False
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Simulators: envpool (CPU default), torch-native Cartpole, isaacgym (opt-in)."""
+"""Simulators: envpool (CPU default), torch-native Cartpole, mjlab (MuJoCo Warp, GPU), isaacgym (opt-in)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 from gmiexp.envs.base import GMIVecEnv
 from gmiexp.errors import ConfigError, invalid
 
-SIMULATORS = ("envpool", "torch", "isaacgym")
+SIMULATORS = ("envpool", "torch", "mjlab", "isaacgym")
 TORCH_TASKS = ("Cartpole",)
 
 
@@ -29,8 +29,21 @@ def check_task(task: dict[str, Any]) -> None:
         from gmiexp.envs.isaacgym_env import check
 
         check(env_id)
+    if sim == "mjlab":
+        _check_mjlab(env_id)
     if task["continuous"] != (env_id != "Cartpole"):
         raise ConfigError(f"task.continuous={task['continuous']} does not match task {env_id!r}")
+
+
+def _check_mjlab(env_id: str) -> None:
+    import importlib.util
+
+    from gmiexp.envs.mjlab_env import INSTALL_HINT, MJLAB_DIMS
+
+    if env_id not in MJLAB_DIMS:
+        raise invalid("mjlab env_id", env_id, MJLAB_DIMS)
+    if importlib.util.find_spec("mjlab") is None:
+        raise ConfigError(INSTALL_HINT)
 
 
 # Observation and action sizes of the IsaacGymEnvs tasks (paper Table 6).
@@ -45,6 +58,10 @@ def task_dims(task: dict[str, Any]) -> tuple[int, int]:
         return 4, 2
     if sim == "isaacgym":
         return ISAAC_DIMS[env_id]
+    if sim == "mjlab":
+        from gmiexp.envs.mjlab_env import MJLAB_DIMS
+
+        return MJLAB_DIMS[env_id][:2]
     import envpool
 
     spec = envpool.make_spec(env_id)
@@ -52,8 +69,12 @@ def task_dims(task: dict[str, Any]) -> tuple[int, int]:
 
 
 def make_vec_env(task: dict[str, Any], num_envs: int, seed: int, sim_threads: int = 1,
-                 device: str = "cpu") -> GMIVecEnv:
-    """Build the simulator of ``task`` for one GMI."""
+                 device: str = "cpu", states: bool = False) -> GMIVecEnv:
+    """Build the simulator of ``task`` for one GMI.
+
+    ``states``: also return the simulator's privileged observations for a central value network
+    (``{"obs", "states"}``, mjlab's critic group); simulators without them ignore it.
+    """
     sim = task["simulator"]
     if sim == "torch":
         from gmiexp.envs.cartpole import CartpoleVecEnv
@@ -64,6 +85,11 @@ def make_vec_env(task: dict[str, Any], num_envs: int, seed: int, sim_threads: in
 
         return EnvpoolVecEnv(task["env_id"], num_envs, seed=seed, num_threads=sim_threads,
                              max_episode_length=task["max_episode_length"])
+    if sim == "mjlab":
+        from gmiexp.envs.mjlab_env import MjlabVecEnv
+
+        return MjlabVecEnv(task["env_id"], num_envs, seed=seed, device=device,
+                           max_episode_length=task["max_episode_length"], states=states)
     if sim == "isaacgym":
         from gmiexp.envs.isaacgym_env import IsaacGymVecEnv
 

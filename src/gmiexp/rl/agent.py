@@ -43,6 +43,7 @@ class GMISyncMixin:
         self.timings: dict[str, float] = {"sim_s": 0.0, "inference_s": 0.0, "train_s": 0.0, "comm_s": 0.0}
         self.last_epoch: dict[str, float] = {}
         self._stats_counts: dict[int, float] = {}
+        self._cv_stats_counts: dict[int, float] = {}
 
     def _take_over_distributed(self) -> None:
         mgr = self.gmi_ctx.mgr
@@ -52,6 +53,9 @@ class GMISyncMixin:
         # rl-games' train() calls torch.cuda.set_device(local_rank); each GMI sees one device
         # (CUDA_VISIBLE_DEVICES), and -1 makes the call a no-op on a CPU-only GMI.
         self.local_rank = 0 if mgr.torch_device.type == "cuda" else -1
+        if self.has_central_value:  # its gradients: rl-games' own all-reduce, over gmiexp's default group
+            cv = self.central_value_net
+            cv.multi_gpu, cv.world_size, cv.global_rank = self.multi_gpu, self.world_size, self.global_rank
         if self.global_rank != 0 and self.writer is not None:
             self.writer.close()
             self.writer = None
@@ -73,6 +77,8 @@ class GMISyncMixin:
         t0 = time.perf_counter()
         if self.multi_gpu:
             merge_running_stats(self.model, gloo_sum(), self.world_size, self._stats_counts)
+            if self.has_central_value:
+                merge_running_stats(self.central_value_net.model, gloo_sum(), self.world_size, self._cv_stats_counts)
         sync_s = time.perf_counter() - t0
         self._account(result, self.gmi_ctx.reduction.comm_s - comm0 + sync_s, sync_s)
         if self.config.get("check_sync"):
@@ -85,6 +91,8 @@ class GMISyncMixin:
     def _check_sync(self) -> str:
         """Raise if any GMI's weights or normalisers differ from the others' (bit for bit)."""
         digest = model_digest(self.model)
+        if self.has_central_value:
+            digest += model_digest(self.central_value_net.model)
         if self.multi_gpu:
             digests: list[str | None] = [None] * self.world_size
             dist.all_gather_object(digests, digest)
