@@ -94,8 +94,9 @@ def simulator_verdicts(hw: Hardware, have: Installed = installed) -> dict[str, A
         out["mjlab"] = {"ok": True, "reason": "MuJoCo Warp on CPU: runs, slowly (its point is the GPU)"}
     if hopper:
         g = hopper[0]
+        cc = ".".join(map(str, g.compute_capability))
         out["isaacgym"] = {"ok": False, "reason": f"does not run on GPU {g.index} ({g.name}, compute capability "
-                                                  f"{'.'.join(map(str, g.compute_capability))}): IsaacGymEnvs issue 220"}
+                                                  f"{cc}): IsaacGymEnvs issue 220"}
     elif not have("isaacgym"):
         out["isaacgym"] = {"ok": False, "reason": "not installed (Isaac Gym Preview 4: manual download, Python <= 3.8)"}
     else:

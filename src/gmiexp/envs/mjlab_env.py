@@ -42,7 +42,7 @@ def sim_device(device: str) -> str:
 
 @contextlib.contextmanager
 def stdout_to_stderr() -> Iterator[None]:
-    """mjlab's tables and Warp's module-load lines print to stdout, which carries only program output."""
+    """Send mjlab's tables and Warp's module-load lines print to stdout, which carries only program output."""
     with contextlib.redirect_stdout(sys.stderr):
         yield
 
