@@ -54,6 +54,7 @@ def test_every_layout_runs_mjlab(layout: str, extra: list[str], tmp_path: Path, 
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)
 def test_ppo_learns_mjlab_cartpole(tmp_path: Path, no_orphans: None) -> None:
     iters = 40
     s, plan = run(tmp_path, "layout=tcg_ex", "num_envs=64", "train.horizon_length=32", "train.minibatch_size=1024",
