@@ -102,6 +102,10 @@ class TrainConfig:
     """rl-games PPO hyper-parameters (the ``params.config`` block of an rl-games YAML)."""
 
     algo: str = "ppo"
+    # the torch device of every role (models, rollouts, advantages, updates, normalisers):
+    # auto (the GMI's GPU on a GPU host, else cpu) | cpu | cuda | lazy (PyTorch's lazy TorchScript
+    # backend: the CPU stand-in accelerator that checks device handling without a GPU; slow)
+    device: str = "auto"
     horizon_length: int = 16
     minibatch_size: int = 1024  # per GMI; clipped to the GMI's batch
     mini_epochs: int = 4

@@ -9,6 +9,7 @@ from gmiexp import backends, layouts
 from gmiexp.backends.base import Backend
 from gmiexp.comm import reduction as reductions
 from gmiexp.config import MODES, Config
+from gmiexp.device import check_device, check_device_role
 from gmiexp.envs import check_task
 from gmiexp.errors import ConfigError, invalid
 from gmiexp.hardware import Hardware, resolve
@@ -50,6 +51,7 @@ def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> 
     """Everything a launch needs, validated; raises ConfigError (exit 2) before anything starts."""
     check_config(cfg)
     hw = hardware or host(cfg)
+    check_device(cfg.train.device, hw)
     req = LayoutRequest(layout=cfg.layout, hardware=hw, num_gpus=cfg.num_gpus,
                         gmis_per_gpu=cfg.gmis_per_gpu, num_envs=cfg.num_envs, mode=cfg.mode)
     plan = layouts.get(cfg.layout.name)(req)
@@ -62,6 +64,7 @@ def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> 
     plan.hardware = hw.summary()
     plan.seed, plan.max_iterations = cfg.seed, cfg.max_iterations
     layouts.configure(plan, cfg)  # role by layout (when role=ppo), channel/async notes, cost model
+    check_device_role(cfg.train.device, plan.role, plan.world_size)
     plan.checkpoint = str(Path(cfg.checkpoint).resolve()) if cfg.checkpoint else ""
     plan.experiment, plan.run_dir = cfg.experiment, str(run_dir.resolve())
     plan.reduction, plan.reduction_reason = reductions.resolve(layouts.reduction_for(plan, cfg.reduction.name), plan)

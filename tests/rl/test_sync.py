@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
+from gmitest import FAST, run_cli
 from rl_games.algos_torch.running_mean_std import RunningMeanStd
 from torch import nn
 
@@ -65,3 +68,18 @@ def test_fit_minibatch() -> None:
     assert fit_minibatch(1024, 256) == 256
     assert fit_minibatch(48 * 16, 500) == 384
     assert fit_minibatch(100, 1000) == 100
+
+
+def test_first_merge_counts_the_initial_count_once_plus_every_gmis_samples(tmp_path: Path,
+                                                                          no_orphans: None) -> None:
+    # two tcg_ex GMIs, one epoch. Each feeds its input normaliser horizon x num_envs observations per
+    # mini-epoch (rl-games' discrete agent re-enters train mode every minibatch) and its value
+    # normaliser the epoch's values and returns once each.
+    r = run_cli(*FAST, "gmis_per_gpu=2", "max_iterations=1", f"hydra.run.dir={tmp_path}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    (path,) = (tmp_path / "rl_games" / "run" / "nn").glob("last_*.pth")
+    state = torch.load(path, weights_only=False)["model"]
+    rows, mini_epochs, gmis = 16 * 32, 2, 2  # FAST: train.horizon_length x num_envs, train.mini_epochs
+    initial = 1.0  # rl-games' RunningMeanStd starts from one prior sample, the same on every GMI
+    assert float(state["running_mean_std.count"]) == initial + gmis * mini_epochs * rows
+    assert float(state["value_mean_std.count"]) == initial + gmis * 2 * rows

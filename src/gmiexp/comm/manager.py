@@ -14,6 +14,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from gmiexp.device import resolve_device
 from gmiexp.plan import GMI, Plan
 
 
@@ -25,6 +26,7 @@ class GMIManager:
         self.gmi: GMI = plan.gmi(gmi_id)
         self._groups: dict[tuple[int, ...], object] = {}
         self._owns_pg = False
+        self._device: torch.device | None = None
 
     # ---- set-up --------------------------------------------------------
     @property
@@ -98,10 +100,10 @@ class GMIManager:
 
     @property
     def torch_device(self) -> torch.device:
-        """cuda:0 inside a GMI on a GPU (CUDA_VISIBLE_DEVICES leaves it one device), else cpu."""
-        if os.environ.get("CUDA_VISIBLE_DEVICES", "") != "" and torch.cuda.is_available():
-            return torch.device("cuda:0")
-        return torch.device("cpu")
+        """The device every role of this GMI uses: ``train.device`` resolved (see :mod:`gmiexp.device`)."""
+        if self._device is None:
+            self._device = resolve_device(str(self.plan.train.get("device", "auto")))
+        return self._device
 
     # ---- point-to-point ------------------------------------------------
     def send(self, tensor: torch.Tensor, dst_gmi: int) -> None:

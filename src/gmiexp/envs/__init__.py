@@ -84,7 +84,7 @@ def make_vec_env(task: dict[str, Any], num_envs: int, seed: int, sim_threads: in
         from gmiexp.envs.envpool_env import EnvpoolVecEnv
 
         return EnvpoolVecEnv(task["env_id"], num_envs, seed=seed, num_threads=sim_threads,
-                             max_episode_length=task["max_episode_length"])
+                             max_episode_length=task["max_episode_length"], device=device)
     if sim == "mjlab":
         from gmiexp.envs.mjlab_env import MjlabVecEnv
 

@@ -10,6 +10,8 @@ import gymnasium as gym
 import torch
 from rl_games.common.ivecenv import IVecEnv
 
+from gmiexp.device import step_boundary
+
 
 class GMIVecEnv(IVecEnv, metaclass=ABCMeta):
     """Common part of gmiexp's simulators: env_info, time accounting (``time/sim_s``)."""
@@ -33,6 +35,7 @@ class GMIVecEnv(IVecEnv, metaclass=ABCMeta):
         return 1
 
     def step(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict]:
+        step_boundary(actions)
         t0 = time.perf_counter()
         out = self._step(actions)
         self.sim_s += time.perf_counter() - t0

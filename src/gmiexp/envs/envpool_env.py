@@ -1,7 +1,9 @@
 """envpool adapter (C++ MuJoCo, batched, runs on CPU): the default simulator.
 
 envpool steps all environments in its own thread pool; ``sim_threads`` sizes
-that pool so the GMI stays inside its core budget.
+that pool so the GMI stays inside its core budget. Its arrays live on the host;
+the adapter hands them over on the GMI's device, which is what rl-games expects
+of a vec-env that returns tensors (it moves only numpy observations itself).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ def _f32_box(space: gym.spaces.Box) -> gym.spaces.Box:
 
 class EnvpoolVecEnv(GMIVecEnv):
     def __init__(self, env_id: str, num_envs: int, seed: int, num_threads: int = 1,
-                 max_episode_length: int = 1000) -> None:
+                 max_episode_length: int = 1000, device: str | torch.device = "cpu") -> None:
         import envpool
 
         self.pool = envpool.make(
@@ -27,10 +29,11 @@ class EnvpoolVecEnv(GMIVecEnv):
             num_threads=max(1, num_threads), max_episode_steps=max_episode_length,
         )
         super().__init__(num_envs, _f32_box(self.pool.observation_space), _f32_box(self.pool.action_space))
+        self.device = torch.device(device)
 
     def reset(self) -> torch.Tensor:
         obs, _info = self.pool.reset()
-        return torch.from_numpy(np.asarray(obs, dtype=np.float32))
+        return torch.from_numpy(np.asarray(obs, dtype=np.float32)).to(self.device)
 
     def _step(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict]:
         act = actions.detach().cpu().numpy().astype(np.float64, copy=False)
@@ -38,9 +41,10 @@ class EnvpoolVecEnv(GMIVecEnv):
         # envpool resets a finished env on the *next* step; that step's transition
         # (reset obs, zero reward) belongs to no episode, so it is reported as not done.
         done = term | trunc
+        dev = self.device
         return (
-            torch.from_numpy(np.asarray(obs, dtype=np.float32)),
-            torch.from_numpy(np.asarray(rew, dtype=np.float32)),
-            torch.from_numpy(done),
-            {"time_outs": torch.from_numpy(np.asarray(trunc))},
+            torch.from_numpy(np.asarray(obs, dtype=np.float32)).to(dev),
+            torch.from_numpy(np.asarray(rew, dtype=np.float32)).to(dev),
+            torch.from_numpy(done).to(dev),
+            {"time_outs": torch.from_numpy(np.asarray(trunc)).to(dev)},
         )

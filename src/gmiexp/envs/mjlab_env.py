@@ -58,7 +58,7 @@ class MjlabVecEnv(GMIVecEnv):
     network; otherwise only the actor observations (serving and experience layouts).
     """
 
-    def __init__(self, task_id: str, num_envs: int, seed: int, device: str = "cpu",
+    def __init__(self, task_id: str, num_envs: int, seed: int, device: str | torch.device = "cpu",
                  max_episode_length: int | None = None, states: bool = False) -> None:
         configure_warp_cache()
         with stdout_to_stderr():
@@ -71,13 +71,16 @@ class MjlabVecEnv(GMIVecEnv):
             cfg.seed = seed
             if max_episode_length:  # episode_length_s is how mjlab states it: steps x decimation x timestep
                 cfg.episode_length_s = max_episode_length * cfg.decimation * cfg.sim.mujoco.timestep
-            self.env = ManagerBasedRlEnv(cfg, device=sim_device(device))
+            self.env = ManagerBasedRlEnv(cfg, device=sim_device(str(device)))
         dims = self.env.observation_manager.group_obs_dim
         self.states = states and "critic" in dims
         # rl-games clamps policy outputs to the action space; mjlab's actions are normalised to [-1, 1]
         super().__init__(num_envs, _box(dims["actor"][-1], np.inf), _box(self.env.single_action_space.shape[-1], 1.0))
         self.state_space = _box(dims["critic"][-1], np.inf) if self.states else None
-        self.device = torch.device(self.env.device)
+        self.sim_device = torch.device(self.env.device)
+        # where the GMI's model is: the simulator's own device on a GPU (nothing moves); a stand-in
+        # model device on a CPU host gets the host's tensors, as from any host simulator
+        self.device = torch.device(device)
 
     def get_env_info(self) -> dict[str, Any]:
         info = super().get_env_info()
@@ -86,10 +89,13 @@ class MjlabVecEnv(GMIVecEnv):
             info["use_global_observations"] = True
         return info
 
+    def _out(self, t: torch.Tensor) -> torch.Tensor:
+        return t.to(self.device)  # no-op unless the model sits on a stand-in device
+
     def _obs(self, groups: dict[str, torch.Tensor]) -> torch.Tensor | dict[str, torch.Tensor]:
         if self.states:
-            return {"obs": groups["actor"], "states": groups["critic"]}
-        return groups["actor"]
+            return {"obs": self._out(groups["actor"]), "states": self._out(groups["critic"])}
+        return self._out(groups["actor"])
 
     def reset(self) -> torch.Tensor | dict[str, torch.Tensor]:
         with stdout_to_stderr():
@@ -98,8 +104,9 @@ class MjlabVecEnv(GMIVecEnv):
 
     def _step(self, actions: torch.Tensor) -> tuple[Any, torch.Tensor, torch.Tensor, dict]:
         with stdout_to_stderr():  # the first steps load more Warp modules
-            groups, rew, terminated, truncated, _extras = self.env.step(actions.to(self.device))
-        return self._obs(groups), rew, terminated | truncated, {"time_outs": truncated}
+            groups, rew, terminated, truncated, _extras = self.env.step(actions.to(self.sim_device))
+        return (self._obs(groups), self._out(rew), self._out(terminated | truncated),
+                {"time_outs": self._out(truncated)})
 
     def close(self) -> None:
         self.env.close()

@@ -16,7 +16,8 @@ THETA_LIMIT, X_LIMIT = 12 * 2 * math.pi / 360, 2.4
 
 def physics_step(state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
     """One Euler step of the classic cart-pole equations (Barto et al. 1983) for all envs."""
-    x, x_dot, theta, theta_dot = state.unbind(-1)
+    # indexing, not unbind: multi-output views break on the lazy stand-in device
+    x, x_dot, theta, theta_dot = (state[..., i] for i in range(4))
     force = (action.to(state.dtype) * 2 - 1) * FORCE
     cos, sin = torch.cos(theta), torch.sin(theta)
     total_mass = MASSCART + MASSPOLE
@@ -41,12 +42,15 @@ class TorchCartpole:
         self.num_envs = num_envs
         self.max_episode_length = max_episode_length
         self.device = torch.device(device)
-        self.gen = torch.Generator(device=self.device).manual_seed(seed)
+        # devices without a random generator of their own (the lazy stand-in) draw on the host
+        self._gen_device = self.device if self.device.type in ("cpu", "cuda") else torch.device("cpu")
+        self.gen = torch.Generator(device=self._gen_device).manual_seed(seed)
         self.state = torch.zeros(num_envs, 4, device=self.device)
         self.steps = torch.zeros(num_envs, dtype=torch.long, device=self.device)
 
     def _sample(self, n: int) -> torch.Tensor:
-        return (torch.rand(n, 4, generator=self.gen, device=self.device) - 0.5) * 0.1
+        draw = torch.rand(n, 4, generator=self.gen, device=self._gen_device)
+        return ((draw - 0.5) * 0.1).to(self.device)
 
     def reset(self) -> torch.Tensor:
         self.state = self._sample(self.num_envs)

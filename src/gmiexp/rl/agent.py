@@ -13,7 +13,6 @@ observation/value normalisers are merged after every epoch.
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import time
 from typing import Any
@@ -23,7 +22,9 @@ import torch.distributed as dist
 from rl_games.algos_torch import a2c_continuous, a2c_discrete
 from torch import nn
 
-from gmiexp.rl.sync import gloo_sum, merge_running_stats, reduce_gradients
+from gmiexp.rl.checkpoint import host, state_digest
+from gmiexp.rl.lazy import fused_adam_supported, lazy_scalar_guard
+from gmiexp.rl.sync import gloo_sum, merge_running_stats, reduce_gradients, start_counts
 from gmiexp.role import GMIContext
 
 
@@ -39,6 +40,14 @@ class GMISyncMixin:
         if ctx.mgr.rank != 0:
             config["print_stats"] = False
         super().__init__(base_name, params)  # type: ignore[call-arg]
+        if not fused_adam_supported(self.model):
+            # rl-games 1.6.5 builds Adam with fused=True, which only a few device types implement
+            self.optimizer = torch.optim.Adam(self.model.parameters(), float(self.last_lr), eps=1e-08,
+                                              weight_decay=self.weight_decay)
+        if self.has_central_value and not fused_adam_supported(self.central_value_net.model):
+            cv = self.central_value_net  # its own fused Adam, likewise
+            cv.optimizer = torch.optim.Adam(cv.model.parameters(), float(cv.lr), eps=1e-08,
+                                            weight_decay=cv.weight_decay)
         self._take_over_distributed()
         self.timings: dict[str, float] = {"sim_s": 0.0, "inference_s": 0.0, "train_s": 0.0, "comm_s": 0.0}
         self.last_epoch: dict[str, float] = {}
@@ -62,6 +71,14 @@ class GMISyncMixin:
             shutil.rmtree(self.summaries_dir, ignore_errors=True)
 
     # ---- rl-games hooks ------------------------------------------------
+    def calc_gradients(self, input_dict: dict[str, Any]) -> None:
+        with lazy_scalar_guard(self.model):
+            super().calc_gradients(input_dict)  # type: ignore[misc]
+
+    def train_central_value(self) -> Any:
+        with lazy_scalar_guard(self.central_value_net.model):
+            return super().train_central_value()  # type: ignore[misc]
+
     def trancate_gradients_and_step(self) -> None:  # (sic) rl-games' method name
         if self.multi_gpu:
             reduce_gradients(self.model.parameters(), self.gmi_ctx.reduction)
@@ -71,8 +88,16 @@ class GMISyncMixin:
         self.scaler.step(self.optimizer)
         self.scaler.update()
 
+    def get_full_state_weights(self) -> dict[str, Any]:
+        """rl-games' checkpoint state with host tensors: loadable on any host (and lazy tensors cannot be pickled)."""
+        return host(super().get_full_state_weights())  # type: ignore[misc]
+
     def train_epoch(self) -> tuple:
         comm0 = self.gmi_ctx.reduction.comm_s
+        if self.multi_gpu and not self._stats_counts:  # the counts every GMI starts the first merge from
+            self._stats_counts = start_counts(self.model)
+            if self.has_central_value:
+                self._cv_stats_counts = start_counts(self.central_value_net.model)
         result = super().train_epoch()  # type: ignore[misc]
         t0 = time.perf_counter()
         if self.multi_gpu:
@@ -125,12 +150,7 @@ class GMIDiscreteAgent(GMISyncMixin, a2c_discrete.DiscreteA2CAgent):
 
 def model_digest(model: nn.Module) -> str:
     """Hash of the exact bytes of every parameter and buffer (normalisers included)."""
-    h = hashlib.sha1()
-    for name, t in model.state_dict().items():
-        if torch.is_tensor(t):
-            h.update(name.encode())
-            h.update(t.detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()[:16]
+    return state_digest(model.state_dict())
 
 
 def model_fingerprint(model: nn.Module) -> torch.Tensor:

@@ -21,15 +21,17 @@ publishing weights.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from gmiexp.comm.channels import Batcher, ChannelClosed, Dispenser, Migrator, Route, cleanup_run, make_channel_set
-from gmiexp.rl import links
+from gmiexp.rl import checkpoint, links
+from gmiexp.rl.agent import model_digest
 from gmiexp.rl.policy import EpisodeStats, Policy, build_model, experience_fields, probe_spaces
 from gmiexp.rl.replay import ReplayStore
-from gmiexp.rl.serving import Meter, as_tensor, make_env
+from gmiexp.rl.serving import Meter, as_tensor, make_env, on_device
 from gmiexp.rl.trainer import Update, make_update
 from gmiexp.rl.weights import WeightBoard, state_nbytes
 from gmiexp.role import Role
@@ -95,7 +97,7 @@ class ExperienceRole(Role):
         scratch = torch.empty(board.nbytes, dtype=torch.uint8)
         buf = {f.name: torch.zeros(horizon, n, *f.shape, dtype=f.dtype) for f in self.fields}
         stats, meter = EpisodeStats(n), Meter(self)
-        obs = as_tensor(env.reset()).float()
+        obs = on_device(env.reset(), self.device).float()
         version = board.read(self.model, scratch) if board.wait(1, self.timeout, self.heartbeat) else 0
         rows, start = 0, 0
         sim_s = inf_s = wait_s = 0.0
@@ -117,11 +119,11 @@ class ExperienceRole(Role):
                 rec = {"obs": obs, "actions": out["actions"], "values": out["values"], "neglogp": out["neglogp"],
                        "rewards": rew * plan.task["reward_scale"], "dones": done.to(torch.uint8),
                        "seq": torch.arange(rows, rows + n), "version": torch.full((n,), version)}
-                for k, b in buf.items():
-                    b[t].copy_(rec[k].reshape(b[t].shape))
+                for k, b in buf.items():  # the rollout is staged on the host, next to the channels
+                    b[t].copy_(rec[k].reshape(b[t].shape).to(b.device))
                 rows += n
                 stats.update(rew, done)
-                obs = as_tensor(nobs).float()
+                obs = on_device(nobs, self.device).float()
                 inf_s += t1 - t0
                 sim_s += t2 - t1
             t0 = time.perf_counter()
@@ -169,6 +171,11 @@ class ExperienceRole(Role):
                                  seed=plan.seed + 7919 * me, name=f"replay{me}", tag=self.tag)
             owned.append(replay)
         update = make_update(self, self.sync)
+        if plan.checkpoint:  # every trainer loads it: weights, normalisers, Adam state, counters
+            state = checkpoint.load(plan.checkpoint)
+            checkpoint.restore(self.model, state, update.opt, lr=plan.train["learning_rate"])
+            update.epoch0, update.frame0 = int(state.get("epoch", 0)), int(state.get("frame", 0))
+        update.start_digest = model_digest(self.model)
         update.sync_initial_weights()
         board.publish(self.model)
         return TrainLoop(self, update, board, batchers, replay).run()
@@ -291,7 +298,7 @@ class TrainLoop:
         sync = role.sync
         k = 1 if sync else int(acfg["publish_every"])
         bound = int(acfg["max_policy_lag"])
-        rounds = updates = trained = 0
+        rounds = updates = trained = trained_all = 0
         replay_batches = replay_rows = 0
         wait_s = replay_s = 0.0
         last = time.perf_counter()
@@ -315,6 +322,7 @@ class TrainLoop:
                         self.replay.add(n_envs, batch)
             done = not self.open
             n, total, all_done = self.update.step(fresh, done)
+            trained_all += total
             loss = self.update.last_loss
             rounds += 1
             rb = rr = 0
@@ -341,12 +349,20 @@ class TrainLoop:
                 break
         if updates % k:
             self.board.publish(role.model)
+        epoch, frame = self.update.epoch0 + updates, self.update.frame0 + trained_all
+        saved = ""
+        if role.gmi_id == min(self.plan.trainer_group):  # one checkpoint per run, as GMI 0 does in tcg_ex
+            path = Path(self.plan.run_dir) / "rl_games" / "run" / "nn" / self.plan.task["name"]
+            saved = str(checkpoint.save(path, role.model, self.update.opt, epoch, frame))
         out = {"wall_s": meter.wall_s, "updates": updates, "rounds": rounds, "train_samples": trained,
                "rows_received": self.rows_received, "seq_errors": self.seq_errors,
                "rollouts": {str(a): spans(ids) for a, ids in self.rollouts.items()},
                "stale_rows": self.stale_rows, "async/max_lag": max(self.lags, default=0),
                "async/mean_lag": sum(self.lags) / len(self.lags) if self.lags else 0.0,
-               "weights_version": self.board.version, "time/train_s": self.update.train_s,
+               "weights_version": self.board.version, "weights_digest": model_digest(role.model),
+               "start_digest": self.update.start_digest, "resumed_epoch": self.update.epoch0, "epoch": epoch,
+               "frame": frame, "checkpoint": saved,
+               "time/train_s": self.update.train_s,
                "time/comm_s": self.update.comm_s, "time/wait_s": wait_s}
         if self.replay is not None:
             out.update({"replay/batches": replay_batches, "replay/rows": replay_rows, "replay/time_s": replay_s,

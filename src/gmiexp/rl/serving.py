@@ -14,7 +14,7 @@ import torch
 
 from gmiexp.comm.channels import SlotRing, cleanup_run
 from gmiexp.envs import make_vec_env
-from gmiexp.rl import links
+from gmiexp.rl import checkpoint, links
 from gmiexp.rl.policy import EpisodeStats, Policy, Spaces, build_model, probe_spaces
 from gmiexp.role import Role
 
@@ -58,6 +58,19 @@ def as_tensor(x: Any) -> torch.Tensor:
     return x if torch.is_tensor(x) else torch.as_tensor(x)
 
 
+def on_device(x: Any, device: torch.device) -> torch.Tensor:
+    """Observations for the model: envpool returns host arrays, torch simulators device tensors."""
+    return as_tensor(x).to(device)
+
+
+def serving_model(role: Role, spaces: Spaces) -> torch.nn.Module:
+    """The policy a serving GMI runs: the initial one, or the weights of ``checkpoint=``."""
+    model = build_model(role.plan, role.ctx.gmi, spaces, role.device)
+    if role.plan.checkpoint:
+        checkpoint.restore(model, checkpoint.load(role.plan.checkpoint))
+    return model
+
+
 class ServeRole(Role):
     """TCG: step the simulator, predict actions in the same GMI; no data crosses a GMI boundary."""
 
@@ -65,17 +78,17 @@ class ServeRole(Role):
         plan, gmi = self.plan, self.ctx.gmi
         env = make_env(self)
         spaces = Spaces.of(env.get_env_info())
-        policy = Policy(build_model(plan, gmi, spaces, self.device), spaces)
+        policy = Policy(serving_model(self, spaces), spaces)
         stats, meter = EpisodeStats(gmi.num_envs), Meter(self)
         sim_s = inf_s = 0.0
-        obs = as_tensor(env.reset())
+        obs = on_device(env.reset(), self.device)
         for it in range(1, plan.max_iterations + 1):
             for _ in range(plan.train["horizon_length"]):
                 t0 = time.perf_counter()
                 out = policy.act(obs)
                 t1 = time.perf_counter()
                 obs, rew, done, _ = env.step(policy.env_actions(out["actions"]))
-                obs = as_tensor(obs)
+                obs = on_device(obs, self.device)
                 sim_s += time.perf_counter() - t1
                 inf_s += t1 - t0
                 stats.update(as_tensor(rew), as_tensor(done))
@@ -146,7 +159,7 @@ class TDGRole(Role):
 
     def _predict(self, state: SlotRing, action: SlotRing, spaces: Spaces, n: int, timeout: float) -> dict[str, Any]:
         plan = self.plan
-        policy = Policy(build_model(plan, self.ctx.gmi, spaces, self.device), spaces)
+        policy = Policy(serving_model(self, spaces), spaces)
         meter, obs_dim = Meter(self), spaces.obs_shape[0]
         inf_s = wait_s = 0.0
         for it in range(1, plan.max_iterations + 1):

@@ -9,6 +9,7 @@ import torch.distributed as dist
 from torch import nn
 
 from gmiexp.comm.reduction import Reduction
+from gmiexp.device import host_staging
 
 
 def reduce_gradients(params: Iterable[nn.Parameter], reduction: Reduction) -> None:
@@ -37,14 +38,20 @@ def running_stats_modules(model: nn.Module) -> list[nn.Module]:
             if all(hasattr(m, a) for a in ("running_mean", "running_var", "count"))]
 
 
+def start_counts(model: nn.Module) -> dict[int, float]:
+    """Every normaliser's count now: record it before the first epoch (the common start of the first merge)."""
+    return {idx: float(m.count.item()) for idx, m in enumerate(running_stats_modules(model))}
+
+
 def merge_running_stats(model: nn.Module, all_reduce: Callable[[torch.Tensor], None],
                         world: int, last_count: dict[int, float]) -> None:
     """Merge every normaliser's mean/var/count across GMIs (Chan et al.'s parallel formula).
 
-    Every GMI starts an epoch from the same statistics (count ``c0``) and adds
-    its own samples; the merged count is ``c0 + sum(c_i - c0)``. The collective
-    is passed in (rl_games' ``merge_rank_stats`` style), so any transport works,
-    and the all-reduce makes the result bit-identical on every GMI.
+    Every GMI starts an epoch from the same statistics (count ``c0 = last_count[idx]``, from
+    :func:`start_counts` before the first epoch, from this merge afterwards) and adds its own
+    samples; the merged count is ``c0 + sum(c_i - c0)``. The collective is passed in (rl_games'
+    ``merge_rank_stats`` style), so any transport works, and the all-reduce makes the result
+    bit-identical on every GMI.
     """
     for idx, m in enumerate(running_stats_modules(model)):
         mean, var, count = m.running_mean, m.running_var, m.count
@@ -56,7 +63,9 @@ def merge_running_stats(model: nn.Module, all_reduce: Callable[[torch.Tensor], N
         n = mean.numel()
         g_mean = packed[1:1 + n] / total
         g_var = (packed[1 + n:] / total - g_mean ** 2).clamp_min(0.0)
-        c0 = last_count.get(idx, float(count.item()))
+        if idx not in last_count:
+            raise ValueError("merge_running_stats: no start count recorded (call start_counts before the epoch)")
+        c0 = last_count[idx]
         new_count = float(total.item()) - (world - 1) * c0
         mean.copy_(g_mean.view_as(mean).to(mean.dtype))
         var.copy_(g_var.view_as(var).to(var.dtype))
@@ -65,7 +74,14 @@ def merge_running_stats(model: nn.Module, all_reduce: Callable[[torch.Tensor], N
 
 
 def gloo_sum(group: object | None = None) -> Callable[[torch.Tensor], None]:
+    """Sum over ``group`` on the gloo process group, staging tensors gloo cannot reduce through the host."""
+
     def _sum(t: torch.Tensor) -> None:
-        dist.all_reduce(t, op=dist.ReduceOp.SUM, group=group)
+        if host_staging(t.device):
+            host = t.cpu()
+            dist.all_reduce(host, op=dist.ReduceOp.SUM, group=group)
+            t.copy_(host)
+        else:
+            dist.all_reduce(t, op=dist.ReduceOp.SUM, group=group)
 
     return _sum

@@ -22,7 +22,7 @@ import torch
 from rl_games.common import common_losses
 from torch import nn
 
-from gmiexp.rl.sync import merge_running_stats
+from gmiexp.rl.sync import merge_running_stats, start_counts
 
 
 def gae(batch: dict[str, torch.Tensor], horizon: int, n: int, gamma: float, tau: float) -> dict[str, torch.Tensor]:
@@ -77,6 +77,8 @@ class Update:
         self._counts: dict[int, float] = {}
         self._off_policy = False
         self._gen = torch.Generator().manual_seed(role.plan.seed + role.gmi_id)
+        self.epoch0 = self.frame0 = 0  # counters restored from a checkpoint
+        self.start_digest = ""
 
     def _sum(self, t: torch.Tensor) -> torch.Tensor:
         t0 = time.perf_counter()
@@ -125,11 +127,12 @@ class Update:
         values = res["values"].reshape(-1)
         c_loss = common_losses.critic_loss(self.model, d["values"][idx], values, e_clip, d["returns"][idx],
                                            self.ppo and self.tr["clip_value"])
-        loss = a_loss.mean() + 0.5 * self.tr["critic_coef"] * c_loss.mean()
-        loss = loss - self.tr["entropy_coef"] * res["entropy"].mean()
+        # per-row terms first, one mean last: the same loss, and no Python scalar meets a 0-dim tensor
+        # (which the lazy stand-in device mis-types, see gmiexp.rl.lazy)
+        rows = a_loss + 0.5 * self.tr["critic_coef"] * c_loss - self.tr["entropy_coef"] * res["entropy"]
         if "mus" in res:
-            loss = loss + self.tr["bounds_loss_coef"] * bound_loss(res["mus"]).mean()
-        return loss
+            rows = rows + self.tr["bounds_loss_coef"] * bound_loss(res["mus"])
+        return rows.mean()
 
     def step(self, fresh: list[tuple[int, dict[str, torch.Tensor]]], done: bool,
              off_policy: bool = False) -> tuple[int, int, bool]:
@@ -141,6 +144,8 @@ class Update:
         self._off_policy = off_policy
         t0 = time.perf_counter()
         comm0 = self.comm_s
+        if not self._counts:  # the normaliser counts every trainer starts the first merge from
+            self._counts = start_counts(self.model)
         self.model.train()
         d = self._dataset(fresh)
         n = 0 if d is None else int(d["advantages"].numel())
@@ -164,8 +169,9 @@ class Update:
                     loss = self._loss(d, idx)
                     loss.backward()
                     losses.append(float(loss.item()))
+                # the row count rides with the gradients, so it lives on their device
                 flat = torch.cat([p.grad.reshape(-1) * idx.numel() for p in params]
-                                 + [torch.tensor([float(idx.numel())], dtype=params[0].dtype)])
+                                 + [torch.tensor([float(idx.numel())], dtype=params[0].dtype, device=params[0].device)])
                 self._sum(flat)
                 rows = flat[-1].item()
                 if rows == 0:

@@ -7,6 +7,7 @@ import torch.distributed as dist
 
 from gmiexp.comm.manager import GMIManager
 from gmiexp.comm.reduction.base import Reduction
+from gmiexp.device import host_staging
 
 
 class AllReduce(Reduction):
@@ -18,4 +19,9 @@ class AllReduce(Reduction):
         self.group = mgr.group(self.members) if len(self.members) > 1 else None
 
     def _reduce(self, flat: torch.Tensor) -> None:
+        if host_staging(flat.device):  # gloo reduces host and CUDA tensors only
+            host = flat.cpu()
+            dist.all_reduce(host, op=dist.ReduceOp.SUM, group=self.group)
+            flat.copy_(host)
+            return
         dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=self.group)

@@ -64,7 +64,7 @@ class TorchCollective:
     def _on_transport(self, t: torch.Tensor) -> tuple[torch.Tensor, bool]:
         if self.backend == "nccl" and not t.is_cuda:
             return t.to(self.mgr.torch_device), True
-        if self.backend == "gloo" and t.is_cuda:
+        if self.backend == "gloo" and t.device.type != "cpu":  # CUDA, and devices gloo cannot reduce (lazy)
             return t.cpu(), True
         return t, False
 

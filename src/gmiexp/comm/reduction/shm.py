@@ -61,6 +61,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from gmiexp.device import host_staging
 from gmiexp.errors import LaunchError
 
 MAGIC = 0x474D4952_45445543  # "GMIREDUC"
@@ -511,8 +512,9 @@ class ShmArena:
         if mine is not None:  # own chunk [lo, hi) is read from ``mine`` directly
             np.copyto(slot[:lo], mine[:lo])
             np.copyto(slot[hi:numel], mine[hi:])
-        else:
-            torch.from_numpy(slot[:numel]).copy_(flat)
+        else:  # device-to-host staging: CUDA copies straight into the (registered) slot
+            src = flat.cpu() if host_staging(flat.device) else flat  # lazy tensors cannot write host memory
+            torch.from_numpy(slot[:numel]).copy_(src)
 
     def _reduce_chunk(
         self, mine: np.ndarray | None, lo: int, hi: int, write_back: bool, divisor: int | None

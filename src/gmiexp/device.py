@@ -1,0 +1,100 @@
+"""The torch device every role of a GMI uses: one setting (``train.device``), resolved here only.
+
+``auto`` is the GMI's GPU on a GPU host (the backend leaves each GMI one visible device, so it is
+``cuda:0`` inside the GMI) and the CPU otherwise. ``lazy`` is PyTorch's lazy TorchScript backend,
+a second real device in a CPU-only build: tensors on it hold real values, autograd and
+``torch.optim`` work, and any op mixing a ``lazy`` tensor with a host tensor raises, as CUDA does.
+It is the CPU stand-in accelerator that lets the default test suite check every role's device
+handling (a forgotten ``.to(device)`` fails there as it would on a GPU).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from gmiexp.errors import invalid
+
+if TYPE_CHECKING:
+    import torch
+
+    from gmiexp.hardware import Hardware
+
+#: Valid values of ``train.device``.
+DEVICES = ("auto", "cpu", "cuda", "lazy")
+
+
+def check_device(name: str, hardware: Hardware) -> None:
+    """Exit 2 (ConfigError) on an unknown device, or ``cuda`` on a host (or preset) without a GPU."""
+    if name not in DEVICES:
+        raise invalid("train.device", name, DEVICES)
+    if name == "cuda" and not hardware.has_gpu:
+        raise invalid("train.device", name, ("auto", "cpu", "lazy"), hint=f"no GPU on {hardware.describe()}")
+
+
+def check_device_role(name: str, role: str, gmis: int) -> None:
+    """Exit 2 where the stand-in cannot run a role: rl-games' own multi-GPU sync on ``lazy``.
+
+    rl-games 1.6.5 hands device tensors straight to the process group (the initial weights
+    pickled with ``broadcast_object_list``, the KL all-reduce, the learning-rate and stop-flag
+    broadcasts). gloo reduces host and CUDA tensors; lazy tensors cannot be pickled, and gloo
+    returns them unreduced without an error. One holistic PPO GMI runs on ``lazy``; the gradient
+    and normaliser reductions with device tensors run on it in the experience layouts.
+    """
+    if name == "lazy" and role == "ppo" and gmis > 1:
+        raise invalid("train.device", name, ("auto", "cpu", "cuda"),
+                      hint=f"rl-games' multi-GPU synchronisation (layout=tcg_ex, {gmis} GMIs) cannot run on the "
+                      "lazy stand-in; run lazy with gmis_per_gpu=1 num_gpus=1 or another layout")
+
+
+def host_staging(device: torch.device) -> bool:
+    """True when collectives over the gloo process group must copy ``device`` tensors through the host.
+
+    gloo reduces CPU and CUDA tensors itself; tensors of any other device (the ``lazy`` stand-in)
+    reach it as unrealised graphs, and gloo then returns them unreduced without an error.
+    """
+    return device.type not in ("cpu", "cuda")
+
+
+def resolve_device(name: str) -> torch.device:
+    """The torch device of this GMI for ``train.device=name`` (call inside the GMI's process)."""
+    import torch
+
+    if name == "cpu":
+        return torch.device("cpu")
+    if name == "lazy":
+        init_lazy()
+        return torch.device("lazy")
+    gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "") != "" and torch.cuda.is_available()
+    if name == "cuda":
+        if not torch.cuda.is_available():
+            raise invalid("train.device", name, ("auto", "cpu", "lazy"), hint="torch sees no CUDA device here")
+        return torch.device("cuda:0")
+    if name == "auto":
+        return torch.device("cuda:0") if gpu else torch.device("cpu")
+    raise invalid("train.device", name, DEVICES)
+
+
+def init_lazy() -> None:
+    """Start the lazy TorchScript backend (idempotent)."""
+    import torch._lazy.ts_backend
+
+    global _lazy_ready
+    if not _lazy_ready:
+        torch._lazy.ts_backend.init()
+        _lazy_ready = True
+
+
+_lazy_ready = False
+
+
+def step_boundary(t: torch.Tensor) -> None:
+    """Cut the lazy device's pending graph at a step boundary (as XLA's ``mark_step``); no-op elsewhere.
+
+    Without it a rollout's graph grows with every step (each write into the experience buffer
+    extends it), so every step compiles a new, longer graph.
+    """
+    if t.device.type == "lazy":
+        import torch._lazy
+
+        torch._lazy.mark_step()

@@ -1,0 +1,66 @@
+"""Checkpoints of every training layout in rl-games' format, so any of them resumes any other.
+
+rl-games' PPO (TCG_EX) saves ``{"model", "optimizer", "epoch", "frame", ...}`` and resumes through
+``Runner.run(checkpoint=...)``. The experience layouts (TDG_EX, decoupled async) train the same
+rl-games model with gmiexp's own trainer: their first trainer writes the same keys at the end of a
+run, and every trainer loads them at the start (weights with the normalisers inside, the Adam
+state, the epoch and frame counters). Serving layouts (TCG, TDG) load the weights and serve that
+policy. Tensors are saved on the host, so a checkpoint loads on any device.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from rl_games.algos_torch import torch_ext
+from torch import nn
+
+
+def load(path: str) -> dict[str, Any]:
+    """rl-games' own loader (it also strips ``torch.compile``'s ``_orig_mod.`` prefixes)."""
+    return torch_ext.load_checkpoint(path)
+
+
+def restore(model: nn.Module, state: dict[str, Any], optimizer: torch.optim.Optimizer | None = None,
+            lr: float | None = None) -> None:
+    """Weights and normalisers into ``model``; the Adam state into ``optimizer`` (at learning rate ``lr``)."""
+    model.load_state_dict(state["model"])
+    if optimizer is not None and "optimizer" in state:
+        optimizer.load_state_dict(state["optimizer"])
+        if lr is not None:  # the experience trainers' rate is constant: the configured one, not the saved one
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+
+
+def save(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, epoch: int, frame: int) -> Path:
+    """Write an rl-games-format checkpoint (``path`` without ``.pth``, as rl-games names them)."""
+    os.makedirs(path.parent, exist_ok=True)
+    state = {"model": host(model.state_dict()), "optimizer": host(optimizer.state_dict()),
+             "epoch": epoch, "frame": frame, "last_mean_rewards": -1e9}
+    torch_ext.save_checkpoint(str(path), state)
+    return path.with_name(path.name + ".pth")
+
+
+def host(obj: Any) -> Any:
+    """``obj`` with every tensor inside (dicts, lists, tuples) copied to the host."""
+    if torch.is_tensor(obj):
+        return obj.detach().cpu()
+    if isinstance(obj, dict):
+        return {k: host(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(host(v) for v in obj)
+    return obj
+
+
+def state_digest(state: dict[str, Any]) -> str:
+    """Hash of the exact bytes of every tensor of a ``state_dict`` (parameters and normalisers), in order."""
+    h = hashlib.sha1()
+    for name, t in state.items():
+        if torch.is_tensor(t):
+            h.update(name.encode())
+            h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]

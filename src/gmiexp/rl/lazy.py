@@ -1,0 +1,56 @@
+"""What rl-games' PPO step needs to run on the ``lazy`` stand-in device (see :mod:`gmiexp.device`).
+
+Two gaps of the lazy TorchScript backend, measured with torch 2.13:
+
+* No fused Adam kernel: rl-games 1.6.5 builds ``Adam(fused=True)``; the agents rebuild it unfused
+  on devices whose type has no fused kernel.
+* Python scalars meeting 0-dim tensors. The backend lowers a Python float as a 0-dim float64
+  tensor; TorchScript then promotes ``0-dim float32 * 0-dim float64`` to float64, whereas eager
+  PyTorch (and the backend's own dtype bookkeeping) keep float32 because a Python scalar is a
+  "wrapped number" that never promotes. rl-games' loss (``a_loss + 0.5 * c_loss * critic_coef -
+  entropy * entropy_coef``, all 0-dim) and its backward therefore carry float64 values labelled
+  float32, and the first op that checks dtypes fails: the backward's ``mm`` ("expected m1 and m2 to
+  have the same dtype"), ``clip_grad_norm_`` or Adam's ``exp_avg.lerp_`` ("double != float").
+  No float64 tensor of rl-games or gmiexp is involved. Inside rl-games' ``calc_gradients`` the
+  agents have ``aten::mul`` run through the backend's eager fallback, which promotes as eager
+  does (the backend takes one forced op only). gmiexp's own losses (``rl/trainer.py``) avoid the pattern instead.
+  The price: inside that scope a ``mul`` mixing a lazy and a host tensor is not caught (every
+  other op still is).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+
+#: Device types with a fused Adam kernel in torch 2.x (``torch.optim.adam`` checks the same list).
+FUSED_ADAM_DEVICES = ("cpu", "cuda", "mps", "xpu", "hpu")
+#: The op of rl-games' loss whose scalar operands the lazy backend promotes wrongly on 0-dim tensors.
+SCALAR_OP = "aten::mul"
+
+
+def model_device(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+def fused_adam_supported(model: nn.Module) -> bool:
+    return model_device(model).type in FUSED_ADAM_DEVICES
+
+
+@contextmanager
+def lazy_scalar_guard(model: nn.Module) -> Iterator[None]:
+    """On the lazy device, run ``mul`` through the eager fallback for the duration (no-op elsewhere)."""
+    if model_device(model).type != "lazy":
+        yield
+        return
+    import torch._lazy.config as lazy_config
+
+    before = lazy_config.get_force_fallback()
+    lazy_config.set_force_fallback(SCALAR_OP)
+    try:
+        yield
+    finally:
+        lazy_config.set_force_fallback(before)

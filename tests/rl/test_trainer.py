@@ -1,0 +1,50 @@
+"""The experience trainers' update (rl/trainer.py) on the lazy stand-in device."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from gmitest import compose_config
+
+from gmiexp.device import resolve_device
+from gmiexp.planner import build_plan
+from gmiexp.rl.policy import Spaces, build_model
+from gmiexp.rl.trainer import Update
+
+
+class OneTrainer:
+    """What Update needs from its role: a model on the device, the Plan, the (here trivial) reduction."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        cfg = compose_config("layout=tdg_ex", "task=Cartpole", "gmis_per_gpu=1", "num_envs=8",
+                             "train.device=lazy", "train.horizon_length=4", "train.minibatch_size=8")
+        self.plan, _ = build_plan(cfg, tmp_path)
+        self.gmi_id = self.plan.trainer_group[0]
+        self.device = resolve_device("lazy")
+        self.model = build_model(self.plan, self.plan.gmi(self.gmi_id), Spaces((4,), False, 2), self.device)
+        self.reduced: list[torch.device] = []
+
+    def allreduce(self, t: torch.Tensor, average: bool = False) -> torch.Tensor:
+        self.reduced.append(t.device)
+        return t
+
+
+def rollout(horizon: int, n: int) -> dict[str, Any]:
+    """One rollout as the channels deliver it: host tensors."""
+    g = torch.Generator().manual_seed(0)
+    rows = horizon * n
+    return {"obs": torch.randn(rows, 4, generator=g), "actions": torch.randint(0, 2, (rows,), generator=g),
+            "rewards": torch.ones(rows), "values": torch.randn(rows, generator=g),
+            "dones": torch.zeros(rows, dtype=torch.uint8), "neglogp": torch.full((rows,), 0.69)}
+
+
+def test_update_step_keeps_the_row_count_on_the_gradients_device(tmp_path: Path) -> None:
+    role = OneTrainer(tmp_path)
+    update = Update(role, ppo=True, num_minibatches=2)
+    before = [p.detach().cpu().clone() for p in role.model.parameters()]
+    n, total, done = update.step([(8, rollout(4, 8))], done=True)
+    assert (n, total, done) == (24, 24, True)  # (horizon - 1) x envs rows trained
+    assert any(not torch.equal(b, p.detach().cpu()) for b, p in zip(before, role.model.parameters(), strict=True))
+    assert any(d.type == "lazy" for d in role.reduced)  # gradients (and their row count) reduced on the device
