@@ -62,3 +62,32 @@ def test_ppo_learns_mjlab_cartpole(tmp_path: Path, no_orphans: None) -> None:
     rewards = [r["reward/mean"] for r in read_history(Path(s["run_dir"]), 0) if r.get("reward/mean") is not None]
     early, late = rewards[:3], rewards[-3:]  # episode returns (200 steps, at most ~10): ~2.2 at first
     assert len(rewards) >= 10 and sum(late) / 3 > sum(early) / 3 + 0.2, rewards
+
+
+LAZY_CASES = {
+    "tcg_ex": ["layout=tcg_ex", "gmis_per_gpu=1"],  # rl-games' PPO and its central value net (one GMI on lazy)
+    "tcg": ["layout=tcg"],
+    "tdg_ex": ["layout=tdg_ex", "layout.trainers_per_gpu=1", "async_train.max_policy_lag=100"],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("case", list(LAZY_CASES))
+def test_mjlab_with_the_model_on_the_lazy_stand_in(case: str, tmp_path: Path, no_orphans: None) -> None:
+    """mjlab steps on the host, the model lives on ``lazy``: a tensor handed over on the wrong device fails."""
+    s, _plan = run(tmp_path, "train.device=lazy", *LAZY_CASES[case], iters=2, timeout=600)
+    assert s["status"] == "ok"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["tcg_ex", "tcg", "tdg_ex"])
+def test_mjlab_on_cuda(layout: str, tmp_path: Path, no_orphans: None) -> None:
+    """On a GPU host mjlab steps on each GMI's GPU (``pytest -m gpu``)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    extra = ["layout.trainers_per_gpu=1"] if layout == "tdg_ex" else []
+    s, _plan = run(tmp_path, "train.device=cuda", f"layout={layout}", *extra)
+    assert s["status"] == "ok"
