@@ -19,8 +19,7 @@ def test_search_profiles_mjlab_cartpole(tmp_path):
     env = {**os.environ, "GMIEXP_CACHE_DIR": str(tmp_path / "cache"), "GMIEXP_PRESET_DIR": str(tmp_path / "p")}
     args = ["mode=search", "task=MjlabCartpole", "search.max_gmis_per_gpu=1", "search.num_envs=[16,32]",
             "search.warmup_iterations=1", "search.profile_iterations=2", "search.min_profile_steps=0",
-            "search.timeout_s=400", "train.horizon_length=8", "train.minibatch_size=128", "train.mini_epochs=1",
-            f"hydra.run.dir={tmp_path / 's'}"]
+            "search.timeout_s=400", f"hydra.run.dir={tmp_path / 's'}"]
     r = subprocess.run([sys.executable, "-m", "gmiexp", *args], cwd=ROOT, env=env, capture_output=True, text=True,
                        timeout=1100)
     assert r.returncode == 0, r.stderr[-3000:]
