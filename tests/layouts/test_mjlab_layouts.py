@@ -56,12 +56,14 @@ def test_every_layout_runs_mjlab(layout: str, extra: list[str], tmp_path: Path, 
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
 def test_ppo_learns_mjlab_cartpole(tmp_path: Path, no_orphans: None) -> None:
-    iters = 40
-    s, plan = run(tmp_path, "layout=tcg_ex", "num_envs=64", "train.horizon_length=32", "train.minibatch_size=1024",
-                  "train.mini_epochs=4", iters=iters, timeout=1200)
+    # 25-step episodes (1.25 s): the pole starts upright and the return measures how long it stays up
+    # (at most ~1.25); a random policy gets ~0.6. With 200-step episodes 300k env steps barely move it.
+    iters = 30
+    s, _plan = run(tmp_path, "layout=tcg_ex", "num_envs=256", "train.horizon_length=16", "train.minibatch_size=2048",
+                   "train.mini_epochs=4", "task.max_episode_length=25", iters=iters, timeout=1200)
     rewards = [r["reward/mean"] for r in read_history(Path(s["run_dir"]), 0) if r.get("reward/mean") is not None]
-    early, late = rewards[:3], rewards[-3:]  # episode returns (200 steps, at most ~10): ~2.2 at first
-    assert len(rewards) >= 10 and sum(late) / 3 > sum(early) / 3 + 0.2, rewards
+    early, late = rewards[:3], rewards[-3:]
+    assert len(rewards) >= 10 and sum(late) / 3 > sum(early) / 3 + 0.25, rewards
 
 
 LAZY_CASES = {
