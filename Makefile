@@ -5,6 +5,8 @@ PY := $(VENV)/bin/python
 # torch==2.13.0 is a local CPU wheel on the project's machines; GPU hosts keep their CUDA torch (>=2.4).
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
+# pins the torch the venv already has while extras install (mjlab would otherwise pull a CUDA torch)
+CONSTRAINTS := $(VENV)/torch-constraints.txt
 
 .PHONY: venv renderer run test test-slow test-gpu gpu-check lint plan doctor bench clean
 
@@ -14,7 +16,8 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -c "import torch; print('torch==' + torch.__version__)" > $(CONSTRAINTS)
+	$(PY) -m pip install -q -c $(CONSTRAINTS) -e ".[test,mjlab]"
 	touch $(STAMP)
 
 # Offscreen GL for mode=eval eval.video (MuJoCo's EGL back-end): Debian packages, installed when missing
@@ -31,10 +34,12 @@ run: venv
 	$(PY) -m gmiexp
 
 # The suite runs with empty caches (matplotlib's font cache, XDG, W&B), as on a fresh machine: a first run's
-# one-off log lines must not reach stdout, and a used machine must not hide that.
+# one-off log lines must not reach stdout, and a used machine must not hide that. Warp's compiled mjlab kernels
+# are build products, not first-run state: they live beside the venv, so a second `make test` does not recompile.
 FRESH_CACHES = tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	export MPLCONFIGDIR="$$tmp/mpl" XDG_CACHE_HOME="$$tmp/cache" XDG_CONFIG_HOME="$$tmp/config" \
-	WANDB_CACHE_DIR="$$tmp/wandb-cache" WANDB_CONFIG_DIR="$$tmp/wandb-config" WANDB_MODE=offline &&
+	WANDB_CACHE_DIR="$$tmp/wandb-cache" WANDB_CONFIG_DIR="$$tmp/wandb-config" WANDB_MODE=offline \
+	WARP_CACHE_PATH="$(abspath $(VENV))/warp-cache" &&
 
 test: venv
 	$(FRESH_CACHES) $(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc

@@ -57,3 +57,39 @@ def test_doctor_on_this_machine():
     assert "backends:" in text and "direct yes" in text
     if not r["gpus"]:
         assert "GPUs: none" in text and not r["backends"]["mps"]["ok"]
+
+
+def everything_installed(_module):
+    return True
+
+
+def test_doctor_recommends_mjlab_over_isaac_gym_on_hopper(tmp_path):
+    nv = fake_nvml.make([fake_nvml.h100_80gb(0), fake_nvml.h100_80gb(1)])
+    r = doctor(nvml=nv, which=fake_which, nccl=nccl_ok, pipe_dir=str(tmp_path), have=everything_installed)
+    sims = r["simulators"]
+    assert sims["mjlab"]["ok"] and not sims["isaacgym"]["ok"]  # even with Isaac Gym installed
+    assert "IsaacGymEnvs issue 220" in sims["isaacgym"]["reason"] and "compute capability 9.0" in \
+        sims["isaacgym"]["reason"]
+    assert sims["recommended"].startswith("mjlab (task=Go1, task=G1")
+    text = format_doctor(r)
+    assert "recommended simulator: mjlab (task=Go1, task=G1, task=MjlabCartpole) over Isaac Gym" in text
+    assert "isaacgym no   does not run on GPU 0 (NVIDIA H100 80GB HBM3" in text
+
+
+def test_doctor_keeps_isaac_gym_on_ampere_when_installed(tmp_path):
+    r = doctor(nvml=fake_nvml.make([fake_nvml.a100_40gb(0)]), which=fake_which, nccl=nccl_ok,
+               pipe_dir=str(tmp_path), have=everything_installed)
+    assert r["simulators"]["isaacgym"]["ok"] and r["simulators"]["recommended"].startswith("isaacgym")
+    r = doctor(nvml=fake_nvml.make([fake_nvml.a100_40gb(0)]), which=fake_which, nccl=nccl_ok,
+               pipe_dir=str(tmp_path), have=lambda m: m != "isaacgym")
+    assert r["simulators"]["recommended"].startswith("mjlab")
+
+
+def test_doctor_on_a_cpu_host_recommends_envpool_and_says_mjlab_is_slow_here(tmp_path):
+    r = doctor(nvml=fake_nvml.make([], no_driver=True), which=lambda _n: None, pipe_dir=str(tmp_path),
+               have=everything_installed)
+    assert r["simulators"]["recommended"].startswith("envpool")
+    assert "slowly" in r["simulators"]["mjlab"]["reason"]
+    r = doctor(nvml=fake_nvml.make([], no_driver=True), which=lambda _n: None, pipe_dir=str(tmp_path),
+               have=lambda m: m != "mjlab")
+    assert not r["simulators"]["mjlab"]["ok"] and "gmiexp[mjlab]" in r["simulators"]["mjlab"]["reason"]

@@ -136,7 +136,7 @@ class TaskConfig:
     """Simulator and the task's policy size."""
 
     name: str = "Ant"
-    simulator: str = "envpool"  # envpool | torch | isaacgym
+    simulator: str = "envpool"  # envpool | torch | mjlab | isaacgym
     env_id: str = "Ant-v4"  # simulator-specific id
     mlp_units: list[int] = field(default_factory=lambda: [256, 128, 64])
     reward_scale: float = 1.0
@@ -149,6 +149,9 @@ class TaskConfig:
     mu_init: dict[str, Any] = field(default_factory=lambda: {"name": "default"})  # continuous: mean head's init
     sigma_init: dict[str, Any] = field(default_factory=lambda: {"name": "const_initializer", "val": 0})  # log-std
     fixed_sigma: bool = True  # continuous: a state-independent log-std parameter (false: a head predicts it)
+    # layout=tcg_ex: train rl-games' central value network on the simulator's privileged observations
+    # (mjlab's critic group) instead of the policy's value head; other layouts use the value head
+    central_value: bool = False
 
 
 @ranges(

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 from collections.abc import Callable
@@ -17,6 +18,15 @@ from gmiexp.errors import ConfigError
 from gmiexp.hardware import Hardware, discover
 
 Which = Callable[[str], "str | None"]
+Installed = Callable[[str], bool]
+
+#: Isaac Gym segfaults on compute capability 9.x (IsaacGymEnvs issue 220, open).
+HOPPER = (9, 0)
+MJLAB_TASKS = "task=Go1, task=G1, task=MjlabCartpole"
+
+
+def installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
 
 
 def nccl_status() -> dict[str, Any]:
@@ -79,6 +89,39 @@ def backend_verdicts(hw: Hardware, which: Which = shutil.which) -> dict[str, dic
     return out
 
 
+def simulator_verdicts(hw: Hardware, have: Installed = installed) -> dict[str, Any]:
+    """Which simulators can run here, and the one to use: mjlab on Hopper, where Isaac Gym cannot run."""
+    hopper = [g for g in hw.gpus if g.compute_capability >= HOPPER]
+    out: dict[str, Any] = {"envpool": {"ok": have("envpool"),
+                                       "reason": "C++ MuJoCo on the host CPU (task=Ant, task=Humanoid)"}}
+    if not have("mjlab"):
+        out["mjlab"] = {"ok": False, "reason": "not installed: pip install 'gmiexp[mjlab]' with the installed "
+                                               "torch pinned (make venv does)"}
+    elif hw.has_gpu:
+        out["mjlab"] = {"ok": True, "reason": f"MuJoCo Warp on each GMI's GPU ({MJLAB_TASKS})"}
+    else:
+        out["mjlab"] = {"ok": True, "reason": "MuJoCo Warp on CPU: runs, slowly (its point is the GPU)"}
+    if hopper:
+        g = hopper[0]
+        cc = ".".join(map(str, g.compute_capability))
+        out["isaacgym"] = {"ok": False, "reason": f"does not run on GPU {g.index} ({g.name}, compute capability "
+                                                  f"{cc}): IsaacGymEnvs issue 220"}
+    elif not have("isaacgym"):
+        out["isaacgym"] = {"ok": False, "reason": "not installed (Isaac Gym Preview 4: manual download, Python <= 3.8)"}
+    else:
+        out["isaacgym"] = {"ok": hw.has_gpu, "reason": "the paper's simulator" if hw.has_gpu else "needs a GPU"}
+    if hw.has_gpu and (hopper or not out["isaacgym"]["ok"]) and out["mjlab"]["ok"]:
+        pick = f"mjlab ({MJLAB_TASKS})" + (" over Isaac Gym, which does not run on Hopper" if hopper else "")
+    elif hw.has_gpu and out["isaacgym"]["ok"]:
+        pick = "isaacgym (task=IsaacAnt, ...)"
+    elif hw.has_gpu:
+        pick = "mjlab, once installed: pip install 'gmiexp[mjlab]'"
+    else:
+        pick = "envpool (task=Ant, task=Humanoid) or the torch-native task=Cartpole on a CPU-only host"
+    out["recommended"] = pick
+    return out
+
+
 def _mig_verdict(hw: Hardware) -> dict[str, Any]:
     bad = [g for g in hw.gpus if g.compute_capability < (8, 0)]
     if bad:
@@ -95,7 +138,8 @@ def _mig_verdict(hw: Hardware) -> dict[str, Any]:
 
 
 def doctor(nvml: ModuleType | None = None, which: Which = shutil.which,
-           nccl: Callable[[], dict[str, Any]] = nccl_status, pipe_dir: str | None = None) -> dict[str, Any]:
+           nccl: Callable[[], dict[str, Any]] = nccl_status, pipe_dir: str | None = None,
+           have: Installed = installed) -> dict[str, Any]:
     """Everything ``mode=doctor`` reports, as a dict."""
     hw = discover(nvml)
     mps_binary = which(CONTROL)
@@ -108,6 +152,7 @@ def doctor(nvml: ModuleType | None = None, which: Which = shutil.which,
         "nccl": nccl(),
         "mps_daemon": mps_daemon_status(pipe_dir),
         "backends": backend_verdicts(hw, which),
+        "simulators": simulator_verdicts(hw, have),
     }
 
 
@@ -145,4 +190,10 @@ def format_doctor(report: dict[str, Any]) -> str:
     lines.append("  backends:")
     for name, v in report["backends"].items():
         lines.append(f"    {name:6s} {'yes' if v['ok'] else 'no ':3s}  {v['reason']}")
+    sims = dict(report["simulators"])
+    pick = sims.pop("recommended")
+    lines.append("  simulators:")
+    for name, v in sims.items():
+        lines.append(f"    {name:8s} {'yes' if v['ok'] else 'no ':3s}  {v['reason']}")
+    lines.append(f"  recommended simulator: {pick}")
     return "\n".join(lines)

@@ -128,3 +128,14 @@ def test_search_variant_cn(isolated):
     assert "search.variant=cn" not in runner.user_overrides(cfg)
     with pytest.raises(ConfigError, match="search.variant"):
         runner.validate(cfg.search, "bogus")
+
+
+def test_value_overrides_reads_the_typed_config() -> None:
+    """A search with a plain key override (train.mini_epochs=1) crashed after profiling: select() on a dataclass."""
+    from gmitest import compose_config
+
+    from gmiexp.search.runner import value_overrides
+
+    cfg = compose_config("task=Cartpole", "train.mini_epochs=1", "num_envs=32")
+    assert value_overrides(cfg, ["task=Cartpole", "train.mini_epochs=1", "num_envs=32"]) == {
+        "train": {"mini_epochs": 1}, "num_envs": 32}

@@ -1,4 +1,4 @@
-"""Simulators: envpool (CPU default), torch-native Cartpole, isaacgym (opt-in)."""
+"""Simulators: envpool (CPU default), torch-native Cartpole, mjlab (MuJoCo Warp, GPU), isaacgym (opt-in)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from gmiexp.errors import ConfigError, invalid
 if TYPE_CHECKING:  # the adapters import rl-games and torch; mode=plan and mode=doctor must not
     from gmiexp.envs.base import GMIVecEnv
 
-SIMULATORS = ("envpool", "torch", "isaacgym")
+SIMULATORS = ("envpool", "torch", "mjlab", "isaacgym")
 TORCH_TASKS = ("Cartpole",)
 # Observation and action sizes of envpool's MuJoCo tasks, so planning never imports envpool (whose import pulls
 # in matplotlib). tests/envs/test_envpool_env.py holds them equal to envpool.make_spec; other ids ask envpool.
@@ -37,8 +37,30 @@ def check_task(task: dict[str, Any]) -> None:
         from gmiexp.envs.isaacgym_env import check
 
         check(env_id)
+    if sim == "mjlab":
+        _check_mjlab(env_id)
     if task["continuous"] != (env_id != "Cartpole"):
         raise ConfigError(f"task.continuous={task['continuous']} does not match task {env_id!r}")
+
+
+def _check_mjlab(env_id: str) -> None:
+    import importlib.util
+
+    if env_id not in MJLAB_DIMS:
+        raise invalid("mjlab env_id", env_id, MJLAB_DIMS)
+    if importlib.util.find_spec("mjlab") is None:
+        raise ConfigError(INSTALL_HINT)
+
+
+# mjlab task id -> (actor obs, actions, critic obs), so planning never imports mjlab (tests hold it equal to mjlab)
+MJLAB_DIMS = {
+    "Mjlab-Cartpole-Balance": (5, 1, 5),
+    "Mjlab-Cartpole-Swingup": (5, 1, 5),
+    "Mjlab-Velocity-Flat-Unitree-Go1": (48, 12, 72),
+    "Mjlab-Velocity-Flat-Unitree-G1": (99, 29, 111),
+}
+INSTALL_HINT = "mjlab is not installed: `pip install -e '.[mjlab]' -c <file pinning your installed torch>` " \
+               "(or `make venv`, which does that)"
 
 
 # Observation and action sizes of the IsaacGymEnvs tasks (paper Table 6).
@@ -53,6 +75,8 @@ def task_dims(task: dict[str, Any]) -> tuple[int, int]:
         return 4, 2
     if sim == "isaacgym":
         return ISAAC_DIMS[env_id]
+    if sim == "mjlab":
+        return MJLAB_DIMS[env_id][:2]
     if env_id in ENVPOOL_DIMS:
         return ENVPOOL_DIMS[env_id]
     import envpool
@@ -62,8 +86,12 @@ def task_dims(task: dict[str, Any]) -> tuple[int, int]:
 
 
 def make_vec_env(task: dict[str, Any], num_envs: int, seed: int, sim_threads: int = 1,
-                 device: str = "cpu") -> GMIVecEnv:
-    """Build the simulator of ``task`` for one GMI."""
+                 device: str = "cpu", states: bool = False) -> GMIVecEnv:
+    """Build the simulator of ``task`` for one GMI.
+
+    ``states``: also return the simulator's privileged observations for a central value network
+    (``{"obs", "states"}``, mjlab's critic group); simulators without them ignore it.
+    """
     sim = task["simulator"]
     if sim == "torch":
         from gmiexp.envs.cartpole import CartpoleVecEnv
@@ -74,6 +102,11 @@ def make_vec_env(task: dict[str, Any], num_envs: int, seed: int, sim_threads: in
 
         return EnvpoolVecEnv(task["env_id"], num_envs, seed=seed, num_threads=sim_threads,
                              max_episode_length=task["max_episode_length"], device=device)
+    if sim == "mjlab":
+        from gmiexp.envs.mjlab_env import MjlabVecEnv
+
+        return MjlabVecEnv(task["env_id"], num_envs, seed=seed, device=device,
+                           max_episode_length=task["max_episode_length"], states=states)
     if sim == "isaacgym":
         from gmiexp.envs.isaacgym_env import IsaacGymVecEnv
 

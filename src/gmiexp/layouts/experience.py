@@ -77,6 +77,10 @@ def task_dims(task: dict[str, Any]) -> tuple[int, int]:
     """(observation size, action size) of the task, without building a simulator where possible."""
     if task.get("simulator") == "torch":
         return 4, 1
+    if task.get("simulator") == "mjlab":
+        from gmiexp.envs import task_dims as simulator_dims
+
+        return simulator_dims(task)
     if task.get("simulator") == "envpool":
         try:
             from gmiexp.envs import task_dims as sim_dims  # known ids from a table: no envpool import

@@ -44,10 +44,15 @@ class GMISyncMixin:
             # rl-games 1.6.5 builds Adam with fused=True, which only a few device types implement
             self.optimizer = torch.optim.Adam(self.model.parameters(), float(self.last_lr), eps=1e-08,
                                               weight_decay=self.weight_decay)
+        if self.has_central_value and not fused_adam_supported(self.central_value_net.model):
+            cv = self.central_value_net  # its own fused Adam, likewise
+            cv.optimizer = torch.optim.Adam(cv.model.parameters(), float(cv.lr), eps=1e-08,
+                                            weight_decay=cv.weight_decay)
         self._take_over_distributed()
         self.timings: dict[str, float] = {"sim_s": 0.0, "inference_s": 0.0, "train_s": 0.0, "comm_s": 0.0}
         self.last_epoch: dict[str, float] = {}
         self._stats_counts: dict[int, float] = {}
+        self._cv_stats_counts: dict[int, float] = {}
 
     def _take_over_distributed(self) -> None:
         mgr = self.gmi_ctx.mgr
@@ -57,6 +62,9 @@ class GMISyncMixin:
         # rl-games' train() calls torch.cuda.set_device(local_rank); each GMI sees one device
         # (CUDA_VISIBLE_DEVICES), and -1 makes the call a no-op on a CPU-only GMI.
         self.local_rank = 0 if mgr.torch_device.type == "cuda" else -1
+        if self.has_central_value:  # its gradients: rl-games' own all-reduce, over gmiexp's default group
+            cv = self.central_value_net
+            cv.multi_gpu, cv.world_size, cv.global_rank = self.multi_gpu, self.world_size, self.global_rank
         if self.global_rank != 0 and self.writer is not None:
             self.writer.close()
             self.writer = None
@@ -66,6 +74,10 @@ class GMISyncMixin:
     def calc_gradients(self, input_dict: dict[str, Any]) -> None:
         with lazy_scalar_guard(self.model):
             super().calc_gradients(input_dict)  # type: ignore[misc]
+
+    def train_central_value(self) -> Any:
+        with lazy_scalar_guard(self.central_value_net.model):
+            return super().train_central_value()  # type: ignore[misc]
 
     def trancate_gradients_and_step(self) -> None:  # (sic) rl-games' method name
         if self.multi_gpu:
@@ -84,10 +96,14 @@ class GMISyncMixin:
         comm0 = self.gmi_ctx.reduction.comm_s
         if self.multi_gpu and not self._stats_counts:  # the counts every GMI starts the first merge from
             self._stats_counts = start_counts(self.model)
+            if self.has_central_value:
+                self._cv_stats_counts = start_counts(self.central_value_net.model)
         result = super().train_epoch()  # type: ignore[misc]
         t0 = time.perf_counter()
         if self.multi_gpu:
             merge_running_stats(self.model, gloo_sum(), self.world_size, self._stats_counts)
+            if self.has_central_value:
+                merge_running_stats(self.central_value_net.model, gloo_sum(), self.world_size, self._cv_stats_counts)
         sync_s = time.perf_counter() - t0
         self._account(result, self.gmi_ctx.reduction.comm_s - comm0 + sync_s, sync_s)
         if self.config.get("check_sync"):
@@ -100,6 +116,8 @@ class GMISyncMixin:
     def _check_sync(self) -> str:
         """Raise if any GMI's weights or normalisers differ from the others' (bit for bit)."""
         digest = model_digest(self.model)
+        if self.has_central_value:
+            digest += model_digest(self.central_value_net.model)
         if self.multi_gpu:
             digests: list[str | None] = [None] * self.world_size
             dist.all_gather_object(digests, digest)

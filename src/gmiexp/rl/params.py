@@ -37,6 +37,20 @@ def network(task: dict[str, Any], activation: str) -> dict[str, Any]:
     }
 
 
+def central_value_config(task: dict[str, Any], tr: dict[str, Any], minibatch_size: int,
+                         lr_schedule: str | None) -> dict[str, Any]:
+    """rl-games' central value network (asymmetric critic on the env's ``states``), sized like the policy."""
+    return {
+        "minibatch_size": minibatch_size, "mini_epochs": tr["mini_epochs"], "learning_rate": tr["learning_rate"],
+        "lr_schedule": lr_schedule, "kl_threshold": tr["kl_threshold"], "clip_value": tr["clip_value"],
+        "normalize_input": tr["normalize_input"], "truncate_grads": tr["truncate_grads"],
+        "grad_norm": tr["grad_norm"], "e_clip": tr["e_clip"],
+        "network": {"name": "actor_critic", "central_value": True,
+                    "mlp": {"units": list(task["mlp_units"]), "activation": tr["activation"], "d2rl": False,
+                            "initializer": {"name": "default"}, "regularizer": {"name": "None"}}},
+    }
+
+
 def build_params(plan: Plan, gmi: GMI, num_envs: int | None = None, device: str = "cpu",
                  train_dir: Path | None = None) -> dict[str, Any]:
     """rl-games params for one GMI (``num_envs`` overrides the GMI's, for the single-process baseline)."""
@@ -90,6 +104,8 @@ def build_params(plan: Plan, gmi: GMI, num_envs: int | None = None, device: str 
     config["use_smooth_clamp"] = tr["use_smooth_clamp"]
     if tr["score_to_win"] is not None:
         config["score_to_win"] = tr["score_to_win"]
+    if task.get("central_value"):
+        config["central_value_config"] = central_value_config(task, tr, config["minibatch_size"], lr_schedule)
     return {
         "seed": plan.seed,
         "torch_threads": gmi.torch_threads,

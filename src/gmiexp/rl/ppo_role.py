@@ -21,7 +21,7 @@ def register_env(task: dict[str, Any], sim_threads: int, device: str, holder: di
 
     def create(config_name: str, num_actors: int, **kwargs: Any) -> Any:
         env = make_vec_env(task, num_actors, seed=int(kwargs.get("seed", 0)), sim_threads=sim_threads,
-                           device=device)
+                           device=device, states=bool(task.get("central_value")))
         holder["env"] = env
         return env
 

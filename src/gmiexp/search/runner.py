@@ -102,10 +102,11 @@ def group_choices(overrides: Sequence[str]) -> dict[str, str]:
 def value_overrides(cfg: Config, overrides: Sequence[str]) -> dict[str, Any]:
     """Non-group overrides as a nested dict, with the composed config's final values."""
     values = OmegaConf.create({})
+    typed = OmegaConf.structured(cfg)  # select() reads containers, not the dataclass instance
     for o in overrides:
         k = _key(o)
         if k not in output.GROUPS and not o.startswith("~"):
-            OmegaConf.update(values, k, OmegaConf.select(cfg, k), force_add=True)
+            OmegaConf.update(values, k, OmegaConf.select(typed, k), force_add=True)
     return OmegaConf.to_container(values, resolve=True)
 
 

@@ -1,0 +1,36 @@
+"""mode=plan sizes mjlab tasks from gmiexp's own table: policy parameters and Table 3's terms, hand-worked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from gmitest import run_cli
+
+pytest.importorskip("mjlab", reason="needs gmiexp[mjlab] (make venv installs it)")
+
+
+def mlp(sizes: list[int]) -> int:
+    return sum(a * b + b for a, b in zip(sizes, sizes[1:], strict=False))
+
+
+@pytest.mark.parametrize(("task", "obs", "act"), [("Go1", 48, 12), ("G1", 99, 29), ("MjlabCartpole", 5, 1)])
+def test_plan_knows_mjlab_sizes(task: str, obs: int, act: int, tmp_path: Path) -> None:
+    r = run_cli("mode=plan", f"task={task}", "hardware=h100x8", "num_gpus=1", "gmis_per_gpu=2", "backend=mps",
+                "num_envs=4096", f"hydra.run.dir={tmp_path}", timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    plan = yaml.safe_load(r.stdout)
+    units = [512, 256, 128] if task != "MjlabCartpole" else [64, 64]
+    # rl-games' continuous actor-critic: shared MLP, mu (act), value (1) and a fixed sigma (act)
+    assert plan["notes"]["policy_params"] == mlp([obs, *units]) + (units[-1] + 1) * (act + 1) + act
+    terms = plan["notes"]["cost_model"]["terms"]
+    assert terms["S"] == 4.0 * obs * 4096 and terms["A"] == 4.0 * act * 4096
+    assert plan["task"]["simulator"] == "mjlab" and plan["task"]["central_value"] is True
+
+
+def test_unknown_mjlab_task_exits_2_naming_the_valid_ones(tmp_path: Path) -> None:
+    r = run_cli("mode=plan", "task=Go1", "task.env_id=Mjlab-Velocity-Flat-Unitree-Go2", f"hydra.run.dir={tmp_path}",
+                timeout=120)
+    assert r.returncode == 2
+    assert "Mjlab-Velocity-Flat-Unitree-Go2" in r.stderr and "Mjlab-Velocity-Flat-Unitree-G1" in r.stderr
