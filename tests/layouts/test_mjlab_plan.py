@@ -17,8 +17,8 @@ def mlp(sizes: list[int]) -> int:
 
 @pytest.mark.parametrize(("task", "obs", "act"), [("Go1", 48, 12), ("G1", 99, 29), ("MjlabCartpole", 5, 1)])
 def test_plan_knows_mjlab_sizes(task: str, obs: int, act: int, tmp_path: Path) -> None:
-    r = run_cli("mode=plan", f"task={task}", "hardware=h100x8", "num_gpus=1", "gmis_per_gpu=2", "backend=mps",
-                "num_envs=4096", f"hydra.run.dir={tmp_path}", timeout=120)
+    r = run_cli("mode=plan", f"task={task}", "hardware=h100x8", "hardware.mig=false", "num_gpus=1", "gmis_per_gpu=2",
+                "backend=mps", "num_envs=4096", f"hydra.run.dir={tmp_path}", timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     plan = yaml.safe_load(r.stdout)
     units = [512, 256, 128] if task != "MjlabCartpole" else [64, 64]
