@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -41,9 +42,16 @@ def run_cli(*args: str, timeout: float = 240, env: dict[str, str] | None = None)
                           timeout=timeout, env={**cli_env(), **(env or {})})
 
 
+def terminal_signals() -> None:
+    """In the child: SIGINT as a terminal's foreground job has it (a suite started with ``&`` by a script inherits
+    it ignored, and Python then never raises KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def popen_cli(*args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "gmiexp", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=cli_env(), start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, env=cli_env(), start_new_session=True,
+                            preexec_fn=terminal_signals)
 
 
 def descendants_alive(pid: int) -> list[psutil.Process]:
