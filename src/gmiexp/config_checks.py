@@ -20,6 +20,7 @@ import dataclasses
 import importlib
 import math
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,18 +32,18 @@ from gmiexp.errors import invalid
 RANGES_ATTR = "__ranges__"
 
 
-class Check:
+class Check(ABC):
     """A field's valid range: ``ok`` decides, ``describe`` says it (the error's 'valid:' part)."""
 
-    def ok(self, value: Any) -> bool:
-        raise NotImplementedError
+    @abstractmethod
+    def ok(self, value: Any) -> bool: ...
 
-    def describe(self) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def describe(self) -> str: ...
 
+    @abstractmethod
     def bad_examples(self) -> list[Any]:
         """Values this check must refuse (the schema test tries each one)."""
-        raise NotImplementedError
 
 
 def _number(value: Any) -> bool:
