@@ -60,7 +60,7 @@ def run_train(cfg: Config, run_dir: Path) -> dict:
 
 def run_plan(cfg: Config, run_dir: Path) -> dict:
     """Print the Plan (YAML on stdout, the cost model on stderr); launch nothing."""
-    from gmiexp.comm.cost_model import format_cost, reduction_cost
+    from gmiexp.cost.reduction import format_cost, reduction_cost
     from gmiexp.planner import build_plan
     from gmiexp.rl.params import policy_param_count
 

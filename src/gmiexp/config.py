@@ -74,7 +74,7 @@ class LayoutConfig:
     serving_gpus: int | None = None  # decoupled_async: GPUs for serving GMIs (rest train); None = half
 
 
-@ranges(name=OneOf(registry="gmiexp.comm.reduction:STRATEGIES"))
+@ranges(name=OneOf(registry="gmiexp.comm.reduction:REDUCTIONS", choices=("auto",)))
 @dataclass
 class ReductionConfig:
     """Gradient reduction among trainer GMIs (paper section 4.1)."""

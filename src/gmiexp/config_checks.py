@@ -99,7 +99,7 @@ def Positive(unit: str = "") -> Between:  # noqa: N802
 
 @dataclasses.dataclass(frozen=True)
 class OneOf(Check):
-    """One of fixed choices, or of a registry named ``"module:ATTR"`` (read when checked, so it stays current)."""
+    """One of a registry named ``"module:ATTR"`` (read when checked, so it stays current) and/or fixed choices."""
 
     choices: tuple[Any, ...] = ()
     registry: str = ""
@@ -109,7 +109,7 @@ class OneOf(Check):
         found: Iterable[Any] = self.choices
         if self.registry:
             module, attr = self.registry.split(":")
-            found = getattr(importlib.import_module(module), attr)
+            found = [*getattr(importlib.import_module(module), attr), *self.choices]
         return [v for v in found if v not in self.exclude]
 
     def ok(self, value: Any) -> bool:

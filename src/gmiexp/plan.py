@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from gmiexp.config import AsyncConfig, ChannelConfig
 from gmiexp.errors import ConfigError, invalid
 
 ROLES = ("simulator", "agent", "trainer")
@@ -69,6 +70,8 @@ class Plan:
     reduction_reason: str = ""
     setup_commands: list[str] = field(default_factory=list)
     teardown_commands: list[str] = field(default_factory=list)
+    channel: ChannelConfig | None = None  # experience layouts: the agent-to-trainer channels
+    async_train: AsyncConfig | None = None  # experience layouts: the trainers' settings
     notes: dict[str, Any] = field(default_factory=dict)  # cost model, calibration, decisions
     version: int = PLAN_VERSION
 
@@ -155,6 +158,10 @@ class Plan:
         unknown = set(d) - known
         if unknown:
             raise invalid("plan field", sorted(unknown)[0], sorted(known))
+        if isinstance(d.get("channel"), dict):
+            d["channel"] = ChannelConfig(**d["channel"])
+        if isinstance(d.get("async_train"), dict):
+            d["async_train"] = AsyncConfig(**d["async_train"])
         return cls(gmis=gmis, **d)
 
     @classmethod

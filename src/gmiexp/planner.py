@@ -23,7 +23,7 @@ from gmiexp.role import check_role
 
 def check_rlgames_only(cfg: Config) -> None:
     """Settings only rl-games' own agent (layout tcg_ex) applies; gmiexp's experience trainer would ignore them."""
-    if cfg.layout.name not in layouts.EXPERIENCE_LAYOUTS:
+    if not layouts.get(cfg.layout.name).experience:
         return
     t = cfg.train
     used = {"train.bound_loss_type": t.bound_loss_type != "bound", "train.use_smooth_clamp": t.use_smooth_clamp,
@@ -89,8 +89,8 @@ def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> 
     hw = hardware or host(cfg)
     check_device(cfg.train.device, hw)
     req = LayoutRequest(layout=cfg.layout, hardware=hw, num_gpus=cfg.num_gpus,
-                        gmis_per_gpu=cfg.gmis_per_gpu, num_envs=cfg.num_envs, mode=cfg.mode)
-    plan = layouts.get(cfg.layout.name)(req)
+                        gmis_per_gpu=cfg.gmis_per_gpu, num_envs=cfg.num_envs)
+    plan = layouts.get(cfg.layout.name).build(req)
     check_task(dataclasses.asdict(cfg.task))
     check_role(layouts.choose_role(cfg.layout.name, cfg.role))
     plan.task = dataclasses.asdict(cfg.task)
@@ -99,7 +99,7 @@ def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> 
     plan.launch = dataclasses.asdict(cfg.launch)
     plan.hardware = hw.summary()
     plan.seed, plan.max_iterations = cfg.seed, cfg.max_iterations
-    layouts.configure(plan, cfg)  # role by layout (when role=ppo), channel/async notes, cost model
+    layouts.configure(plan, cfg)  # role by layout (when role=ppo), the layout's own settings, cost model
     check_device_role(cfg.train.device, plan.role, plan.world_size)
     plan.checkpoint = str(Path(cfg.checkpoint).resolve()) if cfg.checkpoint else ""
     plan.experiment, plan.run_dir = cfg.experiment, str(run_dir.resolve())

@@ -21,6 +21,7 @@ from gmiexp.comm.reduction import Reduction
 from gmiexp.errors import ConfigError
 from gmiexp.launch.status import StatusWriter
 from gmiexp.plan import GMI, Plan
+from gmiexp.registry import Registry
 
 
 @dataclass
@@ -83,34 +84,32 @@ class Role(ABC):
         self.ctx.status.beat(**progress)
 
 
-#: Built-in roles: name -> "module:Class" (ppo for tcg_ex; the others are the layouts' defaults).
-BUILTIN_ROLES = {
-    "ppo": "gmiexp.rl.ppo_role:PPORole",
-    "serve": "gmiexp.rl.serving:ServeRole",
-    "tdg": "gmiexp.rl.serving:TDGRole",
-    "tdg_ex": "gmiexp.rl.experience:TDGEXRole",
-    "a3c": "gmiexp.rl.experience:A3CRole",
-}
+#: Roles by name. A role registers itself with ``@ROLES.register("name")``; the built-ins are added as
+#: ``"module:Class"`` text, imported on first use, because they pull in rl-games (about 1.5 s of
+#: torch._dynamo imports), which the launcher process never needs: only the GMIs run roles.
+ROLES: Registry[type[Role]] = Registry("role")
+ROLES.add("ppo", "gmiexp.rl.ppo_role:PPORole")  # layout tcg_ex: rl-games' own PPO agent
+ROLES.add("serve", "gmiexp.rl.serving:ServeRole")
+ROLES.add("tdg", "gmiexp.rl.serving:TDGRole")
+ROLES.add("tdg_ex", "gmiexp.rl.experience:TDGEXRole")
+ROLES.add("a3c", "gmiexp.rl.experience:A3CRole")
 
 
 def check_role(spec: str) -> None:
-    """Validate a role spec at plan time; built-ins are known by name and not imported.
+    """Validate a role spec at plan time; registered names are known without importing them.
 
-    Importing a built-in role pulls in rl-games (about 1.5 s of torch._dynamo imports), which the
-    launcher process never needs: only the GMIs run roles. A user's role is imported, so a bad
-    module or class exits 2 before anything is launched.
+    A ``module:Class`` role is imported, so a bad module or class exits 2 before anything is launched.
     """
-    if spec not in BUILTIN_ROLES:
+    if spec not in ROLES:
         load_role(spec)
 
 
 def load_role(spec: str) -> type[Role]:
-    """A built-in name (``ppo``, ``serve``, ``tdg``, ``tdg_ex``, ``a3c``) or ``package.module:ClassName``."""
-    if spec in BUILTIN_ROLES:
-        mod_name, cls_name = BUILTIN_ROLES[spec].split(":")
-        return getattr(importlib.import_module(mod_name), cls_name)
+    """A registered name (``ppo``, ``serve``, ``tdg``, ``tdg_ex``, ``a3c``, ...) or ``package.module:ClassName``."""
+    if spec in ROLES:
+        return ROLES.get(spec)
     if ":" not in spec:
-        raise ConfigError(f"invalid role: {spec!r}; valid: {', '.join(BUILTIN_ROLES)}, "
+        raise ConfigError(f"invalid role: {spec!r}; valid: {', '.join(ROLES)}, "
                           "or <module>:<Class> of a gmiexp.role.Role subclass")
     mod_name, cls_name = spec.split(":", 1)
     try:

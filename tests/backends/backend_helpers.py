@@ -8,7 +8,7 @@ from fakes import nvml as fake_nvml
 from gmiexp.backends import get
 from gmiexp.config import BackendConfig, LayoutConfig
 from gmiexp.hardware import Hardware, discover, preset
-from gmiexp.layouts import tcg_ex
+from gmiexp.layouts import LAYOUTS
 from gmiexp.layouts.base import LayoutRequest
 from gmiexp.plan import Plan
 
@@ -16,7 +16,7 @@ from gmiexp.plan import Plan
 def plan_for(hw: Hardware, num_gpus: int = 1, gmis_per_gpu: int = 2, layout: str = "tcg_ex") -> Plan:
     req = LayoutRequest(layout=LayoutConfig(), hardware=hw, num_gpus=num_gpus, gmis_per_gpu=gmis_per_gpu,
                         num_envs=64)
-    plan = tcg_ex.build(req)
+    plan = LAYOUTS.get("tcg_ex")().build(req)
     plan.layout = layout
     return plan
 

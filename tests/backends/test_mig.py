@@ -4,7 +4,7 @@ from backend_helpers import nvml_host, realise
 from fakes import nvml as fake_nvml
 from gmiexp.backends import get, mig
 from gmiexp.backends.mig_profiles import PRODUCTS, find, largest_fitting, product_of
-from gmiexp.backends.mps import kept_by
+from gmiexp.backends.mps_clients import kept_by
 from gmiexp.config import BackendConfig
 from gmiexp.errors import ConfigError
 from gmiexp.hardware import discover, preset

@@ -11,7 +11,7 @@ from backend_helpers import nvml_host, plan_for, realise
 
 from fakes import nvml as fake_nvml
 from gmiexp.backends import get, mps_daemon
-from gmiexp.backends.mps import kept_by, planned_daemons, shares
+from gmiexp.backends.mps_clients import kept_by, planned_daemons, shares
 from gmiexp.config import BackendConfig
 from gmiexp.errors import ConfigError, LaunchError
 from gmiexp.hardware import cpu_only, preset, with_mig
@@ -259,7 +259,7 @@ SRC = str(Path(__file__).resolve().parents[2] / "src")
 STANDIN_LAUNCHER = """
 import os, subprocess, sys, time
 from gmiexp.backends import mps_daemon
-from gmiexp.backends.mps import planned_daemons
+from gmiexp.backends.mps_clients import planned_daemons
 from gmiexp.launch import lifeline
 from gmiexp.plan import Plan
 os.environ[lifeline.ENV] = lifeline.identity()

@@ -15,7 +15,7 @@ def req(gpus: int, per: int, envs: int = 16, hw: str = "cpu") -> LayoutRequest:
 
 
 def test_holistic_gmis_on_logical_gpus() -> None:
-    plan = get("tcg_ex")(req(2, 3))
+    plan = get("tcg_ex").build(req(2, 3))
     assert [g.device for g in plan.gmis] == [0, 0, 0, 1, 1, 1]
     assert [g.local_index for g in plan.gmis] == [0, 1, 2, 0, 1, 2]
     assert all(g.roles == ["simulator", "agent", "trainer"] for g in plan.gmis)
@@ -25,7 +25,7 @@ def test_holistic_gmis_on_logical_gpus() -> None:
 
 def test_more_gpus_than_the_host_has() -> None:
     with pytest.raises(ConfigError, match="invalid num_gpus: 9; valid: 1..8"):
-        get("tcg_ex")(req(9, 1, hw="dgx_a100"))
+        get("tcg_ex").build(req(9, 1, hw="dgx_a100"))
 
 
 def test_unknown_layout() -> None:

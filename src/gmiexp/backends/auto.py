@@ -18,14 +18,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-from gmiexp.backends.base import Backend
+from gmiexp.backends.base import BACKENDS, Backend
 from gmiexp.backends.mps_daemon import CONTROL
 from gmiexp.config import BackendConfig
 from gmiexp.errors import ConfigError
 from gmiexp.hardware import Hardware
 from gmiexp.plan import Plan
-
-SERVING_LAYOUTS = ("tcg", "tdg")
 
 
 class Choice(NamedTuple):
@@ -56,7 +54,9 @@ def choose(layout: str, hw: Hardware, used: list[int] | None = None,
                           f"both: use GPUs of one mode (num_gpus), set MIG the same on all (sudo nvidia-smi "
                           f"-i {off[0]} -mig 1, or -i {on[0]} -mig 0), or choose backend=mig|mps|direct by hand")
     mps_here = hw.is_preset or which(CONTROL) is not None
-    serving = layout in SERVING_LAYOUTS
+    from gmiexp.layouts import LayoutKind, get
+
+    serving = get(layout).kind is LayoutKind.SERVING
     if on:
         if serving:
             return Choice("mig", f"serving layout {layout} on compute capability {cc} with MIG enabled: "
@@ -77,6 +77,7 @@ def choose(layout: str, hw: Hardware, used: list[int] | None = None,
                          f"(enable: sudo nvidia-smi -i {off[0]} -mig 1): MPS")
 
 
+@BACKENDS.register("auto")
 class AutoBackend(Backend):
     name = "auto"
 
@@ -85,9 +86,7 @@ class AutoBackend(Backend):
         self.chosen: Backend | None = None
 
     def _delegate(self, name: str, **changes: object) -> Backend:
-        from gmiexp.backends import get
-
-        self.chosen = get(with_name(self.cfg, name, **changes), self.hardware)
+        self.chosen = BACKENDS.get(name)(with_name(self.cfg, name, **changes), self.hardware)
         return self.chosen
 
     def realise(self, plan: Plan, run_dir: Path) -> Plan:

@@ -1,4 +1,4 @@
-"""Backend interface: realise a Plan on hardware, and set up / tear down around the launch."""
+"""Backend interface (realise a Plan on hardware, set up / tear down around the launch) and the registry."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 from gmiexp.config import BackendConfig
 from gmiexp.hardware import Hardware
 from gmiexp.plan import Plan
+from gmiexp.registry import Registry
 
 
 class Backend(ABC):
@@ -35,3 +36,7 @@ class Backend(ABC):
     def session(self, plan: Plan, run_dir: Path) -> Iterator[None]:
         """Set up before the workers start and always tear down (success, crash, Ctrl-C)."""
         yield
+
+
+#: Every backend by name, filled by importing :mod:`gmiexp.backends` (each module registers its class).
+BACKENDS: Registry[type[Backend]] = Registry("backend", load="gmiexp.backends")

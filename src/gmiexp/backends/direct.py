@@ -4,51 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gmiexp.backends.base import Backend
+from gmiexp.backends.base import BACKENDS, Backend
+from gmiexp.backends.common import core_ids, device_cores, split_cores, thread_budget
 from gmiexp.errors import ConfigError
-from gmiexp.hardware import Hardware
 from gmiexp.plan import GMI, Plan
 
 
-def split_cores(n_cores: int, n_gmis: int) -> list[list[int]]:
-    """Give each GMI a disjoint, contiguous core set (round-robin when GMIs outnumber cores)."""
-    if n_gmis <= n_cores:
-        per = n_cores // n_gmis
-        return [list(range(i * per, (i + 1) * per)) for i in range(n_gmis)]
-    return [[i % n_cores] for i in range(n_gmis)]
-
-
-def device_cores(plan: Plan, n_cores: int, split: bool) -> list[list[int]]:
-    """Per GMI: its device's share of the host cores (``split``: a disjoint part of that share).
-
-    On CPU a logical GPU is then a core set, so GMIs on different devices never compete for a
-    core, as GMIs on different GPUs do not compete for SMs.
-    """
-    devices = sorted({g.device for g in plan.gmis})
-    shares = dict(zip(devices, split_cores(n_cores, len(devices)), strict=True))
-    out = []
-    for g in plan.gmis:
-        share = shares[g.device]
-        mates = [m.id for m in plan.gmis if m.device == g.device]
-        part = split_cores(len(share), len(mates))[mates.index(g.id)] if split else range(len(share))
-        out.append([share[i] for i in part])
-    return out
-
-
-def core_ids(hw: Hardware, positions: list[int]) -> list[int]:
-    """Core positions (0..cpu_count-1) as the host's core ids (the positions themselves when it has none).
-
-    So a run narrowed by ``hardware.cpus`` (a packed member) pins its GMIs inside its own cores.
-    """
-    ids = hw.cpu_ids
-    return [ids[i % len(ids)] for i in positions] if ids else positions
-
-
-def thread_budget(n_cores: int, n_gmis_on_host: int) -> int:
-    """Torch threads per GMI: its share of the cores, at least 1 (oversubscription stalls libgomp)."""
-    return max(1, n_cores // max(1, n_gmis_on_host))
-
-
+@BACKENDS.register("direct")
 class DirectBackend(Backend):
     name = "direct"
 

@@ -20,10 +20,10 @@ from types import ModuleType
 from typing import Any
 
 from gmiexp.backends import mig_profiles, mps_daemon
-from gmiexp.backends.base import Backend
+from gmiexp.backends.base import BACKENDS, Backend
 from gmiexp.backends.common import by_device, cpu_budget, gpu_of, require_gpu
 from gmiexp.backends.mig_profiles import Profile
-from gmiexp.backends.mps import client_env, daemon_commands, mps_session, shares
+from gmiexp.backends.mps_clients import client_env, daemon_commands, mps_session, shares
 from gmiexp.config import BackendConfig
 from gmiexp.errors import ConfigError, LaunchError, invalid
 from gmiexp.hardware import GPUInfo, Hardware, MigDevice
@@ -128,6 +128,7 @@ def show(cmd: list[str]) -> str:
     return "sudo " + " ".join(shlex.quote(c) for c in cmd)
 
 
+@BACKENDS.register("mig")
 class MIGBackend(Backend):
     name = "mig"
 

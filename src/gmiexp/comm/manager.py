@@ -92,13 +92,6 @@ class GMIManager:
         return hashlib.sha1((self.plan.run_dir or "inprocess").encode()).hexdigest()[:10]
 
     @property
-    def trainer_group(self) -> list[int]:
-        return list(self.plan.trainer_group)
-
-    def device_of(self, gmi_id: int) -> int:
-        return self.plan.gmi(gmi_id).device
-
-    @property
     def torch_device(self) -> torch.device:
         """The device every role of this GMI uses: ``train.device`` resolved (see :mod:`gmiexp.device`)."""
         if self._device is None:

@@ -85,7 +85,7 @@ def build_summary(plan: Plan, run_dir: Path, wall_s: float, host_metrics: dict[s
             "gmis_per_gpu": max(len(ids) for ids in plan.gpu_map()), "gmis": plan.world_size,
             "num_envs": plan.gmis[0].num_envs, "max_iterations": plan.max_iterations, "seed": plan.seed,
             "experiment": plan.experiment, "role": plan.role,
-            **({"channel": plan.notes["channel"]["name"]} if "channel" in plan.notes else {}),
+            **({"channel": plan.channel.name} if plan.channel is not None else {}),
         },
         "metrics": metrics,
         "gmis": {str(k): v for k, v in results.items()},

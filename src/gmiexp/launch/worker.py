@@ -73,7 +73,7 @@ def bind_to_launcher(plan: Any, gmi_id: int) -> bool:
     The launcher's session quits its private daemons; after ``kill -9`` of the launcher, the
     lowest-id client of each one does (:func:`gmiexp.backends.mps.kept_by`). Imports torch: call last.
     """
-    from gmiexp.backends.mps import kept_by
+    from gmiexp.backends.mps_clients import kept_by
     from gmiexp.backends.mps_daemon import quit_detached
     from gmiexp.comm.channels.segment import cleanup_run
     from gmiexp.launch import lifeline

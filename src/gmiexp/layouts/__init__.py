@@ -1,41 +1,29 @@
 """Layout templates (paper section 5.1): each turns the config into the GMIs of a Plan.
 
-``get(name)`` returns the builder; ``configure(plan, cfg)`` then records what the layout's roles
-read from the Plan (channel and async settings in ``plan.notes``), validates them, and adds the
-paper's cost model (Tables 4-5, equations 1-3) to ``plan.notes`` so ``mode=plan`` prints it.
+A layout is one module that registers a :class:`~gmiexp.layouts.base.Layout` in :data:`LAYOUTS`
+(plus ``conf/layout/<name>.yaml``); importing this package imports the built-in ones. ``get(name)``
+returns it; ``configure(plan, cfg)`` then chooses the role, lets the layout check and record what
+its roles read from the Plan, and adds the paper's cost model (Tables 4-5) to ``plan.notes`` so
+``mode=plan`` prints it.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
 from typing import Any
 
-from gmiexp.errors import invalid
-from gmiexp.layouts.base import LayoutRequest
+from gmiexp.layouts import decoupled_async, tcg, tcg_ex, tdg, tdg_ex  # noqa: F401 - they register themselves
+from gmiexp.layouts.base import LAYOUTS, Layout, LayoutKind, LayoutRequest
 from gmiexp.plan import Plan
 
-LayoutBuilder = Callable[[LayoutRequest], Plan]
 
-LAYOUTS = ("tcg_ex", "tdg_ex", "decoupled_async", "tcg", "tdg")
-#: The built-in role each layout runs when the user left ``role=ppo``.
-DEFAULT_ROLES = {"tcg_ex": "ppo", "tdg_ex": "tdg_ex", "decoupled_async": "a3c", "tcg": "serve", "tdg": "tdg"}
-#: Layouts whose agents send experience to trainer GMIs over channels.
-EXPERIENCE_LAYOUTS = ("tdg_ex", "decoupled_async")
-
-
-def get(name: str) -> LayoutBuilder:
-    """The builder of layout ``name``."""
-    if name not in LAYOUTS:
-        raise invalid("layout", name, LAYOUTS)
-    import importlib
-
-    return importlib.import_module(f"gmiexp.layouts.{name}").build
+def get(name: str) -> Layout:
+    """Layout ``name`` (ConfigError, exit 2, naming the registered ones otherwise)."""
+    return LAYOUTS.get(name)()
 
 
 def choose_role(layout: str, requested: str) -> str:
-    """The layout's built-in role when the user asked for the default ``ppo``; else the user's role."""
-    return DEFAULT_ROLES.get(layout, requested) if requested == "ppo" else requested
+    """The layout's default role when the user asked for the default ``ppo``; else the user's role."""
+    return get(layout).default_role if requested == "ppo" else requested
 
 
 def reduction_for(plan: Plan, requested: str) -> str:
@@ -49,17 +37,14 @@ def reduction_for(plan: Plan, requested: str) -> str:
 
 
 def configure(plan: Plan, cfg: Any) -> Plan:
-    """Record and check the channel/async settings, choose the role, add the cost model to the notes."""
-    from gmiexp.layouts.cost import cost_model
-    from gmiexp.layouts.experience import check_experience, cost_terms
+    """Choose the role, let the layout check and record its settings, add the cost model to the notes."""
+    from gmiexp.cost.layout import cost_model, terms_for
 
+    layout = get(plan.layout)
     plan.role = choose_role(plan.layout, cfg.role)
-    if plan.layout in EXPERIENCE_LAYOUTS:
-        check_experience(plan, cfg.channel, cfg.async_train)
-        plan.notes["channel"] = dataclasses.asdict(cfg.channel)
-        plan.notes["async"] = dataclasses.asdict(cfg.async_train)
-    plan.notes["cost_model"] = cost_model(plan.layout, cost_terms(plan))
+    layout.configure(plan, cfg)
+    plan.notes["cost_model"] = cost_model(layout.kind, terms_for(plan))
     return plan
 
 
-__all__ = ["DEFAULT_ROLES", "LAYOUTS", "LayoutRequest", "choose_role", "configure", "get", "reduction_for"]
+__all__ = ["LAYOUTS", "Layout", "LayoutKind", "LayoutRequest", "choose_role", "configure", "get", "reduction_for"]

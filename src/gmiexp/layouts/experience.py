@@ -1,4 +1,4 @@
-"""Checks for layouts that move experience (tdg_ex, decoupled_async) and the cost-model inputs of a plan."""
+"""Layouts whose agents send experience to trainer GMIs over channels: their checks and Plan settings."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 from gmiexp.comm.channels import DEFAULT_FIELDS
 from gmiexp.comm.store import EVICTIONS, SELECTORS
 from gmiexp.errors import ConfigError, invalid
-from gmiexp.layouts.cost import CostTerms, model_bytes
+from gmiexp.layouts.base import Layout, LayoutRequest
 from gmiexp.plan import Plan
 
 CHANNELS = ("multi", "uni")
@@ -17,7 +17,31 @@ ALGOS = ("a2c", "ppo")
 REQUIRED = ("obs", "actions", "rewards", "values", "dones")
 
 
-def check_experience(plan: Plan, channel: Any, async_cfg: Any) -> None:
+class ExperienceLayout(Layout):
+    """A layout with channels from agents to trainers; its roles read ``plan.channel`` and ``plan.async_train``."""
+
+    experience = True
+
+    def configure(self, plan: Plan, cfg: Any) -> None:
+        check_experience(plan, cfg.channel, cfg.async_train, self.algo(cfg.async_train))
+        plan.channel = cfg.channel
+        plan.async_train = cfg.async_train
+
+    def algo(self, async_cfg: Any) -> str:
+        """The trainers' update (``a2c`` or ``ppo``)."""
+        return str(async_cfg.algo)
+
+
+def check_trainers(req: LayoutRequest, at_most: int | None = None) -> None:
+    """``layout.trainers_per_gpu`` >= 1 and, when ``at_most`` is given, at most that many per GPU."""
+    t = req.layout.trainers_per_gpu
+    if t < 1:
+        raise invalid("layout.trainers_per_gpu", t, "an integer >= 1 (trainer GMIs per training GPU)")
+    if at_most is not None and t > at_most:
+        raise invalid("layout.trainers_per_gpu", t, f"1..{at_most} (at most one trainer per serving GMI on a GPU)")
+
+
+def check_experience(plan: Plan, channel: Any, async_cfg: Any, algo: str) -> None:
     """ConfigError (exit 2) naming the bad value and the valid range."""
     if channel.name not in CHANNELS:
         raise invalid("channel", channel.name, CHANNELS)
@@ -26,7 +50,6 @@ def check_experience(plan: Plan, channel: Any, async_cfg: Any) -> None:
     for f in channel.fields:
         if f not in DEFAULT_FIELDS:
             raise invalid("channel.fields entry", f, DEFAULT_FIELDS)
-    algo = "ppo" if plan.layout == "tdg_ex" else async_cfg.algo
     if algo not in ALGOS:
         raise invalid("async_train.algo", algo, ALGOS)
     replay = check_replay(async_cfg)
@@ -71,34 +94,3 @@ def check_replay(async_cfg: Any) -> bool:
     if async_cfg.replay_eviction not in EVICTIONS:
         raise invalid("async_train.replay_eviction", async_cfg.replay_eviction, EVICTIONS)
     return ratio > 0
-
-
-def task_dims(task: dict[str, Any]) -> tuple[int, int]:
-    """(observation size, action size) of the task, without building a simulator where possible."""
-    if task.get("simulator") == "torch":
-        return 4, 1
-    if task.get("simulator") == "mjlab":
-        from gmiexp.envs import task_dims as simulator_dims
-
-        return simulator_dims(task)
-    if task.get("simulator") == "envpool":
-        try:
-            from gmiexp.envs import task_dims as sim_dims  # known ids from a table: no envpool import
-
-            return sim_dims(task)
-        except Exception:  # noqa: BLE001 - the cost model falls back to nominal sizes
-            pass
-    return 64, 8
-
-
-def cost_terms(plan: Plan) -> CostTerms:
-    """Table 3's terms for this plan: sizes from the task, ratios from the paper."""
-    obs, act = task_dims(plan.task)
-    envs = max(g.num_envs for g in plan.gmis) or 1
-    units = list(plan.task.get("mlp_units", [256, 128, 64]))
-    return CostTerms(
-        S=4.0 * obs * envs, A=4.0 * act * envs, W=4.0 * envs,
-        M_p=float(model_bytes(obs, act if plan.task.get("continuous", True) else 2, units,
-                              bool(plan.task.get("continuous", True)))),
-        m=int(plan.train.get("horizon_length", 16)), n=len(plan.gmis), R_all=100.0 * len(plan.devices),
-    )

@@ -7,19 +7,33 @@ second (``async/predictions_per_s``).
 
 from __future__ import annotations
 
-from gmiexp.layouts.base import LayoutRequest
+from typing import TYPE_CHECKING
+
+from gmiexp.layouts.base import LAYOUTS, Layout, LayoutKind, LayoutRequest
 from gmiexp.plan import GMI, Plan
 
-ROLE = "serve"
+if TYPE_CHECKING:
+    from gmiexp.cost.layout import CostTerms
 
 
-def build(req: LayoutRequest) -> Plan:
-    """``num_gpus x gmis_per_gpu`` serving GMIs (simulator + agent), GPU-major ids."""
-    req.check()
-    gmis = [
-        GMI(id=d * req.gmis_per_gpu + i, device=d, local_index=i, roles=["simulator", "agent"],
-            num_envs=req.num_envs)
-        for d in range(req.num_gpus)
-        for i in range(req.gmis_per_gpu)
-    ]
-    return Plan(gmis=gmis, layout="tcg", backend="", reduction="", trainer_group=[], channels=[], role=ROLE)
+@LAYOUTS.register("tcg")
+class TCG(Layout):
+    kind = LayoutKind.SERVING
+    default_role = "serve"
+
+    def build(self, req: LayoutRequest) -> Plan:
+        """``num_gpus x gmis_per_gpu`` serving GMIs (simulator + agent), GPU-major ids."""
+        req.check()
+        gmis = [
+            GMI(id=d * req.gmis_per_gpu + i, device=d, local_index=i, roles=["simulator", "agent"],
+                num_envs=req.num_envs)
+            for d in range(req.num_gpus)
+            for i in range(req.gmis_per_gpu)
+        ]
+        return Plan(gmis=gmis, layout=req.layout.name, backend="", reduction="", trainer_group=[], channels=[])
+
+    def resource(self, t: CostTerms) -> float:
+        return max(t.R_s, t.R_a)
+
+    def comm(self, t: CostTerms) -> float:
+        return 0.0

@@ -6,18 +6,34 @@ experience crosses a GMI boundary; only gradients are reduced.
 
 from __future__ import annotations
 
-from gmiexp.layouts.base import LayoutRequest
+from typing import TYPE_CHECKING
+
+from gmiexp.layouts.base import LAYOUTS, Layout, LayoutKind, LayoutRequest
 from gmiexp.plan import GMI, Plan
 
+if TYPE_CHECKING:
+    from gmiexp.cost.layout import CostTerms
 
-def build(req: LayoutRequest) -> Plan:
-    """``num_gpus x gmis_per_gpu`` GMIs, GPU-major ids (GMI k is on GPU k // gmis_per_gpu)."""
-    req.check()
-    gmis = [
-        GMI(id=d * req.gmis_per_gpu + i, device=d, local_index=i,
-            roles=["simulator", "agent", "trainer"], num_envs=req.num_envs)
-        for d in range(req.num_gpus)
-        for i in range(req.gmis_per_gpu)
-    ]
-    return Plan(gmis=gmis, layout="tcg_ex", backend="", reduction="",
-                trainer_group=[g.id for g in gmis])
+
+@LAYOUTS.register("tcg_ex")
+class TCGEx(Layout):
+    kind = LayoutKind.SYNC
+    default_role = "ppo"
+
+    def build(self, req: LayoutRequest) -> Plan:
+        """``num_gpus x gmis_per_gpu`` GMIs, GPU-major ids (GMI k is on GPU k // gmis_per_gpu)."""
+        req.check()
+        gmis = [
+            GMI(id=d * req.gmis_per_gpu + i, device=d, local_index=i,
+                roles=["simulator", "agent", "trainer"], num_envs=req.num_envs)
+            for d in range(req.num_gpus)
+            for i in range(req.gmis_per_gpu)
+        ]
+        return Plan(gmis=gmis, layout=req.layout.name, backend="", reduction="",
+                    trainer_group=[g.id for g in gmis])
+
+    def resource(self, t: CostTerms) -> float:
+        return max(t.R_s, t.R_a, t.R_t)
+
+    def comm(self, t: CostTerms) -> float:
+        return t.ring()

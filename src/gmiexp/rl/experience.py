@@ -20,6 +20,7 @@ publishing weights.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -52,8 +53,8 @@ class ExperienceRole(Role):
 
     def run(self) -> dict[str, Any]:
         plan = self.plan
-        self.channel = plan.notes["channel"]
-        self.acfg = plan.notes["async"]
+        self.channel = dataclasses.asdict(plan.channel)
+        self.acfg = dataclasses.asdict(plan.async_train)
         self.tag = self.ctx.mgr.run_tag
         self.timeout = float(self.acfg["drain_timeout_s"])
         self.spaces = probe_spaces(plan)

@@ -1,5 +1,7 @@
 """Gradient reduction strategies (paper section 4.1). ``resolve`` picks one for a plan; ``build`` makes it.
 
+Each strategy module registers its class in :data:`REDUCTIONS` (importing this package imports them):
+
 * ``allreduce``: one flat gloo all-reduce (what rl-games does);
 * ``mpr``: multi-process reduction through host shared memory;
 * ``mrr``: multi-ring reduction (GMIs per GPU <= GPUs, even);
@@ -10,14 +12,18 @@
 from __future__ import annotations
 
 from gmiexp.comm.manager import GMIManager
+from gmiexp.comm.reduction import allreduce, har, mpr, mrr  # noqa: F401 - they register themselves
 from gmiexp.comm.reduction.algorithm1 import mrr_limit, select
-from gmiexp.comm.reduction.base import Reduction
+from gmiexp.comm.reduction.base import REDUCTIONS, Reduction
 from gmiexp.errors import ConfigError, invalid
 from gmiexp.plan import Plan
 
-STRATEGIES = ("allreduce", "mpr", "mrr", "har", "auto")
-IMPLEMENTED = STRATEGIES
-NCCL_STRATEGIES = ("mrr", "har")  # NCCL groups across GPUs; NCCL cannot join MIG instances
+AUTO = "auto"  # not a strategy: Algorithm 1 picks one of REDUCTIONS
+
+
+def nccl(name: str) -> bool:
+    """Strategy ``name`` builds NCCL groups across GPUs (NCCL cannot join MIG instances)."""
+    return REDUCTIONS.get(name).nccl
 
 
 def serving(plan: Plan) -> list[str]:
@@ -28,7 +34,7 @@ def serving(plan: Plan) -> list[str]:
     if mrr_limit(plan.gpu_map(plan.trainer_group)) is None:
         ok.insert(1, "mrr")
     if plan.backend == "mig":
-        ok = [s for s in ok if s not in NCCL_STRATEGIES]
+        ok = [s for s in ok if not nccl(s)]
     return ok
 
 
@@ -46,16 +52,16 @@ def resolve(name: str, plan: Plan) -> tuple[str, str]:
 
     Raises ConfigError (exit 2) when the requested strategy cannot serve the layout.
     """
-    if name not in STRATEGIES:
-        raise invalid("reduction", name, STRATEGIES)
+    if name != AUTO and name not in REDUCTIONS:
+        raise invalid("reduction", name, [*REDUCTIONS, AUTO])
     mpl = plan.gpu_map(plan.trainer_group)
-    if name == "auto":
+    if name == AUTO:
         choice, reason = select(mpl)
-        if plan.backend == "mig" and choice in NCCL_STRATEGIES:
+        if plan.backend == "mig" and nccl(choice):
             return "allreduce", (f"{reason}, but NCCL cannot join MIG instances (backend=mig): allreduce "
                                  f"through host memory (gloo) instead (MPL={mpl})")
         return choice, f"{reason} (MPL={mpl})"
-    if plan.backend == "mig" and name in NCCL_STRATEGIES and len(plan.trainer_group) > 1:
+    if plan.backend == "mig" and nccl(name) and len(plan.trainer_group) > 1:
         raise _mig_refusal(name, plan)
     if name == "mrr":
         why = mrr_limit(mpl)
@@ -75,25 +81,9 @@ def resolve(name: str, plan: Plan) -> tuple[str, str]:
 
 def build(name: str, mgr: GMIManager, members: list[int]) -> Reduction:
     """Construct strategy ``name`` (collective across all GMIs; ``auto`` is resolved first)."""
-    if name == "auto":
+    if name == AUTO:
         name, _ = resolve(name, mgr.plan)
-    if name == "allreduce":
-        from gmiexp.comm.reduction.allreduce import AllReduce
-
-        return AllReduce(mgr, members)
-    if name == "mpr":
-        from gmiexp.comm.reduction.mpr import MPR
-
-        return MPR(mgr, members)
-    if name == "mrr":
-        from gmiexp.comm.reduction.mrr import MRR
-
-        return MRR(mgr, members)
-    if name == "har":
-        from gmiexp.comm.reduction.har import HAR
-
-        return HAR(mgr, members)
-    raise invalid("reduction", name, STRATEGIES)
+    return REDUCTIONS.get(name)(mgr, members)
 
 
-__all__ = ["IMPLEMENTED", "STRATEGIES", "Reduction", "build", "resolve", "select", "serving"]
+__all__ = ["AUTO", "REDUCTIONS", "Reduction", "build", "resolve", "select", "serving"]

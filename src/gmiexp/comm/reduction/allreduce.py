@@ -6,10 +6,11 @@ import torch
 import torch.distributed as dist
 
 from gmiexp.comm.manager import GMIManager
-from gmiexp.comm.reduction.base import Reduction
+from gmiexp.comm.reduction.base import REDUCTIONS, Reduction
 from gmiexp.device import host_staging
 
 
+@REDUCTIONS.register("allreduce")
 class AllReduce(Reduction):
     name = "allreduce"
 

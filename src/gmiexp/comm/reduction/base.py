@@ -1,4 +1,4 @@
-"""The reduction interface every strategy (allreduce, MPR, MRR, HAR) implements."""
+"""The reduction interface every strategy (allreduce, MPR, MRR, HAR) implements, and their registry."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import ClassVar
 import torch
 
 from gmiexp.comm.manager import GMIManager
+from gmiexp.registry import Registry
 
 
 class Reduction(ABC):
@@ -20,6 +21,8 @@ class Reduction(ABC):
     """
 
     name: ClassVar[str] = ""
+    #: Builds NCCL groups across GPUs (NCCL cannot join MIG instances, so backend=mig refuses it).
+    nccl: ClassVar[bool] = False
 
     def __init__(self, mgr: GMIManager, members: list[int]) -> None:
         self.mgr = mgr
@@ -48,3 +51,8 @@ class Reduction(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook: most strategies hold nothing to release
         """Release shared memory or groups the strategy holds."""
+
+
+#: Every concrete strategy by name, filled by importing :mod:`gmiexp.comm.reduction` (``auto`` is not one:
+#: it picks one of them by the paper's Algorithm 1).
+REDUCTIONS: Registry[type[Reduction]] = Registry("reduction", load="gmiexp.comm.reduction")

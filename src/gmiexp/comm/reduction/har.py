@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import torch
 
 from gmiexp.comm.manager import GMIManager
-from gmiexp.comm.reduction.base import Reduction
+from gmiexp.comm.reduction.base import REDUCTIONS, Reduction
 from gmiexp.comm.reduction.collective import Collective, TorchCollective
 from gmiexp.comm.reduction.mpr import open_arena, segment_name
 from gmiexp.comm.reduction.shm import ShmArena
@@ -85,10 +85,12 @@ class Hierarchical:
             self.arena = None
 
 
+@REDUCTIONS.register("har")
 class HAR(Reduction):
     """Hierarchical reduction over the members' GMI-to-GPU map; uneven GMIs per GPU allowed."""
 
     name = "har"
+    nccl = True
 
     def __init__(
         self,

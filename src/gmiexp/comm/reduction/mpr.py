@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import torch
 
 from gmiexp.comm.manager import GMIManager
-from gmiexp.comm.reduction.base import Reduction
+from gmiexp.comm.reduction.base import REDUCTIONS, Reduction
 from gmiexp.comm.reduction.collective import Collective, TorchCollective
 from gmiexp.comm.reduction.shm import ShmArena
 
@@ -53,6 +53,7 @@ def open_arena(
     return arena
 
 
+@REDUCTIONS.register("mpr")
 class MPR(Reduction):
     """Shared-memory reduce-scatter + all-gather among all members (they must share a host)."""
 

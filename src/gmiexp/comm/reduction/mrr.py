@@ -21,7 +21,7 @@ import torch
 
 from gmiexp.comm.manager import GMIManager
 from gmiexp.comm.reduction.algorithm1 import mrr_limit
-from gmiexp.comm.reduction.base import Reduction
+from gmiexp.comm.reduction.base import REDUCTIONS, Reduction
 from gmiexp.comm.reduction.collective import Collective, TorchCollective
 from gmiexp.errors import ConfigError
 
@@ -58,10 +58,12 @@ class MultiRing:
             self.coll.broadcast(flat, self.rep, self.ring)
 
 
+@REDUCTIONS.register("mrr")
 class MRR(Reduction):
     """Multi-ring reduction over the members' GMI-to-GPU map."""
 
     name = "mrr"
+    nccl = True
 
     def __init__(self, mgr: GMIManager, members: list[int], *, collective: Collective | None = None) -> None:
         super().__init__(mgr, members)

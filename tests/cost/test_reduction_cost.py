@@ -1,7 +1,17 @@
-import pytest
-from reduction_helpers import plan_of
+"""The paper's Table 2 (reduction cost): hand-worked values, the plan's layout, calibration."""
 
-from gmiexp.comm.cost_model import calibrate, complexities, format_cost, reduction_cost
+import pytest
+
+from gmiexp.cost.reduction import calibrate, complexities, format_cost, reduction_cost
+from gmiexp.plan import GMI, Plan
+
+
+def plan_of(counts: list[int]) -> Plan:
+    """GPU-major plan of trainer GMIs, ``counts[d]`` of them on logical GPU d."""
+    gmis = [GMI(id=0, device=d, local_index=i, roles=["trainer"]) for d, c in enumerate(counts) for i in range(c)]
+    for k, g in enumerate(gmis):
+        g.id = k
+    return Plan(gmis=gmis, layout="tcg_ex", backend="direct", reduction="", trainer_group=list(range(len(gmis))))
 
 
 def test_table2_by_hand():
