@@ -3,46 +3,28 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import extra_layouts
 import pytest
-from gmitest import FAST, compose_config
-from hydra.core.config_store import ConfigStore
+from extra_layouts import NAME
+from gmitest import FAST, cli_env, compose_config
 
 from gmiexp.app import run
-from gmiexp.config import LayoutConfig
-from gmiexp.layouts import LAYOUTS, Layout, LayoutKind, LayoutRequest, get
-from gmiexp.plan import GMI, Plan
+from gmiexp.layouts import LAYOUTS, get
+from gmiexp.plan import Plan
 from gmiexp.planner import build_plan
-
-NAME = "tcg_ex_plus"
-
-
-class TCGExPlus(Layout):
-    """TCG_EX plus one more holistic training GMI on the last GPU (an uneven GMI-to-GPU map)."""
-
-    kind = LayoutKind.SYNC
-    default_role = "ppo"  # an existing role: rl-games' PPO in every GMI
-
-    def build(self, req: LayoutRequest) -> Plan:
-        plan = get("tcg_ex").build(req)
-        last = plan.gmis[-1]
-        plan.gmis.append(GMI(id=len(plan.gmis), device=last.device, local_index=last.local_index + 1,
-                             roles=list(last.roles), num_envs=req.num_envs))
-        plan.trainer_group.append(plan.gmis[-1].id)
-        plan.layout = req.layout.name
-        return plan
 
 
 @pytest.fixture
 def tcg_ex_plus() -> Iterator[str]:
-    """Register the layout and its config-group entry (what ``conf/layout/tcg_ex_plus.yaml`` would hold)."""
-    LAYOUTS.register(NAME)(TCGExPlus)
-    ConfigStore.instance().store(group="layout", name=NAME, node=LayoutConfig(name=NAME))
+    """The layout registered for this test only (other tests iterate the registry)."""
+    extra_layouts.register()
     yield NAME
-    LAYOUTS.unregister(NAME)
-    ConfigStore.instance().repo["layout"].pop(f"{NAME}.yaml", None)
+    extra_layouts.unregister()
 
 
 def test_a_registered_layout_is_planned_like_the_built_ins(tcg_ex_plus: str, tmp_path: Path) -> None:
@@ -67,13 +49,19 @@ def test_an_unregistered_layout_exits_2_naming_the_registered_ones(tmp_path: Pat
     assert "invalid layout.name: 'tcg_ex_plus'; valid: " in capsys.readouterr().err
 
 
-def test_a_registered_layout_runs(tcg_ex_plus: str, tmp_path: Path, no_orphans: None) -> None:
-    """Two holistic GMIs on one logical GPU train PPO and reduce gradients between them."""
-    code = run(compose_config(f"layout={tcg_ex_plus}", *FAST, "hardware=cpu", "num_gpus=1", "gmis_per_gpu=1",
-                              "max_iterations=2"), tmp_path)
-    assert code == 0
+def test_a_registered_layout_runs(tmp_path: Path, no_orphans: None) -> None:
+    """Two holistic GMIs on one logical GPU train PPO and reduce gradients between them.
+
+    In a child process, as a user's plugin module would run it: an in-process launch would leave
+    torch elastic's signal handlers in the test process.
+    """
+    args = [f"layout={NAME}", *FAST, "hardware=cpu", "num_gpus=1", "gmis_per_gpu=1", "max_iterations=2",
+            f"hydra.run.dir={tmp_path}"]
+    r = subprocess.run([sys.executable, "-c", f"import extra_layouts; extra_layouts.main({args!r})"],
+                       capture_output=True, text=True, timeout=120, env=cli_env())
+    assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
     plan = Plan.load(tmp_path / "plan.yaml")
     assert summary["status"] == "ok" and plan.layout == NAME and plan.world_size == 2
-    assert summary["config"]["layout"] == NAME
+    assert summary["config"]["layout"] == NAME and plan.gpu_map(plan.trainer_group) == [[0, 1]]
     assert summary["metrics"]["perf/env_steps_per_s"] > 0
