@@ -57,7 +57,7 @@ class Registry(Generic[T]):
         """The variant registered as ``name``; ConfigError (exit 2) listing the valid names otherwise."""
         entries = self._filled()
         if name not in entries:
-            raise invalid(self.kind, name, list(entries))
+            raise invalid(self.kind, name, self.names())
         obj = entries[name]
         if isinstance(obj, str):
             module, attr = obj.split(":")
@@ -66,8 +66,8 @@ class Registry(Generic[T]):
         return obj  # type: ignore[return-value]
 
     def names(self) -> tuple[str, ...]:
-        """The registered names, in registration order."""
-        return tuple(self._filled())
+        """The registered names, sorted (registration order follows the import graph, which is no order)."""
+        return tuple(sorted(self._filled()))
 
     def __contains__(self, name: object) -> bool:
         return name in self._filled()
