@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from gmiexp.config import LayoutConfig
 from gmiexp.errors import invalid
 from gmiexp.hardware import Hardware
-from gmiexp.plan import Plan
+from gmiexp.plan import GMI, Plan
 from gmiexp.registry import Registry
 
 if TYPE_CHECKING:
@@ -46,6 +46,13 @@ class LayoutRequest:
         hw = self.hardware
         if hw.has_gpu and self.num_gpus > len(hw.gpus):
             raise invalid("num_gpus", self.num_gpus, f"1..{len(hw.gpus)} on this host ({hw.describe()})")
+
+
+def colocated_gmis(req: LayoutRequest, roles: list[str]) -> list[GMI]:
+    """``num_gpus x gmis_per_gpu`` GMIs that each hold ``roles``, GPU-major ids (GMI k on GPU k // gmis_per_gpu)."""
+    req.check()
+    return [GMI(id=d * req.gmis_per_gpu + i, device=d, local_index=i, roles=list(roles), num_envs=req.num_envs)
+            for d in range(req.num_gpus) for i in range(req.gmis_per_gpu)]
 
 
 class Layout(ABC):

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gmiexp.layouts.base import LAYOUTS, Layout, LayoutKind, LayoutRequest
-from gmiexp.plan import GMI, Plan
+from gmiexp.layouts.base import LAYOUTS, Layout, LayoutKind, LayoutRequest, colocated_gmis
+from gmiexp.plan import Plan
 
 if TYPE_CHECKING:
     from gmiexp.cost.layout import CostTerms
@@ -23,13 +23,7 @@ class TCG(Layout):
 
     def build(self, req: LayoutRequest) -> Plan:
         """``num_gpus x gmis_per_gpu`` serving GMIs (simulator + agent), GPU-major ids."""
-        req.check()
-        gmis = [
-            GMI(id=d * req.gmis_per_gpu + i, device=d, local_index=i, roles=["simulator", "agent"],
-                num_envs=req.num_envs)
-            for d in range(req.num_gpus)
-            for i in range(req.gmis_per_gpu)
-        ]
+        gmis = colocated_gmis(req, ["simulator", "agent"])
         return Plan(gmis=gmis, layout=req.layout.name, backend="", reduction="", trainer_group=[], channels=[])
 
     def resource(self, t: CostTerms) -> float:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gmiexp.layouts.base import LAYOUTS, Layout, LayoutKind, LayoutRequest
-from gmiexp.plan import GMI, Plan
+from gmiexp.layouts.base import LAYOUTS, Layout, LayoutKind, LayoutRequest, colocated_gmis
+from gmiexp.plan import Plan
 
 if TYPE_CHECKING:
     from gmiexp.cost.layout import CostTerms
@@ -22,13 +22,7 @@ class TCGEx(Layout):
 
     def build(self, req: LayoutRequest) -> Plan:
         """``num_gpus x gmis_per_gpu`` GMIs, GPU-major ids (GMI k is on GPU k // gmis_per_gpu)."""
-        req.check()
-        gmis = [
-            GMI(id=d * req.gmis_per_gpu + i, device=d, local_index=i,
-                roles=["simulator", "agent", "trainer"], num_envs=req.num_envs)
-            for d in range(req.num_gpus)
-            for i in range(req.gmis_per_gpu)
-        ]
+        gmis = colocated_gmis(req, ["simulator", "agent", "trainer"])
         return Plan(gmis=gmis, layout=req.layout.name, backend="", reduction="",
                     trainer_group=[g.id for g in gmis])
 
