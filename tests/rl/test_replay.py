@@ -14,10 +14,10 @@ import torch
 from torch import nn
 
 from gmiexp.comm.channels import FieldSpec
-from gmiexp.comm.channels.segment import cleanup_run, leftovers
 from gmiexp.rl.experience import TrainLoop, spans
 from gmiexp.rl.replay import MIN_PRIORITY, ReplayStore, priority
 from gmiexp.rl.trainer import Update, truncated_is_weight
+from gmiexp.shm.cleanup import cleanup_run, leftovers
 
 H, N = 4, 2  # horizon, envs per rollout
 FIELDS = [FieldSpec("obs", (3,)), FieldSpec("actions", (), torch.int64), FieldSpec("rewards"),
