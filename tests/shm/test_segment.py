@@ -1,4 +1,4 @@
-"""Segments: owner-only, unlinked once at close or exit, stale names replaced, cleanup by run tag."""
+"""Segments: owner-only, unlinked once at close or exit, stale names replaced only when asked."""
 
 import multiprocessing as mp
 import os
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gmiexp.shm import segment
-from gmiexp.shm.cleanup import cleanup_run, leftovers
+from gmiexp.shm.cleanup import leftovers
 from gmiexp.shm.names import segment_name
 
 
@@ -64,17 +64,6 @@ def test_unmap_is_refused_while_a_numpy_view_lives(tag):
     del view
     seg.close(unmap=True)
     assert seg.buf.closed
-
-
-def test_cleanup_run_removes_only_this_runs_segments(tag):
-    mine = segment.create(segment_name("a", tag), 64)
-    other = segment.create(segment_name("a", tag + "x"), 64)
-    try:
-        assert cleanup_run(tag) == [mine.name]
-        assert leftovers(tag + "x") == [other.name]
-    finally:
-        other.close()
-        mine.close()
 
 
 def _create_and_exit(tag: str) -> None:
