@@ -48,12 +48,13 @@ class Segment:
         self.path.unlink(missing_ok=True)
 
     def close(self, unmap: bool = False) -> None:
-        """Unlink (owner) and, with ``unmap``, unmap now unless a buffer export still uses the mapping.
+        """Unlink (owner) and, with ``unmap``, unmap now unless a memoryview still exports the buffer.
 
-        Without ``unmap`` the mapping goes when its last view is garbage collected: ``torch.frombuffer``
-        keeps a reference to the mmap but no buffer export, so unmapping under such views would leave
-        live tensors pointing at unmapped memory. Pass ``unmap=True`` only when every view is a numpy
-        array (they hold exports, so the close is refused while one lives).
+        Without ``unmap`` the mapping goes when its last view is garbage collected. Neither
+        ``torch.frombuffer`` tensors nor numpy arrays over the mmap hold a buffer export, so unmapping
+        under them leaves views pointing at unmapped memory: pass ``unmap=True`` only when the caller
+        has dropped every view it made (the reduction arena does, and documents that a tensor from
+        ``ShmArena.buffer`` is valid until the arena grows or closes).
         """
         if self.owner:
             self.unlink()

@@ -479,4 +479,4 @@ def _unlink_if_created(seg: Segment) -> None:
 
 def _close_segments(segments: list[Segment]) -> None:
     for s in segments:
-        s.close(unmap=True)  # numpy views only: a live one keeps the mapping (the close is refused)
+        s.close(unmap=True)  # the arena dropped its views first
