@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from gmiexp.comm.channels import Batcher, Dispenser, FieldSpec, Migrator, Route, SlotRing, make_channel_set
-from gmiexp.comm.channels.segment import cleanup_run
+from gmiexp.shm.cleanup import cleanup_run
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"

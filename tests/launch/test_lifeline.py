@@ -13,13 +13,14 @@ import psutil
 import pytest
 from gmitest import FAST, gmiexp_workers, popen_cli
 
-from gmiexp.comm.channels.segment import SHM_DIR, launcher_tag, sweep_dead_runs
+from gmiexp.shm.cleanup import sweep_dead_runs
+from gmiexp.shm.names import SHM_DIR, launcher_tag
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 # A stand-in GMI: binds to the launcher named in its environment, holds a run segment, sleeps.
 GMI = """
 import os, sys, time
-from gmiexp.comm.channels.segment import cleanup_run
+from gmiexp.shm.cleanup import cleanup_run
 from gmiexp.launch import lifeline
 tag = os.environ["GMIEXP_RUN_TAG"]
 open(f"/dev/shm/gmiexp_{tag}_ring", "wb").write(b"x")
@@ -30,7 +31,7 @@ time.sleep(120)
 # The launcher: names itself to its children; with "indirect", a middle process sits in between.
 LAUNCHER = """
 import os, subprocess, sys, time
-from gmiexp.comm.channels.segment import launcher_tag
+from gmiexp.shm.names import launcher_tag
 from gmiexp.launch import lifeline
 os.environ[lifeline.ENV] = lifeline.identity()
 tag = os.environ["GMIEXP_RUN_TAG"] = launcher_tag()

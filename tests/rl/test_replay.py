@@ -4,9 +4,6 @@ values and priorities, the truncated importance weight, and the trainer's rollou
 from __future__ import annotations
 
 import math
-import os
-import uuid
-from collections.abc import Iterator
 from types import SimpleNamespace
 
 import pytest
@@ -14,24 +11,15 @@ import torch
 from torch import nn
 
 from gmiexp.comm.channels import FieldSpec
-from gmiexp.comm.channels.segment import cleanup_run, leftovers
 from gmiexp.rl.experience import TrainLoop, spans
 from gmiexp.rl.replay import MIN_PRIORITY, ReplayStore, priority
 from gmiexp.rl.trainer import Update, truncated_is_weight
+from gmiexp.shm.cleanup import leftovers
 
 H, N = 4, 2  # horizon, envs per rollout
 FIELDS = [FieldSpec("obs", (3,)), FieldSpec("actions", (), torch.int64), FieldSpec("rewards"),
           FieldSpec("values"), FieldSpec("dones", (), torch.uint8), FieldSpec("neglogp"),
           FieldSpec("seq", (), torch.int64), FieldSpec("version", (), torch.int64)]
-
-
-@pytest.fixture
-def tag() -> Iterator[str]:
-    t = f"t{os.getpid()}-{uuid.uuid4().hex[:6]}"
-    yield t
-    left = leftovers(t)
-    cleanup_run(t)
-    assert not left, f"segments left in /dev/shm: {left}"
 
 
 def rollout(k: int, n: int = N, reward: float = 1.0) -> dict[str, torch.Tensor]:

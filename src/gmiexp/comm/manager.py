@@ -8,7 +8,6 @@ whose members sit on distinct GPUs.
 from __future__ import annotations
 
 import hashlib
-import os
 from datetime import timedelta
 
 import torch
@@ -16,6 +15,7 @@ import torch.distributed as dist
 
 from gmiexp.device import resolve_device
 from gmiexp.plan import GMI, Plan
+from gmiexp.shm import names
 
 
 class GMIManager:
@@ -86,10 +86,7 @@ class GMIManager:
     @property
     def run_tag(self) -> str:
         """Short id unique to this run, for naming shared-memory segments (``/dev/shm/gmiexp_<tag>_*``)."""
-        tag = os.environ.get("GMIEXP_RUN_TAG")
-        if tag:
-            return tag
-        return hashlib.sha1((self.plan.run_dir or "inprocess").encode()).hexdigest()[:10]
+        return names.run_tag(default=hashlib.sha1((self.plan.run_dir or "inprocess").encode()).hexdigest()[:10])
 
     @property
     def torch_device(self) -> torch.device:

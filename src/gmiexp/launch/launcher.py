@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from gmiexp.backends.base import Backend
-from gmiexp.comm.channels.segment import cleanup_run, launcher_tag, sweep_dead_runs
 from gmiexp.errors import Interrupted, LaunchError
 from gmiexp.launch import lifeline, status
 from gmiexp.launch.summary import build_summary
 from gmiexp.launch.watchdog import Watchdog
 from gmiexp.plan import Plan
+from gmiexp.shm.cleanup import cleanup_run, sweep_dead_runs
+from gmiexp.shm.names import launcher_tag
 
 
 def free_port() -> int:

@@ -75,8 +75,8 @@ def bind_to_launcher(plan: Any, gmi_id: int) -> bool:
     """
     from gmiexp.backends.mps_clients import kept_by
     from gmiexp.backends.mps_daemon import quit_detached
-    from gmiexp.comm.channels.segment import cleanup_run
     from gmiexp.launch import lifeline
+    from gmiexp.shm.cleanup import cleanup_run
 
     tag = os.environ.get("GMIEXP_RUN_TAG")
     daemons = kept_by(plan, gmi_id)

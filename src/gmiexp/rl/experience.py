@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from gmiexp.comm.channels import Batcher, ChannelClosed, Dispenser, Migrator, Route, cleanup_run, make_channel_set
+from gmiexp.comm.channels import Batcher, ChannelClosed, Dispenser, Migrator, Route, make_channel_set
 from gmiexp.rl import checkpoint, links
 from gmiexp.rl.agent import model_digest
 from gmiexp.rl.policy import EpisodeStats, Policy, build_model, experience_fields, probe_spaces
@@ -36,6 +36,10 @@ from gmiexp.rl.serving import Meter, as_tensor, make_env, on_device
 from gmiexp.rl.trainer import Update, make_update
 from gmiexp.rl.weights import WeightBoard, state_nbytes
 from gmiexp.role import Role
+from gmiexp.shm.cleanup import cleanup_run
+from gmiexp.shm.wait import Backoff
+
+_TAKE = Backoff(spin=0, spin_s=0, min_sleep_s=1e-5, max_sleep_s=1e-3, check_s=0)  # trainers wait for rollouts
 
 
 def board_key(trainer: int) -> str:
@@ -238,41 +242,40 @@ class TrainLoop:
         """Sync: one rollout from every open agent. Async: the next ready rollout (or none if patience ran out)."""
         got: list[tuple[int, dict[str, torch.Tensor]]] = []
         want = set(self.open) if sync else None
-        start = time.monotonic()
+
+        def done() -> bool:  # poll every open agent while that makes progress
+            progress = True
+            while self.open and progress:
+                progress = False
+                for k in range(len(self.order)):
+                    a = self.order[(self.rr + k) % len(self.order)]
+                    if a not in self.open or (want is not None and a not in want):
+                        continue
+                    batch = self.batchers[a].try_batch()
+                    if batch is not None:
+                        got.append((a, batch))  # views stay valid until this Batcher's next call
+                        progress = True
+                        if want is None:
+                            self.rr = (self.rr + k + 1) % len(self.order)
+                            return True
+                        want.discard(a)
+                    elif self.batchers[a].exhausted:
+                        self.open.discard(a)
+                        if want is not None:
+                            want.discard(a)
+                if want is not None and not want:
+                    return True
+            return not self.open
+
         patience = None if sync or len(self.plan.trainer_group) == 1 else 0.05
-        sleep = 1e-5
-        while self.open:
-            progress = False
-            for k in range(len(self.order)):
-                a = self.order[(self.rr + k) % len(self.order)]
-                if a not in self.open or (want is not None and a not in want):
-                    continue
-                batch = self.batchers[a].try_batch()
-                if batch is not None:
-                    got.append((a, batch))  # views stay valid until this Batcher's next call
-                    progress = True
-                    if want is not None:
-                        want.discard(a)
-                    else:
-                        self.rr = (self.rr + k + 1) % len(self.order)
-                        return got
-                elif self.batchers[a].exhausted:
-                    self.open.discard(a)
-                    if want is not None:
-                        want.discard(a)
-            if want is not None and not want:
+        timeout = self.role.timeout if patience is None else min(patience, self.role.timeout)
+        try:
+            _TAKE.wait(done, timeout, check=lambda: self.role.heartbeat(stage="waiting for experience"))
+        except TimeoutError:
+            if patience is not None and patience <= self.role.timeout:
                 return got
-            if progress:
-                continue
-            waited = time.monotonic() - start
-            if patience is not None and waited > patience:
-                return got
-            if waited > self.role.timeout:
-                raise TimeoutError(f"trainer GMI {self.role.gmi_id}: no experience for {self.role.timeout} s "
-                                   "(async_train.drain_timeout_s)")
-            self.role.heartbeat(stage="waiting for experience")
-            time.sleep(sleep)
-            sleep = min(sleep * 2, 1e-3)
+            raise TimeoutError(f"trainer GMI {self.role.gmi_id}: no experience for {self.role.timeout} s "
+                               "(async_train.drain_timeout_s)") from None
         return got
 
     def replay_round(self, done: bool) -> tuple[int, int]:

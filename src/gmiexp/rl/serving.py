@@ -12,11 +12,12 @@ from typing import Any
 
 import torch
 
-from gmiexp.comm.channels import SlotRing, cleanup_run
+from gmiexp.comm.channels import SlotRing
 from gmiexp.envs import make_vec_env
 from gmiexp.rl import checkpoint, links
 from gmiexp.rl.policy import EpisodeStats, Policy, Spaces, build_model, probe_spaces
 from gmiexp.role import Role
+from gmiexp.shm.cleanup import cleanup_run
 
 
 class Meter:

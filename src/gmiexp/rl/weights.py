@@ -9,17 +9,19 @@ x86-64 total store order, as the channel rings do.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import torch
 from torch import nn
 
-from gmiexp.comm.channels import segment
+from gmiexp.shm import segment
+from gmiexp.shm.names import segment_name
+from gmiexp.shm.wait import Backoff
 
 _MAGIC = 0x474D495745494748  # "GMIWEIGH"
 _HDR = 64
 _W_MAGIC, _W_VERSION, _W_WRITING, _W_NBYTES = 0, 1, 2, 3
+_WAIT = Backoff(spin=0, spin_s=0, min_sleep_s=1e-5, max_sleep_s=2e-3, check_s=0)  # agents wait for a trainer
 
 
 def state_nbytes(model: nn.Module) -> int:
@@ -63,7 +65,7 @@ class WeightBoard:
 
     @classmethod
     def create(cls, name: str, nbytes: int, tag: str | None = None) -> WeightBoard:
-        seg = segment.create(segment.segment_name(name, tag), _HDR + 2 * nbytes)
+        seg = segment.create(segment_name(name, tag), _HDR + 2 * nbytes)
         w = memoryview(seg.buf).cast("B").cast("Q")
         w[_W_NBYTES], w[_W_MAGIC] = nbytes, _MAGIC
         w.release()
@@ -109,15 +111,11 @@ class WeightBoard:
                 return v
 
     def wait(self, at_least: int, timeout_s: float, beat: Callable[[], None] | None = None) -> int:
-        """Block until ``version >= at_least``; TimeoutError after ``timeout_s``."""
-        start, sleep = time.monotonic(), 1e-5
-        while self.version < at_least:
-            if time.monotonic() - start > timeout_s:
-                raise TimeoutError(f"no weights version {at_least} after {timeout_s} s (have {self.version})")
-            if beat is not None:
-                beat()
-            time.sleep(sleep)
-            sleep = min(sleep * 2, 2e-3)
+        """Block until ``version >= at_least``; TimeoutError after ``timeout_s``; ``beat`` runs while waiting."""
+        try:
+            _WAIT.wait(lambda: self.version >= at_least, timeout_s, check=beat)
+        except TimeoutError:
+            raise TimeoutError(f"no weights version {at_least} after {timeout_s} s (have {self.version})") from None
         return self.version
 
     def close(self) -> None:

@@ -6,7 +6,7 @@ import time
 import torch
 
 from gmiexp.comm.channels import Dispenser, Migrator, SlotRing
-from gmiexp.comm.channels.segment import run_tag
+from gmiexp.shm.names import run_tag
 
 
 def code(seq: int) -> int:

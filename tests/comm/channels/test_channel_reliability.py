@@ -9,8 +9,9 @@ import _workers
 import pytest
 import torch
 
-from gmiexp.comm.channels import ChannelClosed, PeerDied, SlotRing
-from gmiexp.comm.channels.segment import leftovers
+from gmiexp.comm.channels import ChannelClosed, SlotRing
+from gmiexp.shm.cleanup import leftovers
+from gmiexp.shm.wait import PeerDied
 
 CTX = mp.get_context("spawn")
 

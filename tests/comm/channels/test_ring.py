@@ -3,8 +3,9 @@ import threading
 import pytest
 import torch
 
-from gmiexp.comm.channels import Backoff, ChannelClosed, SlotRing
+from gmiexp.comm.channels import ChannelClosed, SlotRing
 from gmiexp.errors import ConfigError
+from gmiexp.shm.wait import Backoff
 
 FAST = Backoff(spin=10, min_sleep_s=1e-6, max_sleep_s=1e-4)
 

@@ -169,7 +169,7 @@ def test_stale_segment_of_same_name_is_replaced():
     tag = new_tag()
     name = f"gmiexp_{tag}_s"
     stale = ShmArena.create(name, 3)
-    stale.header.created = False  # forget it, as a crashed run would
+    stale.header.owner = False  # forget it, as a crashed run would
     fresh = ShmArena.create(name, 2)
     peer = ShmArena.attach(name, 2, 1)
     assert peer.n == 2

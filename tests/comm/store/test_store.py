@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from gmiexp.comm.channels import FieldSpec
-from gmiexp.comm.channels.segment import SHM_DIR
 from gmiexp.comm.store import ExperienceStore, NotEnoughRows, StoreFull
 from gmiexp.errors import ConfigError
+from gmiexp.shm.names import SHM_DIR
 
 FIELDS = [FieldSpec("obs", (3,)), FieldSpec("rew"), FieldSpec("done", (), torch.bool)]
 

@@ -16,14 +16,11 @@ from gmiexp.comm.channels.dispenser import Dispenser
 from gmiexp.comm.channels.fields import DEFAULT_FIELDS, FieldSpec
 from gmiexp.comm.channels.migrator import Migrator, Route
 from gmiexp.comm.channels.ring import ChannelClosed, Item, RingSpec, SlotRing
-from gmiexp.comm.channels.segment import cleanup_run, leftovers
 from gmiexp.comm.channels.staging import PinnedStaging
-from gmiexp.comm.channels.wait import Backoff, PeerDied
 
 __all__ = [
     "DEFAULT_FIELDS",
     "MODES",
-    "Backoff",
     "Batcher",
     "ChannelClosed",
     "ChannelSet",
@@ -33,13 +30,10 @@ __all__ = [
     "Item",
     "Migrator",
     "MultiChannelSet",
-    "PeerDied",
     "PinnedStaging",
     "RingSpec",
     "Route",
     "SlotRing",
     "UniChannelSet",
-    "cleanup_run",
-    "leftovers",
     "make_channel_set",
 ]

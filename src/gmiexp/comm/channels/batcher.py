@@ -15,8 +15,8 @@ import torch
 from gmiexp.comm.channels.channelset import ChannelSet, RowSource
 from gmiexp.comm.channels.fields import FieldSpec
 from gmiexp.comm.channels.ring import ChannelClosed
-from gmiexp.comm.channels.wait import Backoff
 from gmiexp.errors import invalid
+from gmiexp.shm.wait import Backoff
 
 
 class Batcher:
@@ -140,7 +140,7 @@ class Batcher:
             state["batch"] = self.try_batch()
             return state["batch"] is not None or self.exhausted
 
-        self.backoff.wait(ready, timeout, lambda: 0, "batcher")
+        self.backoff.wait(ready, timeout, "batcher")
         if state["batch"] is not None:
             return state["batch"]
         if self._out is not None and self._fill > 0:

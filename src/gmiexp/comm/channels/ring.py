@@ -19,9 +19,10 @@ from typing import Literal
 import numpy as np
 import torch
 
-from gmiexp.comm.channels import segment
-from gmiexp.comm.channels.wait import Backoff, PeerDied, pid_alive
 from gmiexp.errors import invalid
+from gmiexp.shm import segment
+from gmiexp.shm.names import segment_name
+from gmiexp.shm.wait import Backoff, PeerDied
 
 OnFull = Literal["block", "drop"]
 ON_FULL = ("block", "drop")
@@ -149,7 +150,7 @@ class SlotRing:
         if on_full not in ON_FULL:
             raise invalid("on_full", on_full, ON_FULL)
         stride = _round_up(_SLOT_HDR + slot_bytes, _ALIGN)
-        seg = segment.create(segment.segment_name(name, tag), _HDR + n_slots * stride)
+        seg = segment.create(segment_name(name, tag), _HDR + n_slots * stride)
         w = memoryview(seg.buf).cast("B").cast("Q")
         w[_W_NSLOTS], w[_W_SLOTB], w[_W_MAGIC] = n_slots, slot_bytes, _MAGIC
         w.release()
@@ -230,7 +231,7 @@ class SlotRing:
                 self._seq += 1
                 w[_W_DROPPED] += 1
                 return -1
-            self.backoff.wait(lambda: w[_W_HEAD] - w[_W_TAIL] < n, timeout, lambda: int(w[_W_CONS]), "ring full")
+            self.backoff.wait(lambda: w[_W_HEAD] - w[_W_TAIL] < n, timeout, "ring full", peer=lambda: int(w[_W_CONS]))
         self._reserved = True
         return head % n
 
@@ -296,7 +297,7 @@ class SlotRing:
         if w[_W_HEAD] <= rd:
             try:
                 self.backoff.wait(
-                    lambda: w[_W_HEAD] > rd or w[_W_CLOSED], timeout, lambda: int(w[_W_PROD]), "ring empty"
+                    lambda: w[_W_HEAD] > rd or w[_W_CLOSED], timeout, "ring empty", peer=lambda: int(w[_W_PROD])
                 )
             except PeerDied:
                 raise PeerDied(f"producer of {self._seg.name} died; {rd} items received") from None
@@ -328,9 +329,6 @@ class SlotRing:
         item.data = item.data.clone()
         self.release()
         return item
-
-    def producer_alive(self) -> bool:
-        return pid_alive(int(self._w[_W_PROD]))
 
 
 def _attach_for_pickle(spec: RingSpec, on_full: OnFull, backoff: Backoff) -> SlotRing:

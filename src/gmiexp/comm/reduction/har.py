@@ -23,7 +23,7 @@ import torch
 from gmiexp.comm.manager import GMIManager
 from gmiexp.comm.reduction.base import REDUCTIONS, Reduction
 from gmiexp.comm.reduction.collective import Collective, TorchCollective
-from gmiexp.comm.reduction.mpr import open_arena, segment_name
+from gmiexp.comm.reduction.mpr import arena_name, open_arena
 from gmiexp.comm.reduction.shm import ShmArena
 
 
@@ -106,7 +106,7 @@ class HAR(Reduction):
             mgr.plan.gpu_map(self.members),
             mgr.rank,
             collective or TorchCollective(mgr),
-            segment_name(mgr, "har"),
+            arena_name(mgr, "har"),
             t=t,
             timeout_s=timeout_s,
         )

@@ -17,14 +17,15 @@ from gmiexp.comm.manager import GMIManager
 from gmiexp.comm.reduction.base import REDUCTIONS, Reduction
 from gmiexp.comm.reduction.collective import Collective, TorchCollective
 from gmiexp.comm.reduction.shm import ShmArena
+from gmiexp.shm.names import segment_name
 
 _instances: dict[tuple[str, int], itertools.count] = {}
 
 
-def segment_name(mgr: GMIManager, kind: str) -> str:
+def arena_name(mgr: GMIManager, kind: str) -> str:
     """``gmiexp_<run_tag>_<kind><k>``: the k-th strategy of this kind built in the run (same on all GMIs)."""
     counter = _instances.setdefault((mgr.run_tag, mgr.rank), itertools.count())
-    return f"gmiexp_{mgr.run_tag}_{kind}{next(counter)}"
+    return segment_name(f"{kind}{next(counter)}", mgr.run_tag, unique=False)
 
 
 def open_arena(
@@ -69,7 +70,7 @@ class MPR(Reduction):
     ) -> None:
         super().__init__(mgr, members)
         coll = collective or TorchCollective(mgr)
-        self.arena = open_arena(segment_name(mgr, "mpr"), self.members, mgr.rank, coll, timeout_s)
+        self.arena = open_arena(arena_name(mgr, "mpr"), self.members, mgr.rank, coll, timeout_s)
 
     def allreduce_(self, flat: torch.Tensor, average: bool = True) -> torch.Tensor:
         """As :meth:`Reduction.allreduce_`, with the averaging fused into the shared-memory copy out."""

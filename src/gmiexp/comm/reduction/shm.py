@@ -22,23 +22,25 @@ One reduction (n members, N elements, member i):
 Every member reads the same result bytes, so results are bitwise identical.
 
 Synchronisation: a barrier over per-member epoch words (each word has a
-single writer, so no atomic read-modify-write is needed). Waiters spin on
-``sched_yield`` for 0.1 ms, then sleep on a futex word in the header, which
-the first member to see the barrier complete bumps and wakes (Linux; each
-sleep is capped at 5 ms so a wake-up lost to a race only delays, and other
-systems poll every 1 ms), so an idle wait costs no CPU. Every wait has a deadline; waiters also
-check the pids of the members they wait for and an abort word any member
-sets when it fails, so a dead peer is reported within about 0.1 s and a hung
-one after ``timeout_s``, with :class:`ReductionTimeout`.
+single writer, so no atomic read-modify-write is needed), waited on with a
+:class:`gmiexp.shm.wait.Backoff`: waiters spin on ``sched_yield`` for 0.1 ms,
+then sleep on a futex word in the header, which the first member to see the
+barrier complete bumps and wakes (Linux; each sleep is capped at 5 ms so a
+wake-up lost to a race only delays, and other systems poll every 1 ms), so an
+idle wait costs no CPU. Every wait has a deadline; waiters also check the pids
+of the members they wait for and an abort word any member sets when it fails,
+so a dead peer is reported within about 0.1 s and a hung one after
+``timeout_s``, with :class:`ReductionTimeout`.
 
-Segments are named ``/gmiexp_<run_tag>_<label>``, created by the lowest member
-with mode 0600 (owner only), and unlinked by the creator as soon as every
-member has mapped them: the mapping stays valid, and a run that is later
-killed with SIGKILL leaves nothing in ``/dev/shm``. Residual risk: the creator
-dying by SIGKILL between creating a segment and every member attaching (a
-window of milliseconds at construction and at a size increase) leaves that
-segment behind; ``atexit`` handlers unlink in every other exit path, and a
-stale segment of the same name is replaced at the next creation.
+Segments (:mod:`gmiexp.shm.segment`) are named ``gmiexp_<run_tag>_<label>``,
+created by the lowest member with mode 0600 (owner only), and unlinked by the
+creator as soon as every member has mapped them: the mapping stays valid, and
+a run that is later killed with SIGKILL leaves nothing in ``/dev/shm``.
+Residual risk: the creator dying by SIGKILL between creating a segment and
+every member attaching (a window of milliseconds at construction and at a
+size increase) leaves that segment behind; the segment registry unlinks at
+exit in every other path, the launcher removes the run's segments by tag, and
+a stale segment of the same name is replaced at the next creation.
 
 Memory ordering: plain aligned 64-bit stores and loads are used for the
 flags; that is enough on x86-64 (TSO). On other CPUs a full fence is issued
@@ -47,13 +49,9 @@ around flag accesses through a libc mutex (see :func:`_fence`).
 
 from __future__ import annotations
 
-import _posixshmem
-import atexit
 import ctypes
-import mmap
 import os
 import platform
-import threading
 import time
 import weakref
 from collections.abc import Callable
@@ -63,6 +61,10 @@ import torch
 
 from gmiexp.device import host_staging
 from gmiexp.errors import LaunchError
+from gmiexp.shm import segment
+from gmiexp.shm.alive import pid_alive
+from gmiexp.shm.segment import Segment
+from gmiexp.shm.wait import Backoff
 
 MAGIC = 0x474D4952_45445543  # "GMIREDUC"
 LINE = 64  # bytes per header line (one cache line)
@@ -73,6 +75,7 @@ SPIN_S = 1e-4  # yield-spin this long before sleeping on the futex
 SLEEP_S = 5e-3  # longest single futex sleep (bounds a missed wake-up)
 MAX_SLEEP_S = 1e-3  # poll interval where futexes are unavailable
 CHECK_EVERY_S = 0.05  # how often a sleeping waiter checks deadline and peer pids
+_BARRIER = Backoff(spin=0, spin_s=SPIN_S, spin_yield=True, check_s=CHECK_EVERY_S)  # sleeps on the futex
 DEFAULT_TIMEOUT_S = float(os.environ.get("GMIEXP_REDUCTION_TIMEOUT_S", "300"))
 
 # global header words (int64); word 5 holds a 32-bit futex word the barrier sleeps on
@@ -141,72 +144,6 @@ def _futex_wake(addr: int) -> None:
         _libc.syscall(_SYS_FUTEX, ctypes.c_void_p(addr), _FUTEX_WAKE, ctypes.c_int(1 << 30), None, None, 0)
 
 
-# ---- segments ---------------------------------------------------------------
-_created: set[str] = set()  # names this process created and has not unlinked yet
-_created_lock = threading.Lock()
-
-
-def _unlink(name: str) -> None:
-    try:
-        _posixshmem.shm_unlink(name)
-    except FileNotFoundError:
-        pass
-    with _created_lock:
-        _created.discard(name)
-
-
-@atexit.register
-def _unlink_all_created() -> None:
-    for name in list(_created):
-        _unlink(name)
-
-
-class Segment:
-    """One POSIX shared-memory segment mapped into this process."""
-
-    def __init__(self, name: str, size: int, create: bool) -> None:
-        self.name = name if name.startswith("/") else "/" + name
-        if create:
-            _unlink(self.name)  # a stale segment of a crashed run with the same tag
-            fd = _posixshmem.shm_open(self.name, os.O_CREAT | os.O_EXCL | os.O_RDWR, mode=0o600)
-            with _created_lock:
-                _created.add(self.name)
-            try:
-                os.ftruncate(fd, size)
-            except OSError:
-                os.close(fd)
-                _unlink(self.name)
-                raise
-        else:
-            fd = _posixshmem.shm_open(self.name, os.O_RDWR, mode=0o600)
-            size = os.fstat(fd).st_size
-        self.fd = fd
-        self.size = size
-        self.mm = mmap.mmap(fd, size)
-        self.created = create
-
-    @property
-    def mode(self) -> int:
-        """Permission bits of the segment (0o600)."""
-        return os.fstat(self.fd).st_mode & 0o777
-
-    def unlink(self) -> None:
-        """Remove the name (once: a later segment of the same name is not ours); the mapping stays valid."""
-        if self.created:
-            _unlink(self.name)
-            self.created = False
-
-    def close(self) -> None:
-        self.unlink()
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-        try:
-            self.mm.close()
-        except BufferError:  # views still alive somewhere; the mapping goes with them
-            pass
-
-
 def _round(x: int, to: int) -> int:
     return (x + to - 1) // to * to
 
@@ -215,23 +152,6 @@ def chunk_bounds(numel: int, n: int) -> list[int]:
     """Fixed reduce-scatter chunk boundaries: n+1 offsets, multiples of ALIGN elements."""
     cuts = [min(numel, _round(numel * i // n, ALIGN)) for i in range(n)]
     return [*cuts, numel]
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0 or pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            state = f.read().rsplit(b")", 1)[1].split()[0]
-        return state not in (b"Z", b"X")
-    except (OSError, IndexError):
-        return True
 
 
 class ShmArena:
@@ -251,13 +171,13 @@ class ShmArena:
         self.index = index
         self.timeout_s = DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
         hsize = _round(LINE * (1 + n), PAGE)
-        self.header = Segment(self.name, hsize, create)
-        self._g = np.ndarray((8,), np.int64, self.header.mm, 0)
-        self._epochs = np.ndarray((n,), np.int64, self.header.mm, LINE + 8 * _M_EPOCH, (LINE,))
-        self._numels = np.ndarray((n,), np.int64, self.header.mm, LINE + 8 * _M_NUMEL, (LINE,))
-        self._pids = np.ndarray((n,), np.int64, self.header.mm, LINE + 8 * _M_PID, (LINE,))
-        self._mine = np.ndarray((8,), np.int64, self.header.mm, LINE * (1 + index))
-        self._futex = np.ndarray((1,), np.int32, self.header.mm, 8 * _W_FUTEX)
+        self.header = segment.create(self.name[1:], hsize, replace=True) if create else segment.attach(self.name[1:])
+        self._g = np.ndarray((8,), np.int64, self.header.buf, 0)
+        self._epochs = np.ndarray((n,), np.int64, self.header.buf, LINE + 8 * _M_EPOCH, (LINE,))
+        self._numels = np.ndarray((n,), np.int64, self.header.buf, LINE + 8 * _M_NUMEL, (LINE,))
+        self._pids = np.ndarray((n,), np.int64, self.header.buf, LINE + 8 * _M_PID, (LINE,))
+        self._mine = np.ndarray((8,), np.int64, self.header.buf, LINE * (1 + index))
+        self._futex = np.ndarray((1,), np.int32, self.header.buf, 8 * _W_FUTEX)
         self._futex_addr = self._futex.ctypes.data
         if create:
             self._g[_W_N] = n
@@ -290,7 +210,7 @@ class ShmArena:
     def join(self) -> None:
         """Barrier after every member attached; the creator then unlinks the header name."""
         self.barrier()
-        self.header.unlink()
+        _unlink_if_created(self.header)
         self.joined = True
 
     # ---- synchronisation ---------------------------------------------------
@@ -315,31 +235,27 @@ class ShmArena:
     def _wait(self, target: int) -> None:
         if self._complete(target):
             return
-        t0 = time.monotonic()
-        next_check = t0 + CHECK_EVERY_S
-        deadline = t0 + self.timeout_s
-        while True:  # spin briefly, yielding the core to the members we wait for
-            if self._complete(target):
-                return
-            if time.monotonic() - t0 > SPIN_S:
-                break
-            os.sched_yield()
-        while True:  # then sleep on the futex word until the last member wakes us
+        deadline = time.monotonic() + self.timeout_s
+        seen = 0
+
+        def ready() -> bool:  # the futex word is read before the test, so a wake-up in between is not lost
+            nonlocal seen
             seen = int(self._futex[0])
-            if self._complete(target):
-                return
-            _futex_wait(self._futex_addr, seen, SLEEP_S)
-            now = time.monotonic()
-            if now >= next_check:
-                next_check = now + CHECK_EVERY_S
-                self._check_peers(target, now >= deadline)
+            return self._complete(target)
+
+        _BARRIER.wait(
+            ready,
+            what=self.name,
+            check=lambda: self._check_peers(target, time.monotonic() >= deadline),
+            idle=lambda _s: _futex_wait(self._futex_addr, seen, SLEEP_S),
+        )
 
     def _check_peers(self, target: int, expired: bool) -> None:
         late = [j for j in range(self.n) if self._epochs[j] < target]
         aborted = int(self._g[_W_ABORT])
         if aborted:
             raise self._fail(f"member {aborted - 1} of {self.name} failed; giving up")
-        dead = [j for j in late if not _alive(int(self._pids[j]))]
+        dead = [j for j in late if not pid_alive(int(self._pids[j]))]
         if dead:
             pids = [int(self._pids[j]) for j in dead]
             raise self._fail(f"member(s) {dead} (pid {pids}) of {self.name} died during a reduction")
@@ -357,8 +273,8 @@ class ShmArena:
     # ---- data segment ------------------------------------------------------
     def _map_data(self, seg: Segment, cap: int) -> None:
         stride = _round(cap * 4, PAGE)
-        self._slots = [np.ndarray((cap,), np.float32, seg.mm, j * stride) for j in range(self.n)]
-        self._result = np.ndarray((cap,), np.float32, seg.mm, self.n * stride)
+        self._slots = [np.ndarray((cap,), np.float32, seg.buf, j * stride) for j in range(self.n)]
+        self._result = np.ndarray((cap,), np.float32, seg.buf, self.n * stride)
         self.data = seg
         self.capacity = cap
 
@@ -368,12 +284,12 @@ class ShmArena:
         self._unregister()
         self._slots, self._result, self.data = [], None, None
         if old is not None:
-            old.close()
+            old.close(unmap=True)
         self._gen += 1
         cap = _round(numel, 1024)
         name = f"{self.name}_d{self._gen}"
         if self.index == 0:
-            seg = Segment(name, (self.n + 1) * _round(cap * 4, PAGE), create=True)
+            seg = segment.create(name[1:], (self.n + 1) * _round(cap * 4, PAGE), replace=True)
             self._g[_W_CAP] = cap
             _fence()
             self._g[_W_GEN] = self._gen
@@ -381,11 +297,11 @@ class ShmArena:
         if self.index != 0:
             if self._g[_W_GEN] != self._gen:
                 raise self._fail(f"{self.name}: data generation mismatch ({self._g[_W_GEN]} != {self._gen})")
-            seg = Segment(name, 0, create=False)
+            seg = segment.attach(name[1:])
             cap = int(self._g[_W_CAP])
         self._map_data(seg, cap)
         self.barrier()
-        seg.unlink()
+        _unlink_if_created(seg)
         self._finalizer.detach()
         self._finalizer = weakref.finalize(self, _close_segments, [self.header, seg])
 
@@ -555,6 +471,12 @@ class ShmArena:
         self._finalizer()
 
 
+def _unlink_if_created(seg: Segment) -> None:
+    """The creator removes the name once every member mapped it (the others never unlink a shared name)."""
+    if seg.owner:
+        seg.unlink()
+
+
 def _close_segments(segments: list[Segment]) -> None:
     for s in segments:
-        s.close()
+        s.close(unmap=True)  # the arena dropped its views first

@@ -17,8 +17,8 @@ from typing import Literal
 import numpy as np
 import torch
 
-from gmiexp.comm.channels import segment
 from gmiexp.errors import invalid
+from gmiexp.shm import segment
 
 Eviction = Literal["fifo", "lifo"]
 EVICTIONS = ("fifo", "lifo")

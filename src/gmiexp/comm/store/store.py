@@ -12,12 +12,13 @@ from dataclasses import dataclass
 
 import torch
 
-from gmiexp.comm.channels import segment
 from gmiexp.comm.channels.fields import FieldSpec, check_names, field_specs
 from gmiexp.comm.store.index import EVICTIONS, Eviction, IndexManager
 from gmiexp.comm.store.selection import selector
 from gmiexp.comm.store.table import ColumnTable
 from gmiexp.errors import invalid
+from gmiexp.shm import segment
+from gmiexp.shm.names import segment_name
 
 
 @dataclass
@@ -59,7 +60,7 @@ class ExperienceStore:
             raise invalid("eviction", eviction, EVICTIONS)
         specs = field_specs(fields)
         tables = {f.name: ColumnTable.create(f, capacity, name, tag) for f in specs}
-        seg = segment.create(segment.segment_name(f"{name}-index", tag), IndexManager.nbytes(capacity))
+        seg = segment.create(segment_name(f"{name}-index", tag), IndexManager.nbytes(capacity))
         return cls(specs, tables, IndexManager(seg, capacity, eviction))
 
     def __reduce__(self) -> tuple:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import torch
 
-from gmiexp.comm.channels import segment
 from gmiexp.comm.channels.fields import FieldSpec
+from gmiexp.shm import segment
+from gmiexp.shm.names import segment_name
 
 
 class ColumnTable:
@@ -22,7 +23,7 @@ class ColumnTable:
 
     @classmethod
     def create(cls, field: FieldSpec, capacity: int, name: str, tag: str | None) -> ColumnTable:
-        seg = segment.create(segment.segment_name(f"{name}-{field.name}", tag), capacity * field.row_bytes)
+        seg = segment.create(segment_name(f"{name}-{field.name}", tag), capacity * field.row_bytes)
         return cls(field, seg, capacity)
 
     @classmethod
