@@ -15,7 +15,7 @@ from gmitest import cli_env, compose_config, run_cli
 
 from gmiexp.errors import ConfigError
 from gmiexp.planner import build_plan
-from gmiexp.rl.params import ENV_NAME, build_params
+from gmiexp.rl.rlgames.params import ENV_NAME, build_params
 from gmiexp.rlgames_yaml import DERIVED_DST, FIELDS, leaves, locate
 
 ROOT = Path(__file__).resolve().parents[1]

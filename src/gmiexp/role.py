@@ -85,11 +85,11 @@ class Role(ABC):
 
 #: Built-in roles: name -> "module:Class" (ppo for tcg_ex; the others are the layouts' defaults).
 BUILTIN_ROLES = {
-    "ppo": "gmiexp.rl.ppo_role:PPORole",
-    "serve": "gmiexp.rl.serving:ServeRole",
-    "tdg": "gmiexp.rl.serving:TDGRole",
-    "tdg_ex": "gmiexp.rl.experience:TDGEXRole",
-    "a3c": "gmiexp.rl.experience:A3CRole",
+    "ppo": "gmiexp.rl.rlgames.ppo_role:PPORole",
+    "serve": "gmiexp.rl.experience.serving:ServeRole",
+    "tdg": "gmiexp.rl.experience.serving:TDGRole",
+    "tdg_ex": "gmiexp.rl.experience.role:TDGEXRole",
+    "a3c": "gmiexp.rl.experience.role:A3CRole",
 }
 
 

@@ -130,8 +130,8 @@ def test_planner_picks_the_layouts_role_and_records_notes(layout: str, tmp_path:
 
 def test_user_role_is_kept(tmp_path: Path) -> None:
     plan, _ = build_plan(compose_config("task=Cartpole", "layout=tcg", "hardware=cpu",
-                                        "role=gmiexp.rl.serving:ServeRole"), tmp_path)
-    assert plan.role == "gmiexp.rl.serving:ServeRole"
+                                        "role=gmiexp.rl.experience.serving:ServeRole"), tmp_path)
+    assert plan.role == "gmiexp.rl.experience.serving:ServeRole"
 
 
 def test_cost_model_reproduces_the_papers_estimates() -> None:

@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from gmiexp.comm.channels import leftovers
-from gmiexp.rl.trainer import gae
-from gmiexp.rl.weights import WeightBoard, state_nbytes
+from gmiexp.rl.experience.weights import WeightBoard, state_nbytes
+from gmiexp.rl.learner.gae import gae
 
 
 def test_weight_board_publishes_newest_version_and_leaves_nothing() -> None:
