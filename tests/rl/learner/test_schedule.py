@@ -22,11 +22,11 @@ LR0 = 1e-3
 
 
 def learner(schedule: str, kl_threshold: float = 0.008, mini_epochs: int = 2, max_frames: int = 8,
-            reduce_sum=lambda t: t, world: int = 1, leader: bool = True) -> Learner:
+            reduce_sum=lambda t: t, world: int = 1, leader: bool = True, ppo: bool = True) -> Learner:
     train = TrainConfig(horizon_length=2, mini_epochs=mini_epochs, learning_rate=LR0, lr_schedule=schedule,
                         kl_threshold=kl_threshold)
     model = Coin()
-    return Learner(model, make_optimiser(model, train), train, reduce_sum, ppo=True, num_minibatches=1, world=world,
+    return Learner(model, make_optimiser(model, train), train, reduce_sum, ppo=ppo, num_minibatches=1, world=world,
                    leader=leader, device=torch.device("cpu"), seed=0, max_frames=max_frames)
 
 
@@ -41,6 +41,18 @@ def test_adaptive_raises_the_rate_while_the_kl_is_small_and_lowers_it_when_large
     wild = learner("adaptive", kl_threshold=1e-6)  # behaviour policy far from the current one: / 1.5
     wild.step([(len(ACTIONS), rollout())], done=True)
     assert wild.lr == pytest.approx(LR0 / 1.5 ** 2) and lrs(wild) == {wild.lr}
+
+
+def test_adaptive_a2c_reads_how_far_its_one_step_moved_the_policy() -> None:
+    """A2C's KL is measured after its step (against the policy before it), not against the behaviour policy."""
+    on_policy = rollout()
+    on_policy["neglogp"].fill_(-torch.log(torch.tensor(0.5)).item())  # behaviour = current: 0 before the step
+    moved = learner("adaptive", kl_threshold=1e-12, ppo=False)
+    moved.step([(len(ACTIONS), on_policy)], done=True)
+    assert moved.last_kl > 2e-12 and moved.lr == pytest.approx(LR0 / 1.5)
+    calm = learner("adaptive", kl_threshold=1.0, ppo=False)
+    calm.step([(len(ACTIONS), rollout())], done=True)  # far-off behaviour policy, but a tiny step
+    assert calm.lr == pytest.approx(LR0 * 1.5) and lrs(calm) == {calm.lr}
 
 
 def test_linear_decays_with_the_frames_the_group_trained() -> None:

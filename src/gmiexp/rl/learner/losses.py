@@ -37,8 +37,8 @@ def kl_estimate(old_neglogp: torch.Tensor, neglogp: torch.Tensor) -> torch.Tenso
 
 
 def row_losses(model: nn.Module, d: dict[str, torch.Tensor], idx: torch.Tensor, train: TrainConfig, ppo: bool,
-               off_policy: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """(loss per row, KL estimate per row) of the rows ``idx`` of the dataset ``d``."""
+               off_policy: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(loss per row, KL estimate per row, the current policy's ``neglogp``) of the rows ``idx`` of ``d``."""
     actions = d["actions"][idx]
     res = model({"is_train": True, "prev_actions": actions, "obs": d["obs"][idx]})
     neglogp = res["prev_neglogp"]
@@ -54,4 +54,4 @@ def row_losses(model: nn.Module, d: dict[str, torch.Tensor], idx: torch.Tensor, 
     rows = a_loss + 0.5 * train.critic_coef * c_loss - train.entropy_coef * res["entropy"]
     if "mus" in res:
         rows = rows + train.bounds_loss_coef * bound_loss(res["mus"])
-    return rows, kl_estimate(old, neglogp)
+    return rows, kl_estimate(old, neglogp), neglogp.detach()

@@ -54,6 +54,7 @@ class Learner:
         self.train_s = 0.0
         self.comm_s = 0.0
         self._counts: dict[int, float] = {}
+        self._before: tuple[torch.Tensor, torch.Tensor] | None = None  # rows and neglogp of the last loss
         self._gen = torch.Generator().manual_seed(seed)
         self.epoch0 = self.frame0 = 0  # counters restored from a checkpoint
         self.start_digest = ""
@@ -103,7 +104,8 @@ class Learner:
     def loss(self, d: dict[str, torch.Tensor], idx: torch.Tensor, off_policy: bool = False
              ) -> tuple[torch.Tensor, torch.Tensor]:
         """(mean loss, summed KL estimate) of the rows ``idx``."""
-        rows, kl = row_losses(self.model, d, idx, self.train, self.ppo, off_policy)
+        rows, kl, neglogp = row_losses(self.model, d, idx, self.train, self.ppo, off_policy)
+        self._before = (idx, neglogp)
         return rows.mean(), kl.sum()
 
     def _minibatch(self, d: dict[str, torch.Tensor] | None, idx: torch.Tensor, params: list[nn.Parameter],
@@ -135,17 +137,18 @@ class Learner:
 
     @torch.no_grad()
     def _kl_after_step(self, d: dict[str, torch.Tensor] | None, n: int) -> tuple[float, float]:
-        """(group rows, group KL sum) of the policy after the step against the behaviour policy.
+        """(group rows, group KL sum) between the policy before A2C's step and after it, on the step's rows.
 
-        A2C takes one step per round, so the KL before it (what PPO's minibatches measure) is the
-        behaviour policy's lag only, 0 on fresh rows, and would drive the adaptive rate to its cap.
+        A2C takes one step per round, so the KL before it (what PPO's minibatches measure) is only
+        the behaviour policy's lag, 0 on fresh rows, and would drive the adaptive rate to its cap.
         """
         kl = torch.zeros(1, dtype=torch.float64)
-        if n and d is not None and "neglogp" in d:
+        if n and d is not None and self._before is not None:
+            idx, before = self._before
             self.model.eval()  # eval: the observation normaliser has seen these rows already
-            res = self.model({"is_train": True, "prev_actions": d["actions"], "obs": d["obs"]})
+            res = self.model({"is_train": True, "prev_actions": d["actions"][idx], "obs": d["obs"][idx]})
             self.model.train()
-            kl = kl_estimate(d["neglogp"], res["prev_neglogp"]).sum().reshape(1).double().cpu()
+            kl = kl_estimate(before, res["prev_neglogp"]).sum().reshape(1).double().cpu()
         head = self._sum(torch.cat([torch.tensor([float(n)], dtype=torch.float64), kl]))
         rows, total = head.tolist()
         return rows, total
@@ -158,6 +161,7 @@ class Learner:
         """
         t0 = time.perf_counter()
         comm0 = self.comm_s
+        self._before = None
         if not self._counts:  # the normaliser counts every trainer starts the first merge from
             self._counts = start_counts(self.model)
         self.model.train()
