@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from coin_policy import Coin
 from torch import nn
 
 from gmiexp.comm.channels import FieldSpec
@@ -151,20 +152,6 @@ def test_truncated_importance_weight() -> None:
     assert torch.allclose(w, torch.tensor([1.0, 0.5 / 0.9, 1.0]))  # pi/mu = 2 and 1 truncated to 1
     assert not w.requires_grad
     assert torch.allclose(truncated_is_weight(-mu.log(), pi_neglogp, cap=1.5), torch.tensor([1.5, 0.5 / 0.9, 1.0]))
-
-
-class Coin(nn.Module):
-    """A two-action policy with a constant critic, in rl-games' training-call interface."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.logits = nn.Parameter(torch.zeros(2))
-        self.v = nn.Parameter(torch.zeros(1))
-
-    def forward(self, d: dict) -> dict:
-        dist = torch.distributions.Categorical(logits=self.logits.expand(len(d["obs"]), 2))
-        return {"prev_neglogp": -dist.log_prob(d["prev_actions"]), "values": self.v.expand(len(d["obs"]), 1),
-                "entropy": dist.entropy()}
 
 
 def coin_update(ppo: bool) -> Learner:

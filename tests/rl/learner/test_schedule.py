@@ -10,7 +10,7 @@ import threading
 
 import pytest
 import torch
-from test_update import ACTIONS, Coin, rollout
+from coin_policy import ACTIONS, Coin, rollout
 
 from gmiexp.comm.reduction.collective import LocalWorld
 from gmiexp.config import TrainConfig

@@ -6,38 +6,12 @@ import math
 
 import pytest
 import torch
-from torch import nn
+from coin_policy import ACTIONS, MU, REWARDS, Coin, rollout
 
 from gmiexp.config import TrainConfig
 from gmiexp.rl.learner.update import Learner
 
-
-class Coin(nn.Module):
-    """Two actions with logits ``theta`` for every state and a constant critic ``v``, in rl-games' call interface."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.logits = nn.Parameter(torch.zeros(2))
-        self.v = nn.Parameter(torch.zeros(1))
-
-    def forward(self, d: dict) -> dict:
-        dist = torch.distributions.Categorical(logits=self.logits.expand(len(d["obs"]), 2))
-        return {"prev_neglogp": -dist.log_prob(d["prev_actions"]), "values": self.v.expand(len(d["obs"]), 1),
-                "entropy": dist.entropy()}
-
-
-# one row per environment (horizon 2: record 0 is trained, record 1 bootstraps with value 0, so A = reward)
-ACTIONS = [0, 1, 0, 1]
-MU = [0.5, 0.25, 0.25, 0.45]  # behaviour probabilities of the actions taken; the policy now gives 0.5 to each
-REWARDS = [1.0, 2.0, -1.0, 0.5]
 LR, CLIP, CRITIC = 0.1, 0.2, 2.0
-
-
-def rollout() -> dict[str, torch.Tensor]:
-    n = len(ACTIONS)
-    return {"obs": torch.zeros(2 * n, 1), "actions": torch.tensor(ACTIONS * 2),
-            "rewards": torch.tensor(REWARDS + [0.0] * n), "values": torch.zeros(2 * n),
-            "dones": torch.zeros(2 * n, dtype=torch.uint8), "neglogp": -torch.tensor(MU * 2).log()}
 
 
 def hand_gradient(ppo: bool) -> tuple[list[float], float]:
