@@ -15,7 +15,7 @@ from gmitest import cli_env, compose_config, run_cli
 
 from gmiexp.errors import ConfigError
 from gmiexp.planner import build_plan
-from gmiexp.rl.params import ENV_NAME, build_params
+from gmiexp.rl.rlgames.params import ENV_NAME, build_params
 from gmiexp.rlgames_yaml import DERIVED_DST, FIELDS, leaves, locate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -143,5 +143,6 @@ def test_settings_only_rl_games_own_agent_applies_are_refused_with_experience_la
     cfg = imported(ANT, "layout=tdg_ex")  # the Ant file: regularisation bounds loss, smooth clamp
     with pytest.raises(ConfigError, match="invalid train.bound_loss_type with layout=tdg_ex"):
         build_plan(cfg, tmp_path)
-    cfg = imported(ANT, "layout=tdg_ex", "train.bound_loss_type=bound", "train.use_smooth_clamp=false")
+    cfg = imported(ANT, "layout=tdg_ex", "train.bound_loss_type=bound", "train.use_smooth_clamp=false",
+                   "train.mixed_precision=false")  # the Ant file's mixed precision: rl-games' agent only too
     build_plan(cfg, tmp_path)

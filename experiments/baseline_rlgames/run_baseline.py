@@ -1,7 +1,7 @@
 """Vanilla rl-games: one process, stock ``a2c_continuous``/``a2c_discrete`` agent, same task and PPO config.
 
 The peer gmiexp is measured against. It builds the same rl-games params as a
-gmiexp GMI would (``gmiexp.rl.params.build_params``) for one process holding
+gmiexp GMI would (``gmiexp.rl.rlgames.params.build_params``) for one process holding
 all the environments, registers the same simulator adapter, and runs rl-games'
 own Runner untouched, on the device a gmiexp GMI of the same plan uses (its
 GPU on a GPU host: a baseline left on the CPU would inflate every ratio
@@ -26,8 +26,8 @@ from gmiexp.compose import compose_config
 from gmiexp.launch.gmi_env import apply_gmi_environment
 from gmiexp.launch.summary import one_line, steady_rate
 from gmiexp.planner import build_plan
-from gmiexp.rl.params import build_params
-from gmiexp.rl.ppo_role import register_env
+from gmiexp.rl.rlgames.params import build_params
+from gmiexp.rl.rlgames.ppo_role import register_env
 
 
 class RateObserver(AlgoObserver):

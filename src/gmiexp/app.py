@@ -62,7 +62,7 @@ def run_plan(cfg: Config, run_dir: Path) -> dict:
     """Print the Plan (YAML on stdout, the cost model on stderr); launch nothing."""
     from gmiexp.cost.reduction import format_cost, reduction_cost
     from gmiexp.planner import build_plan
-    from gmiexp.rl.params import policy_param_count
+    from gmiexp.rl.rlgames.params import policy_param_count
 
     plan, _backend = build_plan(cfg, run_dir)
     try:

@@ -18,6 +18,7 @@ from gmiexp.footprint import check_footprint
 from gmiexp.hardware import Hardware, resolve, with_mig
 from gmiexp.layouts.base import LayoutRequest
 from gmiexp.plan import Plan
+from gmiexp.rl.learner.support import refused
 from gmiexp.role import check_role
 
 
@@ -25,13 +26,9 @@ def check_rlgames_only(cfg: Config) -> None:
     """Settings only rl-games' own agent (layout tcg_ex) applies; gmiexp's experience trainer would ignore them."""
     if not layouts.get(cfg.layout.name).experience:
         return
-    t = cfg.train
-    used = {"train.bound_loss_type": t.bound_loss_type != "bound", "train.use_smooth_clamp": t.use_smooth_clamp,
-            "train.score_to_win": t.score_to_win is not None}
-    for key, set_ in used.items():
-        if set_:
-            raise ConfigError(f"invalid {key} with layout={cfg.layout.name}: only rl-games' own agent (layout "
-                              f"tcg_ex) applies it; drop it (for an imported file: {key}=<rl-games default>)")
+    for key in refused(cfg.train):  # gmiexp.rl.learner.support lists what the learner does not apply
+        raise ConfigError(f"invalid {key} with layout={cfg.layout.name}: only rl-games' own agent (layout "
+                          f"tcg_ex) applies it; drop it (for an imported file: {key}=<rl-games default>)")
 
 
 def check_config(cfg: Config) -> None:

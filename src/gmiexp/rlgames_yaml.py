@@ -6,7 +6,7 @@ through an OmegaConf resolver: ``conf/train/rlgames.yaml`` sets every field it m
 wins, and ``--cfg job --resolve`` shows the imported values. Every key of the file is mapped onto
 a gmiexp field, or is one whose value gmiexp already passes to rl-games, or is refused (exit 2,
 naming the key): nothing is dropped silently. A key the file leaves out takes rl-games' own
-default, so the params gmiexp hands rl-games (:func:`gmiexp.rl.params.build_params`) are the file's.
+default, so the params gmiexp hands rl-games (:func:`gmiexp.rl.rlgames.params.build_params`) are the file's.
 """
 
 from __future__ import annotations

@@ -88,11 +88,11 @@ class Role(ABC):
 #: ``"module:Class"`` text, imported on first use, because they pull in rl-games (about 1.5 s of
 #: torch._dynamo imports), which the launcher process never needs: only the GMIs run roles.
 ROLES: Registry[type[Role]] = Registry("role")
-ROLES.add("ppo", "gmiexp.rl.ppo_role:PPORole")  # layout tcg_ex: rl-games' own PPO agent
-ROLES.add("serve", "gmiexp.rl.serving:ServeRole")
-ROLES.add("tdg", "gmiexp.rl.serving:TDGRole")
-ROLES.add("tdg_ex", "gmiexp.rl.experience:TDGEXRole")
-ROLES.add("a3c", "gmiexp.rl.experience:A3CRole")
+ROLES.add("ppo", "gmiexp.rl.rlgames.ppo_role:PPORole")  # layout tcg_ex: rl-games' own PPO agent
+ROLES.add("serve", "gmiexp.rl.experience.serving:ServeRole")
+ROLES.add("tdg", "gmiexp.rl.experience.serving:TDGRole")
+ROLES.add("tdg_ex", "gmiexp.rl.experience.role:TDGEXRole")
+ROLES.add("a3c", "gmiexp.rl.experience.role:A3CRole")
 
 
 def check_role(spec: str) -> None:

@@ -14,7 +14,7 @@ from gmiexp.hardware import preset
 from gmiexp.layouts import get
 from gmiexp.layouts.base import LayoutRequest
 from gmiexp.planner import build_plan
-from gmiexp.rl.params import policy_param_count
+from gmiexp.rl.rlgames.params import policy_param_count
 
 TASKS = sorted(p.stem for p in (Path(__file__).parents[2] / "conf" / "task").glob("*.yaml"))
 

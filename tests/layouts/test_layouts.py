@@ -137,8 +137,8 @@ def test_planner_picks_the_layouts_role_and_records_its_settings(layout: str, tm
 
 def test_user_role_is_kept(tmp_path: Path) -> None:
     plan, _ = build_plan(compose_config("task=Cartpole", "layout=tcg", "hardware=cpu",
-                                        "role=gmiexp.rl.serving:ServeRole"), tmp_path)
-    assert plan.role == "gmiexp.rl.serving:ServeRole"
+                                        "role=gmiexp.rl.experience.serving:ServeRole"), tmp_path)
+    assert plan.role == "gmiexp.rl.experience.serving:ServeRole"
 
 
 def test_plan_mode_prints_the_cost_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

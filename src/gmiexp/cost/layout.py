@@ -130,11 +130,11 @@ def cost_model(kind: LayoutKind, terms: CostTerms) -> dict[str, Any]:
 def terms_for(plan: Plan) -> CostTerms:
     """Table 3's terms for this plan: sizes from the task (:func:`gmiexp.envs.task_dims`), ratios from the paper.
 
-    ``M_p`` is the policy rl-games builds (:func:`gmiexp.rl.params.policy_param_count`); a task whose sizes
+    ``M_p`` is the policy rl-games builds (:func:`gmiexp.rl.rlgames.params.policy_param_count`); a task whose sizes
     are unknown keeps the paper-scale defaults.
     """
     from gmiexp.envs import task_dims
-    from gmiexp.rl.params import policy_param_count
+    from gmiexp.rl.rlgames.params import policy_param_count
 
     envs = max(g.num_envs for g in plan.gmis) or 1
     sizes = {"m": int(plan.train.get("horizon_length", 16)), "n": len(plan.gmis), "R_all": 100.0 * len(plan.devices)}

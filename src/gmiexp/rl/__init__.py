@@ -1,1 +1,1 @@
-"""rl-games integration: GMI-aware PPO agents, the built-in PPO role, observers."""
+"""Reinforcement learning by role family: ``rlgames``, ``experience`` (serving and experience roles), ``learner``."""

@@ -20,7 +20,7 @@ from torch import nn
 
 from gmiexp.comm.channels import FieldSpec
 from gmiexp.comm.store import ExperienceStore
-from gmiexp.rl.trainer import gae
+from gmiexp.rl.learner.gae import gae
 
 #: Selectors that draw with replacement (any count); the others return distinct rollouts.
 WITH_REPLACEMENT = ("uniform", "prioritized")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rl_games.common import env_configurations, vecenv
@@ -10,9 +11,9 @@ from rl_games.torch_runner import Runner
 
 from gmiexp.envs import make_vec_env
 from gmiexp.eval.record import write_record
-from gmiexp.rl.agent import GMIContinuousAgent, GMIDiscreteAgent
-from gmiexp.rl.observer import GMIObserver
-from gmiexp.rl.params import ENV_NAME, build_params
+from gmiexp.rl.rlgames.agent import GMIContinuousAgent, GMIDiscreteAgent, GMISyncMixin
+from gmiexp.rl.rlgames.observer import GMIObserver
+from gmiexp.rl.rlgames.params import ENV_NAME, build_params
 from gmiexp.role import Role
 
 
@@ -40,10 +41,15 @@ class PPORole(Role):
         observer = GMIObserver(self.ctx.status, gmi.id)  # W&B is written by the launcher (gmiexp.metrics)
         runner = Runner(algo_observer=observer)
         ctx = self.ctx
-        runner.algo_factory.register_builder(
-            "a2c_continuous", lambda **kw: GMIContinuousAgent(kw["base_name"], kw["params"], ctx))
-        runner.algo_factory.register_builder(
-            "a2c_discrete", lambda **kw: GMIDiscreteAgent(kw["base_name"], kw["params"], ctx))
+
+        def builder(cls: type[GMISyncMixin]) -> Callable[..., GMISyncMixin]:
+            def build(**kw: Any) -> GMISyncMixin:
+                holder["agent"] = cls(kw["base_name"], kw["params"], ctx)
+                return holder["agent"]
+            return build
+
+        runner.algo_factory.register_builder("a2c_continuous", builder(GMIContinuousAgent))
+        runner.algo_factory.register_builder("a2c_discrete", builder(GMIDiscreteAgent))
         params = build_params(plan, gmi, device=device)
         if gmi.id == 0:  # mode=eval reads the task and network beside the checkpoints
             write_record(params, plan.task, plan.plan_id)
@@ -51,13 +57,13 @@ class PPORole(Role):
         t0 = time.perf_counter()
         runner.run({"train": True, "play": False, "checkpoint": plan.checkpoint or None})
         wall = time.perf_counter() - t0
-        agent = observer.algo
+        agent = holder["agent"]
         env = holder.get("env")
         return {
             "wall_s": wall,
             "frames_local": int(env.steps) if env is not None else 0,
             "epochs": observer.epochs,
-            "reward/mean": observer.reward(),
+            "reward/mean": observer.last_reward,
             **{f"time/{k}": v for k, v in agent.timings.items()},
             "checkpoint_dir": str(agent.nn_dir) if gmi.id == 0 else "",
         }

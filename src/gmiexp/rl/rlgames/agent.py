@@ -22,9 +22,10 @@ import torch.distributed as dist
 from rl_games.algos_torch import a2c_continuous, a2c_discrete
 from torch import nn
 
-from gmiexp.rl.checkpoint import host, state_digest
-from gmiexp.rl.lazy import fused_adam_supported, lazy_scalar_guard
-from gmiexp.rl.sync import gloo_sum, merge_running_stats, reduce_gradients, start_counts
+from gmiexp.rl.rlgames.checkpoint import host, model_digest
+from gmiexp.rl.rlgames.lazy import fused_adam_supported, lazy_scalar_guard
+from gmiexp.rl.rlgames.observer import EpochReport, GMIObserver
+from gmiexp.rl.rlgames.sync import gloo_sum, merge_running_stats, reduce_gradients, start_counts
 from gmiexp.role import GMIContext
 
 
@@ -108,10 +109,15 @@ class GMISyncMixin:
         self._account(result, self.gmi_ctx.reduction.comm_s - comm0 + sync_s, sync_s)
         if self.config.get("check_sync"):
             self.last_epoch["digest"] = self._check_sync()
-        epoch_done = getattr(self.algo_observer, "epoch_done", None)
-        if epoch_done is not None:
-            epoch_done()
+        if isinstance(self.algo_observer, GMIObserver):  # it reads nothing back: the agent hands it the epoch
+            self.algo_observer.epoch_done(self._epoch_report())
         return result
+
+    def _epoch_report(self) -> EpochReport:
+        rewards = self.game_rewards
+        return EpochReport(epoch=int(self.epoch_num), frame=int(self.frame), curr_frames=int(self.curr_frames),
+                           world_size=int(self.world_size), timings=dict(self.last_epoch),
+                           reward=float(rewards.get_mean()[0]) if rewards.current_size else None)
 
     def _check_sync(self) -> str:
         """Raise if any GMI's weights or normalisers differ from the others' (bit for bit)."""
@@ -147,13 +153,3 @@ class GMIContinuousAgent(GMISyncMixin, a2c_continuous.A2CAgent):
 class GMIDiscreteAgent(GMISyncMixin, a2c_discrete.DiscreteA2CAgent):
     """rl-games' discrete PPO with GMI synchronisation."""
 
-
-def model_digest(model: nn.Module) -> str:
-    """Hash of the exact bytes of every parameter and buffer (normalisers included)."""
-    return state_digest(model.state_dict())
-
-
-def model_fingerprint(model: nn.Module) -> torch.Tensor:
-    """All parameters and buffers (normalisers included) as one float64 vector, for equality checks."""
-    parts = [t.detach().double().reshape(-1) for t in model.state_dict().values() if torch.is_tensor(t)]
-    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64)

@@ -1,4 +1,4 @@
-"""The experience trainers' update (rl/trainer.py) on the lazy stand-in device."""
+"""The learner's update (rl/learner/update.py) on the lazy stand-in device."""
 
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ from gmitest import compose_config
 
 from gmiexp.device import resolve_device
 from gmiexp.planner import build_plan
-from gmiexp.rl.policy import Spaces, build_model
-from gmiexp.rl.trainer import Update
+from gmiexp.rl.experience.settings import train_config
+from gmiexp.rl.learner.update import Learner, make_optimiser
+from gmiexp.rl.rlgames.policy import Spaces, build_model
 
 
 class OneTrainer:
-    """What Update needs from its role: a model on the device, the Plan, the (here trivial) reduction."""
+    """What the Learner needs from its trainer: a model on the device, the Plan, the (here trivial) reduction."""
 
     def __init__(self, tmp_path: Path) -> None:
         cfg = compose_config("layout=tdg_ex", "task=Cartpole", "gmis_per_gpu=1", "num_envs=8",
@@ -43,7 +44,9 @@ def rollout(horizon: int, n: int) -> dict[str, Any]:
 
 def test_update_step_keeps_the_row_count_on_the_gradients_device(tmp_path: Path) -> None:
     role = OneTrainer(tmp_path)
-    update = Update(role, ppo=True, num_minibatches=2)
+    tr = train_config(role.plan)
+    update = Learner(role.model, make_optimiser(role.model, tr), tr, role.allreduce, ppo=True, num_minibatches=2,
+                     world=1, leader=True, device=role.device, seed=0, max_frames=24)
     before = [p.detach().cpu().clone() for p in role.model.parameters()]
     n, total, done = update.step([(8, rollout(4, 8))], done=True)
     assert (n, total, done) == (24, 24, True)  # (horizon - 1) x envs rows trained

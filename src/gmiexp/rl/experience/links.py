@@ -36,3 +36,13 @@ def attach(handles: dict[str, bytes], key: str) -> Any:
 def barrier(mgr: GMIManager) -> None:
     if mgr.distributed:
         dist.barrier()
+
+
+def board_key(trainer: int) -> str:
+    """Rendezvous key of a trainer's weight board."""
+    return f"weights/{trainer}"
+
+
+def route_key(agent: int, trainer: int) -> str:
+    """Rendezvous key of the channel set from an agent to a trainer."""
+    return f"exp/{agent}->{trainer}"

@@ -13,7 +13,7 @@ Two gaps of the lazy TorchScript backend, measured with torch 2.13:
   have the same dtype"), ``clip_grad_norm_`` or Adam's ``exp_avg.lerp_`` ("double != float").
   No float64 tensor of rl-games or gmiexp is involved. Inside rl-games' ``calc_gradients`` the
   agents have ``aten::mul`` run through the backend's eager fallback, which promotes as eager
-  does (the backend takes one forced op only). gmiexp's own losses (``rl/trainer.py``) avoid the pattern instead.
+  does (the backend takes one forced op only). gmiexp's own losses (``rl/learner/losses.py``) avoid the pattern instead.
   The price: inside that scope a ``mul`` mixing a lazy and a host tensor is not caught (every
   other op still is).
 """

@@ -64,3 +64,8 @@ def state_digest(state: dict[str, Any]) -> str:
             h.update(name.encode())
             h.update(t.detach().cpu().contiguous().numpy().tobytes())
     return h.hexdigest()[:16]
+
+
+def model_digest(model: nn.Module) -> str:
+    """Hash of the exact bytes of every parameter and buffer (normalisers included)."""
+    return state_digest(model.state_dict())

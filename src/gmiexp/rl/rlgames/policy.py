@@ -1,7 +1,7 @@
 """The policy every async/serving GMI runs: rl-games' own network builder on the sync path's params.
 
 ``build_model`` goes through ``rl_games.algos_torch.model_builder.ModelBuilder`` with the params
-of :func:`gmiexp.rl.params.build_params`, so agents and trainers of every layout hold exactly the
+of :func:`gmiexp.rl.rlgames.params.build_params`, so agents and trainers of every layout hold exactly the
 model a TCG_EX PPO GMI trains (same MLP, heads and normalisers).
 """
 
@@ -18,7 +18,7 @@ from torch import nn
 from gmiexp.comm.channels import FieldSpec
 from gmiexp.envs import make_vec_env
 from gmiexp.plan import GMI, Plan
-from gmiexp.rl.params import build_params
+from gmiexp.rl.rlgames.params import build_params
 
 
 @dataclass(frozen=True)

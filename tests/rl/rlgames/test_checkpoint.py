@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 from gmitest import FAST, run_cli
 
-from gmiexp.rl.checkpoint import state_digest
+from gmiexp.rl.rlgames.checkpoint import state_digest
 
 
 def run(run_dir: Path, *extra: str) -> dict:

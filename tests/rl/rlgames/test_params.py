@@ -13,7 +13,7 @@ from gmitest import compose_config
 
 from gmiexp.__main__ import conf_dir
 from gmiexp.envs import task_dims
-from gmiexp.rl.params import build_params, policy_param_count
+from gmiexp.rl.rlgames.params import build_params, policy_param_count
 
 TASKS = sorted(p.stem for p in (Path(conf_dir()) / "task").glob("*.yaml"))
 

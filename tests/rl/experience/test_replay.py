@@ -8,12 +8,15 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from coin_policy import Coin
 from torch import nn
 
 from gmiexp.comm.channels import FieldSpec
-from gmiexp.rl.experience import TrainLoop, spans
-from gmiexp.rl.replay import MIN_PRIORITY, ReplayStore, priority
-from gmiexp.rl.trainer import Update, truncated_is_weight
+from gmiexp.config import TrainConfig
+from gmiexp.rl.experience.replay import MIN_PRIORITY, ReplayStore, priority
+from gmiexp.rl.experience.trainer import TrainLoop, spans
+from gmiexp.rl.learner.losses import truncated_is_weight
+from gmiexp.rl.learner.update import Learner, make_optimiser
 from gmiexp.shm.cleanup import leftovers
 
 H, N = 4, 2  # horizon, envs per rollout
@@ -139,25 +142,12 @@ def test_truncated_importance_weight() -> None:
     assert torch.allclose(truncated_is_weight(-mu.log(), pi_neglogp, cap=1.5), torch.tensor([1.5, 0.5 / 0.9, 1.0]))
 
 
-class Coin(nn.Module):
-    """A two-action policy with a constant critic, in rl-games' training-call interface."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.logits = nn.Parameter(torch.zeros(2))
-        self.v = nn.Parameter(torch.zeros(1))
-
-    def forward(self, d: dict) -> dict:
-        dist = torch.distributions.Categorical(logits=self.logits.expand(len(d["obs"]), 2))
-        return {"prev_neglogp": -dist.log_prob(d["prev_actions"]), "values": self.v.expand(len(d["obs"]), 1),
-                "entropy": dist.entropy()}
-
-
-def coin_update(ppo: bool) -> Update:
-    train = {"mini_epochs": 1, "learning_rate": 1e-3, "horizon_length": H, "e_clip": 0.2, "critic_coef": 0.0,
-             "entropy_coef": 0.0, "bounds_loss_coef": 0.0, "clip_value": False}
-    role = SimpleNamespace(model=Coin(), plan=SimpleNamespace(train=train, trainer_group=[0], seed=0), gmi_id=0)
-    return Update(role, ppo, 1)
+def coin_update(ppo: bool) -> Learner:
+    train = TrainConfig(mini_epochs=1, learning_rate=1e-3, horizon_length=H, e_clip=0.2, critic_coef=0.0,
+                        entropy_coef=0.0, bounds_loss_coef=0.0, clip_value=False)
+    model = Coin()
+    return Learner(model, make_optimiser(model, train), train, lambda t: t, ppo=ppo, num_minibatches=1, world=1,
+                   leader=True, device=torch.device("cpu"), seed=0, max_frames=1)
 
 
 @pytest.mark.parametrize("ppo", [False, True])
@@ -167,9 +157,8 @@ def test_off_policy_a2c_weights_the_gradient_ppo_keeps_its_clipped_ratio(ppo: bo
     d = {"obs": torch.zeros(4, 1), "actions": torch.tensor([0, 1, 0, 1]), "neglogp": -mu.log(),
          "advantages": torch.tensor([1.0, 2.0, -1.0, 0.5]), "values": torch.zeros(4), "returns": torch.zeros(4)}
     idx = torch.arange(4)
-    on = float(u._loss(d, idx).detach())
-    u._off_policy = True
-    off = float(u._loss(d, idx).detach())
+    on = float(u.loss(d, idx)[0].detach())
+    off = float(u.loss(d, idx, off_policy=True)[0].detach())
     ln2 = math.log(2.0)
     if ppo:  # the ratio against mu already is the correction
         ratio = 0.5 / mu

@@ -13,55 +13,13 @@ from typing import Any
 import torch
 
 from gmiexp.comm.channels import SlotRing
-from gmiexp.envs import make_vec_env
-from gmiexp.rl import checkpoint, links
-from gmiexp.rl.policy import EpisodeStats, Policy, Spaces, build_model, probe_spaces
+from gmiexp.rl.experience import links
+from gmiexp.rl.experience.env import as_tensor, make_env, on_device
+from gmiexp.rl.experience.meter import Meter
+from gmiexp.rl.rlgames import checkpoint
+from gmiexp.rl.rlgames.policy import EpisodeStats, Policy, Spaces, build_model, probe_spaces
 from gmiexp.role import Role
 from gmiexp.shm.cleanup import cleanup_run
-
-
-class Meter:
-    """Per-iteration history rows and heartbeats, in the keys the progress bar and summary read."""
-
-    def __init__(self, role: Role) -> None:
-        self.role = role
-        self.t0 = time.perf_counter()
-        self.last = self.t0
-        self.frames = 0
-        self.predictions = 0
-
-    def row(self, iteration: int, local_frames: int, predictions: int, **extra: Any) -> dict[str, Any]:
-        now = time.perf_counter()
-        dt = max(now - self.last, 1e-9)
-        self.last = now
-        self.frames += local_frames
-        self.predictions += predictions
-        row = {"iteration": iteration, "wall_s": now - self.t0, "frames": self.frames,
-               "local_frames": local_frames, "perf/env_steps_per_s": local_frames / dt,
-               "predictions": predictions, "async/predictions_per_s": predictions / dt, **extra}
-        self.role.ctx.status.history(row)
-        self.role.heartbeat(force=True, iteration=iteration, frames=self.frames,
-                            steps_per_s=row["perf/env_steps_per_s"], reward=extra.get("reward/mean"))
-        return row
-
-    @property
-    def wall_s(self) -> float:
-        return time.perf_counter() - self.t0
-
-
-def make_env(role: Role) -> Any:
-    plan, gmi = role.plan, role.ctx.gmi
-    return make_vec_env(plan.task, gmi.num_envs, seed=plan.seed + 1000 * gmi.id, sim_threads=gmi.sim_threads,
-                        device=str(role.device))
-
-
-def as_tensor(x: Any) -> torch.Tensor:
-    return x if torch.is_tensor(x) else torch.as_tensor(x)
-
-
-def on_device(x: Any, device: torch.device) -> torch.Tensor:
-    """Observations for the model: envpool returns host arrays, torch simulators device tensors."""
-    return as_tensor(x).to(device)
 
 
 def serving_model(role: Role, spaces: Spaces) -> torch.nn.Module:

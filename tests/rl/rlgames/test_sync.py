@@ -9,8 +9,8 @@ from gmitest import FAST, run_cli
 from rl_games.algos_torch.running_mean_std import RunningMeanStd
 from torch import nn
 
-from gmiexp.rl.params import fit_minibatch
-from gmiexp.rl.sync import merge_running_stats, reduce_gradients
+from gmiexp.rl.rlgames.params import fit_minibatch
+from gmiexp.rl.rlgames.sync import merge_running_stats, reduce_gradients
 
 
 class Sum2:

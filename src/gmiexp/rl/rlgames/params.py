@@ -120,7 +120,7 @@ def policy_param_count(plan: Plan) -> int:
     """Parameters of the policy rl-games builds for this task (what every gradient reduction moves).
 
     Counted from the network spec rather than by building it, so ``mode=plan`` imports neither rl-games nor
-    torch; ``tests/rl/test_params.py`` holds the count equal to rl-games' ``ModelBuilder`` on every task.
+    torch; ``tests/rl/rlgames/test_params.py`` holds the count equal to rl-games' ``ModelBuilder`` on every task.
     """
     from gmiexp.envs import task_dims
 

@@ -1,0 +1,292 @@
+"""The trainer loop of the experience layouts.
+
+Take rollouts, check their order, update with the learner (collectively over the trainer group),
+replay, publish weights.
+
+With ``async_train.replay_ratio > 0`` every trainer also copies each rollout it trains into its own
+:class:`~gmiexp.rl.experience.replay.ReplayStore` (an ExperienceStore) and, after every round in which
+the group trained fresh rows, makes ``replay_ratio`` more collective updates on stored rollouts before
+publishing weights.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from gmiexp.comm.channels import Batcher
+from gmiexp.rl.experience import links
+from gmiexp.rl.experience.meter import Meter
+from gmiexp.rl.experience.replay import ReplayStore
+from gmiexp.rl.experience.settings import train_config
+from gmiexp.rl.experience.weights import WeightBoard, state_nbytes
+from gmiexp.rl.learner.update import Learner, make_optimiser
+from gmiexp.rl.rlgames import checkpoint
+from gmiexp.rl.rlgames.checkpoint import model_digest
+from gmiexp.shm.wait import Backoff
+
+_TAKE = Backoff(spin=0, spin_s=0, min_sleep_s=1e-5, max_sleep_s=1e-3, check_s=0)  # trainers wait for rollouts
+
+if TYPE_CHECKING:
+    from gmiexp.plan import Plan
+    from gmiexp.rl.experience.role import ExperienceRole
+
+
+def minibatches(plan: Plan, sync: bool, minibatch_size: int, horizon: int) -> int:
+    """Minibatches per round: the smallest trainer's rows of one round over ``train.minibatch_size``.
+
+    Sync: one rollout of every agent; async: one rollout of the agent with the fewest environments.
+    """
+    per_trainer = []
+    for t in plan.trainer_group:
+        envs = [plan.gmi(a).num_envs for a, tt in plan.channels if tt == t]
+        per_trainer.append((sum(envs) if sync else min(envs, default=1)) * (horizon - 1))
+    return max(1, max(1, min(per_trainer)) // minibatch_size)
+
+
+def planned_frames(plan: Plan, horizon: int) -> int:
+    """Rows the trainer group trains in this run if nothing is dropped: every agent's rollouts."""
+    agents = {a for a, _ in plan.channels}
+    return sum(plan.max_iterations * (horizon - 1) * plan.gmi(a).num_envs for a in agents)
+
+
+def make_learner(role: ExperienceRole) -> Learner:
+    """PPO for TDG_EX; ``async_train.algo`` (a2c by default) for decoupled async."""
+    plan, tr = role.plan, role.train_cfg
+    return Learner(role.model, make_optimiser(role.model, tr), tr, role.allreduce,
+                   ppo=role.sync or role.acfg.algo == "ppo",
+                   num_minibatches=minibatches(plan, role.sync, tr.minibatch_size, tr.horizon_length),
+                   world=len(plan.trainer_group), leader=role.gmi_id == min(plan.trainer_group),
+                   device=role.device, seed=plan.seed + role.gmi_id,
+                   max_frames=planned_frames(plan, tr.horizon_length))
+
+
+def train(role: ExperienceRole, owned: list[Any]) -> dict[str, Any]:
+    """The trainer GMI: attach the agents' channels, publish the start weights, run the :class:`TrainLoop`."""
+    plan, me = role.plan, role.gmi_id
+    board = WeightBoard.create(f"weights{me}", state_nbytes(role.model), role.tag)
+    owned.append(board)
+    handles = links.exchange(role.ctx.mgr, {links.board_key(me): board})
+    agents = [a for a, t in plan.channels if t == me]
+    tr = role.train_cfg
+    horizon = tr.horizon_length
+    batchers = {}
+    # multi: batches are views into the rings (transfers are aligned with them, see gmiexp.rl.experience.agent);
+    # synchronous agents flush every rollout, so a view held past the publish blocks nobody
+    zero_copy = role.channel.name == "multi"
+    for a in agents:
+        cs = links.attach(handles, links.route_key(a, me))
+        owned.append(cs)
+        batchers[a] = Batcher([cs], horizon * plan.gmi(a).num_envs, zero_copy=zero_copy)
+    links.barrier(role.ctx.mgr)
+    board.seal()
+    replay = None
+    if role.acfg.replay_ratio > 0:
+        replay = ReplayStore(role.fields, horizon, max((plan.gmi(a).num_envs for a in agents), default=1),
+                             int(role.channel.store_capacity), role.acfg.replay_selection,
+                             role.acfg.replay_eviction, tr.gamma, tr.tau,
+                             seed=plan.seed + 7919 * me, name=f"replay{me}", tag=role.tag)
+        owned.append(replay)
+    update = make_learner(role)
+    if plan.checkpoint:  # every trainer loads it: weights, normalisers, Adam state, counters
+        state = checkpoint.load(plan.checkpoint)
+        checkpoint.restore(role.model, state, update.opt, lr=tr.learning_rate)
+        update.epoch0, update.frame0 = int(state.get("epoch", 0)), int(state.get("frame", 0))
+    update.start_digest = model_digest(role.model)
+    update.sync_initial_weights()
+    board.publish(role.model)
+    return TrainLoop(role, update, board, batchers, replay).run()
+
+
+def spans(ids: list[int]) -> list[list[int]]:
+    """Sorted ids as inclusive ``[first, last]`` runs (compact enough for result.json)."""
+    out: list[list[int]] = []
+    for i in sorted(ids):
+        if out and i == out[-1][1] + 1:
+            out[-1][1] = i
+        else:
+            out.append([i, i])
+    return out
+
+
+class TrainLoop:
+    """Rounds of: take rollouts, check them, update (collectively over the trainer group), replay, publish."""
+
+    def __init__(self, role: ExperienceRole, update: Learner, board: WeightBoard,
+                 batchers: dict[int, Batcher], replay: ReplayStore | None = None) -> None:
+        self.role, self.update, self.board, self.batchers = role, update, board, batchers
+        self.replay = replay
+        self.plan = role.plan
+        self.horizon = train_config(self.plan).horizon_length
+        self.next_seq = dict.fromkeys(batchers, 0)
+        # agents whose Migrator may send a rollout to another trainer: this one sees a subsequence
+        self.shared = {a for a in batchers if sum(1 for aa, _ in self.plan.channels if aa == a) > 1}
+        self.rollouts: dict[int, list[int]] = {a: [] for a in batchers}
+        self.open = set(batchers)
+        self.seq_errors = 0
+        self.rows_received = 0
+        self.stale_rows = 0
+        self.lags: list[int] = []
+        self.order = list(batchers)
+        self.rr = 0
+
+    def check(self, agent: int, batch: dict[str, torch.Tensor]) -> None:
+        """Rows must be one whole rollout of the agent (one-record overlap), later than its previous one.
+
+        An agent routed to this trainer only must send every rollout here: the rollout must start
+        exactly where the previous one ended. An agent routed to several trainers spreads its
+        rollouts over them, so here it may skip whole rollouts (the run's ``rollouts`` spans of all
+        trainers together must then cover each agent's rollouts exactly once).
+        """
+        n = self.plan.gmi(agent).num_envs
+        seq = batch["seq"].reshape(self.horizon, n)
+        base, stride = int(seq[0, 0]), (self.horizon - 1) * n
+        want = base + torch.arange(self.horizon * n).reshape(self.horizon, n)
+        expected = self.next_seq[agent]
+        in_order = base >= expected and base % stride == 0 if agent in self.shared else base == expected
+        if not (in_order and torch.equal(seq, want)):
+            self.seq_errors += 1
+        else:
+            self.rollouts[agent].append(base // stride)
+        self.next_seq[agent] = int(seq[-1, 0])
+
+    def take(self, sync: bool) -> list[tuple[int, dict[str, torch.Tensor]]]:
+        """Sync: one rollout from every open agent. Async: the next ready rollout (or none if patience ran out)."""
+        got: list[tuple[int, dict[str, torch.Tensor]]] = []
+        want = set(self.open) if sync else None
+
+        def done() -> bool:  # poll every open agent while that makes progress
+            progress = True
+            while self.open and progress:
+                progress = False
+                for k in range(len(self.order)):
+                    a = self.order[(self.rr + k) % len(self.order)]
+                    if a not in self.open or (want is not None and a not in want):
+                        continue
+                    batch = self.batchers[a].try_batch()
+                    if batch is not None:
+                        got.append((a, batch))  # views stay valid until this Batcher's next call
+                        progress = True
+                        if want is None:
+                            self.rr = (self.rr + k + 1) % len(self.order)
+                            return True
+                        want.discard(a)
+                    elif self.batchers[a].exhausted:
+                        self.open.discard(a)
+                        if want is not None:
+                            want.discard(a)
+                if want is not None and not want:
+                    return True
+            return not self.open
+
+        patience = None if sync or len(self.plan.trainer_group) == 1 else 0.05
+        timeout = self.role.timeout if patience is None else min(patience, self.role.timeout)
+        try:
+            _TAKE.wait(done, timeout, check=lambda: self.role.heartbeat(stage="waiting for experience"))
+        except TimeoutError:
+            if patience is not None and patience <= self.role.timeout:
+                return got
+            raise TimeoutError(f"trainer GMI {self.role.gmi_id}: no experience for {self.role.timeout} s "
+                               "(async_train.drain_timeout_s)") from None
+        return got
+
+    def replay_round(self, done: bool) -> tuple[int, int]:
+        """``replay_ratio`` collective off-policy updates on stored rollouts; returns (my batches, my rows).
+
+        Called by every trainer after every round in which any of them trained fresh rows, so the
+        group makes the same collective calls; a trainer with nothing stored takes part with 0 rows.
+        """
+        ratio = self.role.acfg.replay_ratio
+        per = len(self.batchers) if self.role.sync else 1  # a replayed batch is as large as a fresh one
+        picked = self.replay.sample(ratio * per)
+        batches = rows = 0
+        for j in range(ratio):
+            mine = [self.replay.refresh(self.role.model, r, self.role.device) for r in picked[j * per:(j + 1) * per]]
+            n, _, _ = self.update.step(mine, done, off_policy=True)
+            if n:
+                batches += 1
+                rows += n
+        return batches, rows
+
+    def run(self) -> dict[str, Any]:
+        role, acfg = self.role, self.role.acfg
+        meter = Meter(role)
+        sync = role.sync
+        k = 1 if sync else acfg.publish_every
+        bound = acfg.max_policy_lag
+        rounds = updates = trained = trained_all = 0
+        replay_batches = replay_rows = 0
+        wait_s = replay_s = 0.0
+        last = time.perf_counter()
+        while True:
+            t0 = time.perf_counter()
+            got = self.take(sync)
+            wait_s += time.perf_counter() - t0
+            fresh = []
+            for a, batch in got:
+                rows = int(batch["seq"].numel())
+                self.rows_received += rows
+                self.check(a, batch)
+                lag = self.board.version - int(batch["version"].max())  # record 0 is the older bootstrap
+                self.lags.append(lag)
+                if lag > bound and not sync:
+                    self.stale_rows += rows
+                else:
+                    n_envs = self.plan.gmi(a).num_envs
+                    fresh.append((n_envs, batch))
+                    if self.replay is not None:  # copy now: a zero-copy batch is gone at the next take
+                        self.replay.add(n_envs, batch)
+            done = not self.open
+            n, total, all_done = self.update.step(fresh, done)
+            trained_all += total
+            loss = self.update.last_loss
+            rounds += 1
+            rb = rr = 0
+            if total > 0:
+                updates += 1
+                trained += n
+                if self.replay is not None:
+                    t0 = time.perf_counter()
+                    rb, rr = self.replay_round(done)
+                    replay_s += time.perf_counter() - t0
+                    replay_batches += rb
+                    replay_rows += rr
+                if updates % k == 0:
+                    self.board.publish(role.model)
+            if got or total:
+                now = time.perf_counter()
+                lag = max(self.lags[-len(got):]) if got else 0
+                extra = {"replay/batches": rb, "replay/rows": rr} if self.replay is not None else {}
+                meter.row(updates, 0, 0, train_samples=n, **{
+                    "async/train_samples_per_s": n / max(now - last, 1e-9), "async/lag": lag,
+                    "async/policy_version": self.board.version, "loss/total": loss, **extra})
+                last = now
+            if all_done:
+                break
+        if updates % k:
+            self.board.publish(role.model)
+        epoch, frame = self.update.epoch0 + updates, self.update.frame0 + trained_all
+        saved = ""
+        if role.gmi_id == min(self.plan.trainer_group):  # one checkpoint per run, as GMI 0 does in tcg_ex
+            path = Path(self.plan.run_dir) / "rl_games" / "run" / "nn" / self.plan.task["name"]
+            saved = str(checkpoint.save(path, role.model, self.update.opt, epoch, frame))
+        out = {"wall_s": meter.wall_s, "updates": updates, "rounds": rounds, "train_samples": trained,
+               "rows_received": self.rows_received, "seq_errors": self.seq_errors,
+               "rollouts": {str(a): spans(ids) for a, ids in self.rollouts.items()},
+               "stale_rows": self.stale_rows, "async/max_lag": max(self.lags, default=0),
+               "async/mean_lag": sum(self.lags) / len(self.lags) if self.lags else 0.0,
+               "weights_version": self.board.version, "weights_digest": model_digest(role.model),
+               "start_digest": self.update.start_digest, "resumed_epoch": self.update.epoch0, "epoch": epoch,
+               "frame": frame, "checkpoint": saved,
+               "time/train_s": self.update.train_s,
+               "time/comm_s": self.update.comm_s, "time/wait_s": wait_s}
+        if self.replay is not None:
+            out.update({"replay/batches": replay_batches, "replay/rows": replay_rows, "replay/time_s": replay_s,
+                        **self.replay.stats()})
+        return out
+
+
+__all__ = ["TrainLoop", "make_learner", "spans", "train"]

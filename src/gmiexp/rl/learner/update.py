@@ -1,0 +1,207 @@
+"""One collective update loop for the experience trainers: PPO (clipped, ``mini_epochs`` passes) and A2C (one step).
+
+Every collective goes through the reduction callable the trainer is given (a sum in place over
+the trainer group, STYLE item 11) and is weighted by rows, so a trainer with nothing to train in a
+round still takes part with weight 0 and every trainer applies the identical averaged gradient
+(identical weights everywhere). The KL estimate rides in the same reduction as the gradients, so
+the adaptive learning-rate schedule sees the group's KL and every trainer sets the same rate.
+Replayed rollouts go through the same step (``off_policy=True``); they use the current rate and do
+not move the schedule (their KL measures the age of the behaviour policy, not the last update).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from gmiexp.config import TrainConfig
+from gmiexp.rl.learner.gae import gae
+from gmiexp.rl.learner.losses import kl_estimate, row_losses
+from gmiexp.rl.learner.schedule import make_schedule, needs_kl
+from gmiexp.rl.rlgames.sync import merge_running_stats, start_counts
+
+#: Sums a tensor in place over the trainer group (every trainer calls it the same number of times).
+Reduce = Callable[[torch.Tensor], object]
+#: Rollouts of one round: ``[(num_envs, fields shaped (horizon * num_envs, ...))]``.
+Rollouts = list[tuple[int, dict[str, torch.Tensor]]]
+
+
+def make_optimiser(model: nn.Module, train: TrainConfig) -> torch.optim.Optimizer:
+    """Adam as rl-games builds it (unfused: the lazy stand-in device has no fused kernel)."""
+    return torch.optim.Adam(model.parameters(), lr=float(train.learning_rate), eps=1e-8)
+
+
+class Learner:
+    """PPO (``ppo=True``) or A2C on rollouts, one collective round per :meth:`step`."""
+
+    def __init__(self, model: nn.Module, optimiser: torch.optim.Optimizer, train: TrainConfig, reduce_sum: Reduce,
+                 *, ppo: bool, num_minibatches: int, world: int, leader: bool, device: torch.device, seed: int,
+                 max_frames: int) -> None:
+        self.model, self.opt, self.train, self.reduce_sum = model, optimiser, train, reduce_sum
+        self.ppo = ppo
+        self.mini_epochs = train.mini_epochs if ppo else 1
+        self.num_minibatches = num_minibatches if ppo else 1
+        self.world, self.leader, self.device = world, leader, device
+        self.schedule = make_schedule(train, max_frames)
+        self.lr = float(train.learning_rate)
+        self.frames = 0  # rows trained by the group in this run (fresh rows only): the linear schedule's clock
+        self.updates = 0
+        self.last_loss = 0.0
+        self.last_kl = 0.0
+        self.train_s = 0.0
+        self.comm_s = 0.0
+        self._counts: dict[int, float] = {}
+        self._before: tuple[torch.Tensor, torch.Tensor] | None = None  # rows and neglogp of the last loss
+        self._gen = torch.Generator().manual_seed(seed)
+        self.epoch0 = self.frame0 = 0  # counters restored from a checkpoint
+        self.start_digest = ""
+
+    def _sum(self, t: torch.Tensor) -> torch.Tensor:
+        t0 = time.perf_counter()
+        self.reduce_sum(t)
+        self.comm_s += time.perf_counter() - t0
+        return t
+
+    def set_lr(self, lr: float) -> None:
+        self.lr = float(lr)
+        for g in self.opt.param_groups:
+            g["lr"] = self.lr
+
+    def sync_initial_weights(self) -> None:
+        """Every trainer starts from the leader's weights (a sum where the others contribute 0)."""
+        state = [t for t in self.model.state_dict().values() if torch.is_tensor(t) and t.is_floating_point()]
+        flat = torch.cat([t.detach().double().reshape(-1).cpu() for t in state])
+        if not self.leader:
+            flat.zero_()
+        self._sum(flat)
+        off = 0
+        with torch.no_grad():
+            for t in state:
+                t.copy_(flat[off:off + t.numel()].view_as(t).to(t.dtype))
+                off += t.numel()
+
+    def dataset(self, fresh: Rollouts) -> dict[str, torch.Tensor] | None:
+        """GAE per rollout, concatenated on the device; advantages and values normalised as configured."""
+        if not fresh:
+            return None
+        tr = self.train
+        parts = [gae(b, tr.horizon_length, n, tr.gamma, tr.tau) for n, b in fresh]
+        d = {k: torch.cat([p[k] for p in parts]).to(self.device) for k in parts[0]}
+        if tr.normalize_advantage and d["advantages"].numel() > 1:
+            a = d["advantages"]
+            d["advantages"] = (a - a.mean()) / (a.std() + 1e-8)
+        vms = getattr(self.model, "value_mean_std", None)
+        if tr.normalize_value and vms is not None:
+            vms.train()
+            d["values"] = vms(d["values"].reshape(-1, 1)).reshape(-1)
+            d["returns"] = vms(d["returns"].reshape(-1, 1)).reshape(-1)
+            vms.eval()
+        return d
+
+    def loss(self, d: dict[str, torch.Tensor], idx: torch.Tensor, off_policy: bool = False
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mean loss, summed KL estimate) of the rows ``idx``."""
+        rows, kl, neglogp = row_losses(self.model, d, idx, self.train, self.ppo, off_policy)
+        self._before = (idx, neglogp)
+        return rows.mean(), kl.sum()
+
+    def _minibatch(self, d: dict[str, torch.Tensor] | None, idx: torch.Tensor, params: list[nn.Parameter],
+                   off_policy: bool) -> tuple[float, float, float | None]:
+        """One reduced gradient step; returns (group rows, group KL sum, my loss or None)."""
+        self.opt.zero_grad(set_to_none=False)
+        loss = None
+        kl = torch.zeros(1, dtype=params[0].dtype, device=params[0].device)
+        if idx.numel():
+            mean, kl_sum = self.loss(d, idx, off_policy)
+            mean.backward()
+            loss = float(mean.item())
+            kl = kl_sum.detach().reshape(1).to(params[0].dtype)
+        # the row count and the KL ride with the gradients, so they live on their device
+        flat = torch.cat([p.grad.reshape(-1) * idx.numel() for p in params]
+                         + [torch.tensor([float(idx.numel())], dtype=params[0].dtype, device=params[0].device), kl])
+        self._sum(flat)
+        rows, kl_total = flat[-2:].tolist()
+        if rows == 0:
+            return 0.0, 0.0, loss
+        off = 0
+        for p in params:
+            p.grad.copy_(flat[off:off + p.numel()].view_as(p) / rows)
+            off += p.numel()
+        if self.train.truncate_grads:
+            nn.utils.clip_grad_norm_(params, self.train.grad_norm)
+        self.opt.step()
+        return rows, kl_total, loss
+
+    @torch.no_grad()
+    def _kl_after_step(self, d: dict[str, torch.Tensor] | None, n: int) -> tuple[float, float]:
+        """(group rows, group KL sum) between the policy before A2C's step and after it, on the step's rows.
+
+        A2C takes one step per round, so the KL before it (what PPO's minibatches measure) is only
+        the behaviour policy's lag, 0 on fresh rows, and would drive the adaptive rate to its cap.
+        """
+        kl = torch.zeros(1, dtype=torch.float64)
+        if n and d is not None and self._before is not None:
+            idx, before = self._before
+            self.model.eval()  # eval: the observation normaliser has seen these rows already
+            res = self.model({"is_train": True, "prev_actions": d["actions"][idx], "obs": d["obs"][idx]})
+            self.model.train()
+            kl = kl_estimate(before, res["prev_neglogp"]).sum().reshape(1).double().cpu()
+        head = self._sum(torch.cat([torch.tensor([float(n)], dtype=torch.float64), kl]))
+        rows, total = head.tolist()
+        return rows, total
+
+    def step(self, fresh: Rollouts, done: bool, off_policy: bool = False) -> tuple[int, int, bool]:
+        """Train on rollouts; returns (my rows, all trainers' rows, all done).
+
+        ``off_policy``: replayed rollouts (A2C weights them by the truncated importance weight).
+        Every trainer of the group must call it the same number of times with the same flag.
+        """
+        t0 = time.perf_counter()
+        comm0 = self.comm_s
+        self._before = None
+        if not self._counts:  # the normaliser counts every trainer starts the first merge from
+            self._counts = start_counts(self.model)
+        self.model.train()
+        d = self.dataset(fresh)
+        n = 0 if d is None else int(d["advantages"].numel())
+        head = self._sum(torch.tensor([float(n), float(done)], dtype=torch.float64))
+        total, all_done = int(head[0].item()), int(head[1].item()) == self.world
+        if total == 0:
+            self.model.eval()
+            self.train_s += time.perf_counter() - t0 - (self.comm_s - comm0)
+            return 0, 0, all_done
+        if not off_policy:
+            self.frames += total
+            self.updates += 1
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        for p in params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        losses = []
+        for _ in range(self.mini_epochs):
+            chunks = torch.randperm(n, generator=self._gen).chunk(self.num_minibatches) if n else ()
+            rows = kl = 0.0
+            for i in range(self.num_minibatches):
+                idx = chunks[i] if i < len(chunks) else torch.zeros(0, dtype=torch.long)
+                r, k, loss = self._minibatch(d, idx, params, off_policy)
+                rows, kl = rows + r, kl + k
+                if loss is not None:
+                    losses.append(loss)
+            if not off_policy:  # rl-games' "standard" schedule: once per mini-epoch, on the group's mean KL
+                if not self.ppo and needs_kl(self.train):
+                    rows, kl = self._kl_after_step(d, n)
+                self.last_kl = kl / rows if rows else 0.0
+                lr, _ = self.schedule.update(self.lr, self.train.entropy_coef, self.epoch0 + self.updates,
+                                             self.frames, self.last_kl)
+                self.set_lr(lr)
+        merge_running_stats(self.model, self._sum, self.world, self._counts)
+        self.model.eval()
+        self.last_loss = sum(losses) / len(losses) if losses else 0.0
+        self.train_s += time.perf_counter() - t0 - (self.comm_s - comm0)
+        return n, total, all_done
+
+
+__all__ = ["Learner", "Reduce", "Rollouts", "make_optimiser"]

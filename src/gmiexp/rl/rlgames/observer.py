@@ -1,0 +1,72 @@
+"""rl-games observer: per-step heartbeats, per-epoch progress and history (the launcher logs it to W&B).
+
+The dependency goes one way: the agent (:mod:`gmiexp.rl.rlgames.agent`) hands the observer an
+:class:`EpochReport` after each epoch; the observer never reads the agent back.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from rl_games.common.algo_observer import AlgoObserver
+
+from gmiexp.launch.status import StatusWriter
+
+
+@dataclass(frozen=True)
+class EpochReport:
+    """What one GMI's agent tells its observer after an epoch."""
+
+    epoch: int  # rl-games' epoch_num
+    frame: int  # rl-games' frame counter (non-zero at the first epoch after resuming a checkpoint)
+    curr_frames: int  # frames this GMI stepped in the epoch
+    world_size: int  # GMIs stepping the same environments
+    timings: dict[str, Any] = field(default_factory=dict)  # the agent's per-epoch times (``*_s``), frames, digest
+    reward: float | None = None  # mean episode reward so far (None before the first episode ends)
+
+
+class GMIObserver(AlgoObserver):
+    """Called by rl-games from its own loop, so a GMI stuck anywhere stops beating."""
+
+    def __init__(self, status: StatusWriter, gmi_id: int) -> None:
+        super().__init__()
+        self.status = status
+        self.gmi_id = gmi_id
+        self.t_start = time.perf_counter()
+        self.frames = 0
+        self.epochs = 0
+        self.last_reward: float | None = None
+
+    def after_init(self, algo: Any) -> None:
+        self.t_start = time.perf_counter()
+        self.status.beat(force=True, stage="training")
+
+    def process_infos(self, infos: Any, done_indices: Any) -> None:
+        self.status.beat()  # every env step; throttled by the writer
+
+    def after_steps(self) -> None:
+        self.status.beat()
+
+    def epoch_done(self, r: EpochReport) -> None:
+        """Called by the agent after each epoch on every GMI (rl-games only reports rank 0)."""
+        if self.epochs == 0:
+            self.frames = r.frame  # non-zero after resuming from a checkpoint
+        self.epochs += 1
+        self.frames += r.curr_frames * r.world_size  # global: every GMI steps the same envs
+        self.last_reward = r.reward
+        ep = r.timings
+        row = {
+            "iteration": r.epoch,
+            "wall_s": time.perf_counter() - self.t_start,
+            "frames": self.frames,
+            "local_frames": int(ep.get("frames", 0)),
+            "reward/mean": r.reward,
+            "perf/env_steps_per_s": ep["frames"] * r.world_size / ep["total_s"] if ep.get("total_s") else 0.0,
+            **{f"time/{k}": v for k, v in ep.items() if k.endswith("_s")},
+            **({"sync/digest": ep["digest"]} if "digest" in ep else {}),
+        }
+        self.status.beat(force=True, iteration=row["iteration"], frames=self.frames,
+                         steps_per_s=row["perf/env_steps_per_s"], reward=row["reward/mean"])
+        self.status.history(row)
