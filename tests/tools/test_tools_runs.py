@@ -40,7 +40,7 @@ def test_command_is_python_m_gmiexp_with_the_run_dir_last(tmp_path):
 def test_reads_summary_json_not_the_printed_line(python, tmp_path):
     s = run_gmiexp(["num_envs=64"], tmp_path / "run", python=python)
     assert s["metrics"]["perf/env_steps_per_s"] == 64.0
-    assert "human line" in (tmp_path / "run" / "gmiexp.log").read_text()  # printed output goes to the log
+    assert "human line" in (tmp_path / "run" / "console.log").read_text()  # printed output goes to the log
 
 
 def test_failed_run_raises_with_the_log_tail(python, tmp_path):

@@ -46,7 +46,7 @@ def gmiexp_command(overrides: Sequence[str], run_dir: Path, python: str = sys.ex
 
 
 def run_gmiexp(overrides: Sequence[str], run_dir: Path, *, python: str = sys.executable,
-               timeout_s: float | None = None, prefix: Sequence[str] = (), log_name: str = "gmiexp.log",
+               timeout_s: float | None = None, prefix: Sequence[str] = (), log_name: str = "console.log",
                cwd: Path | None = None) -> dict[str, Any]:
     """Run ``python -m gmiexp`` with ``overrides`` in ``run_dir``; its summary (``prefix``: e.g. a flock)."""
     return run_summary([*prefix, *gmiexp_command(overrides, run_dir, python)], run_dir,
@@ -54,7 +54,7 @@ def run_gmiexp(overrides: Sequence[str], run_dir: Path, *, python: str = sys.exe
 
 
 def run_summary(cmd: Sequence[str], run_dir: Path, *, timeout_s: float | None = None,
-                log_name: str = "gmiexp.log", cwd: Path | None = None) -> dict[str, Any]:
+                log_name: str = "console.log", cwd: Path | None = None) -> dict[str, Any]:
     """Run ``cmd``, which writes ``run_dir/summary.json``, and return that summary (raises :class:`RunFailed`)."""
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -72,7 +72,7 @@ def read_summary(run_dir: Path, log: Path | None = None) -> dict[str, Any]:
     try:
         return json.loads((Path(run_dir) / SUMMARY).read_text())
     except (OSError, ValueError) as e:
-        raise RunFailed(f"no summary.json: {e}", Path(run_dir), log or Path(run_dir) / "gmiexp.log", 0) from e
+        raise RunFailed(f"no summary.json: {e}", Path(run_dir), log or Path(run_dir) / "console.log", 0) from e
 
 
 def run_logged(cmd: Sequence[str], log: Path, timeout_s: float | None = None, cwd: Path | None = None) -> int | None:
