@@ -59,7 +59,7 @@ def test_vectorization_fusion_smallest(tmp_path):
 @pytest.mark.slow
 def test_packing_smallest(tmp_path):
     run(PY, str(EXP / "packing" / "run.py"), "packings=[2]", "repeats=1", "seeds=[1,2]", f"results_dir={tmp_path}",
-        "sweep=[task=Cartpole,num_gpus=1,gmis_per_gpu=1,num_envs=32,max_iterations=2,launch.progress=false]")
+        'sweep=["task=Cartpole","num_gpus=1","gmis_per_gpu=1","num_envs=32","max_iterations=2","launch.progress=false"]')
     (row,) = list(csv.DictReader((tmp_path / "packing.csv").open()))
     assert row["k"] == "2" and float(row["speedup"]) > 0 and float(row["env_steps_per_s_packed"]) > 0
     assert (tmp_path / "runs" / "r0_k2" / "pack.json").is_file()  # the packed sweep went through gmiexp_pack
