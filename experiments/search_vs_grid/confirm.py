@@ -2,7 +2,7 @@
 
 The grid's best is the maximum of 24 single noisy profiles, so it is biased upwards (winner's
 curse) and "the grid's value at the pick" inherits the noise of one profile. Here every distinct
-pick is profiled again ``--repeats`` times, interleaved, with the same profiler and the standard
+pick is profiled again ``repeats`` times, interleaved, with the same profiler and the standard
 profile length; each repetition visits the picks in the opposite order to the one before (A B C,
 C B A, ...), so a host drifting steadily favours no position; quality = median over repetitions of
 pick / grid's pick. Writes ``confirm.csv`` (``compare.py`` reads it). Run by ``run.py`` (step
