@@ -169,3 +169,32 @@ def test_rl_games_baseline_trains_on_the_device_a_gmi_would_use(monkeypatch):
         baseline.main(["task=Cartpole", "num_envs=16"])
     assert seen["env"] == "cuda:0"
     assert seen["params"]["config"]["device"] == "cuda:0"
+
+
+SCRIPT_CONFIGS = [("reduction", "config"), ("channels", "config"), ("baseline_rlgames", "compare"),
+                  ("baseline_rlgames", "run_file"), ("table8_channels", "run"), ("packing", "config"),
+                  ("packing", "paper"), ("search_vs_grid", "config"), ("simulators", "config"),
+                  ("vectorization_fusion", "config")]
+
+
+@pytest.mark.parametrize(("study", "name"), SCRIPT_CONFIGS)
+def test_every_script_config_composes_and_keeps_hydra_out_of_the_way(study, name):
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(EXP / study), version_base=None):
+        cfg = compose(name, return_hydra_config=True)
+    assert cfg.hydra.job.chdir is False
+
+
+def test_experiments_are_hydra_configs_and_scripts_not_argparse_or_shell():
+    assert not list(EXP.rglob("*.sh"))
+    for script in EXP.rglob("*.py"):
+        assert "argparse" not in script.read_text(), script
+
+
+def test_search_vs_grid_live_runs_take_the_next_free_names(tmp_path):
+    (tmp_path / "paired_live1").mkdir()
+    (tmp_path / "paired_live3").mkdir()
+    assert list(search_vs_grid("run").live_names(tmp_path, None, 3)) == ["paired_live2", "paired_live4",
+                                                                        "paired_live5"]
+    assert list(search_vs_grid("run").live_names(tmp_path, "paper", 1)) == ["paper_live1"]
