@@ -21,6 +21,8 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
+from gmiexp.errors import invalid
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 LOCK = "/tmp/gmiexp-bench.lock"
@@ -61,9 +63,10 @@ def searches(out: Path, pattern: str) -> Sequence[Path]:
 
 @hydra.main(config_path=".", config_name="config", version_base=None)
 def main(cfg: DictConfig) -> None:
-    unknown = set(cfg.steps) - set(STEPS)
+    unknown = sorted(set(cfg.steps) - set(STEPS))
     if unknown:
-        raise SystemExit(f"unknown steps {sorted(unknown)}; valid: {', '.join(STEPS)}")
+        print(f"error: {invalid('steps', unknown, STEPS)}", file=sys.stderr)
+        raise SystemExit(2)
     out = ROOT / cfg.results_dir
     out.mkdir(parents=True, exist_ok=True)
     os.environ["GMIEXP_CACHE_DIR"], os.environ["GMIEXP_PRESET_DIR"] = str(out / "cache"), str(out / "presets")
