@@ -1,13 +1,14 @@
-"""Helpers shared by the experiments' plot scripts: find a multirun, load its runs, write CSV and PNG."""
+"""Helpers shared by the experiments' plot scripts: find a multirun, load its runs, write a PNG.
+
+CSV goes through ``gmiexp.tools.runs.write_csv``, the one writer the benchmarks share too.
+"""
 
 from __future__ import annotations
 
-import csv
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 
@@ -45,14 +46,6 @@ def results_dir(study_file: str) -> Path:
     out = Path(root) / study.name if root else study / "results"
     out.mkdir(parents=True, exist_ok=True)
     return out
-
-
-def write_csv(rows: list[dict[str, Any]], path: Path) -> Path:
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    return path
 
 
 def save(fig: plt.Figure, path: Path) -> Path:

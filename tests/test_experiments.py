@@ -59,7 +59,7 @@ def test_vectorization_fusion_smallest(tmp_path):
 @pytest.mark.slow
 def test_packing_smallest(tmp_path):
     run(PY, str(EXP / "packing" / "run.py"), "packings=[2]", "repeats=1", "seeds=[1,2]", f"results_dir={tmp_path}",
-        "sweep=[task=Cartpole,num_gpus=1,gmis_per_gpu=1,num_envs=32,max_iterations=2,launch.progress=false]")
+        'sweep=["task=Cartpole","num_gpus=1","gmis_per_gpu=1","num_envs=32","max_iterations=2","launch.progress=false"]')
     (row,) = list(csv.DictReader((tmp_path / "packing.csv").open()))
     assert row["k"] == "2" and float(row["speedup"]) > 0 and float(row["env_steps_per_s_packed"]) > 0
     assert (tmp_path / "runs" / "r0_k2" / "pack.json").is_file()  # the packed sweep went through gmiexp_pack
@@ -169,3 +169,32 @@ def test_rl_games_baseline_trains_on_the_device_a_gmi_would_use(monkeypatch):
         baseline.main(["task=Cartpole", "num_envs=16"])
     assert seen["env"] == "cuda:0"
     assert seen["params"]["config"]["device"] == "cuda:0"
+
+
+SCRIPT_CONFIGS = [("reduction", "config"), ("channels", "config"), ("baseline_rlgames", "compare"),
+                  ("baseline_rlgames", "run_file"), ("table8_channels", "run"), ("packing", "config"),
+                  ("packing", "paper"), ("search_vs_grid", "config"), ("simulators", "config"),
+                  ("vectorization_fusion", "config")]
+
+
+@pytest.mark.parametrize(("study", "name"), SCRIPT_CONFIGS)
+def test_every_script_config_composes_and_keeps_hydra_out_of_the_way(study, name):
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(EXP / study), version_base=None):
+        cfg = compose(name, return_hydra_config=True)
+    assert cfg.hydra.job.chdir is False
+
+
+def test_experiments_are_hydra_configs_and_scripts_not_argparse_or_shell():
+    assert not list(EXP.rglob("*.sh"))
+    for script in EXP.rglob("*.py"):
+        assert "argparse" not in script.read_text(), script
+
+
+def test_search_vs_grid_live_runs_take_the_next_free_names(tmp_path):
+    (tmp_path / "paired_live1").mkdir()
+    (tmp_path / "paired_live3").mkdir()
+    assert list(search_vs_grid("run").live_names(tmp_path, None, 3)) == ["paired_live2", "paired_live4",
+                                                                        "paired_live5"]
+    assert list(search_vs_grid("run").live_names(tmp_path, "paper", 1)) == ["paper_live1"]

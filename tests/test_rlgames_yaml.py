@@ -118,15 +118,16 @@ def test_gmiexp_1_gmi_and_vanilla_rl_games_on_the_ant_file_give_identical_reward
     """Same file, seed (the file's) and env count: rl-games' own runner and envpool vec-env vs gmiexp."""
     size = {"envs": 16, "epochs": 2, "minibatch": 1024}  # 16 x 64 steps per epoch; the file's 2048 is too big
     vanilla = subprocess.run(
-        [sys.executable, str(ROOT / "experiments" / "baseline_rlgames" / "run_file.py"), ANT,
-         f"--num-actors={size['envs']}", f"--max-epochs={size['epochs']}", f"--minibatch-size={size['minibatch']}"],
+        [sys.executable, str(ROOT / "experiments" / "baseline_rlgames" / "run_file.py"), f"file={ANT}",
+         f"num_actors={size['envs']}", f"max_epochs={size['epochs']}", f"minibatch_size={size['minibatch']}",
+         f"hydra.run.dir={tmp_path / 'vanilla'}"],
         capture_output=True, text=True, timeout=600, env=cli_env())
     assert vanilla.returncode == 0, vanilla.stderr[-2000:]
     ours = run_cli("train=rlgames", f"train.file={ANT}", f"num_envs={size['envs']}",
                    f"max_iterations={size['epochs']}", f"train.minibatch_size={size['minibatch']}",
                    "gmis_per_gpu=1", "launch.progress=false", f"hydra.run.dir={tmp_path / 'gmiexp'}", timeout=600)
     assert ours.returncode == 0, ours.stderr[-2000:]
-    a = json.loads((Path(vanilla.stdout.strip().rsplit("| ", 1)[-1]) / "summary.json").read_text())
+    a = json.loads((tmp_path / "vanilla" / "summary.json").read_text())
     b = json.loads((tmp_path / "gmiexp" / "summary.json").read_text())
     rewards_a = [r["reward/mean"] for r in a["history"]]
     rewards_b = [r["reward/mean"] for r in b["history"]]

@@ -1,68 +1,68 @@
 """gmiexp (1 GMI, 2 GMIs) against vanilla rl-games, same task and total envs, measured in one session.
 
-    python experiments/baseline_rlgames/compare.py --task Ant --total-envs 128 --iterations 40
+    python experiments/baseline_rlgames/compare.py task=Ant total_envs=128 iterations=40
 
 Writes results/compare.csv and results/compare.md and prints the ratios and,
 for the GMI runs, where the time goes (time/sim_s, inference, train, comm).
+Settings: compare.yaml here.
 
 With an rl-games YAML instead of a gmiexp task, vanilla rl-games runs the file itself
 (run_file.py: rl-games' runner, envpool vec-env and agent) and gmiexp imports it
 (train=rlgames train.file=...), both with the same seed (the file's) and env count;
 gmiexp with 2 GMIs runs it as rl-games' multi-GPU mode would (num_actors per process):
 
-    python experiments/baseline_rlgames/compare.py --file rl_games:configs/mujoco/ant_envpool.yaml \
-        --num-envs 64 --iterations 10
+    python experiments/baseline_rlgames/compare.py file=rl_games:configs/mujoco/ant_envpool.yaml \
+        num_envs=64 iterations=10
 
 Writes results/file_<name>.csv and .md: the per-epoch mean rewards side by side.
+Every run writes its summary.json into a run directory of its own, which is what is read
+(``gmiexp.tools.runs``); the one-line summary each prints is echoed.
 """
 
 from __future__ import annotations
 
-import argparse
-import csv
-import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from statistics import median
 
+import hydra
+from omegaconf import DictConfig
+
+from gmiexp.launch.summary import one_line
+from gmiexp.tools.runs import RunFailed, run_gmiexp, run_summary, write_csv
+
 HERE = Path(__file__).resolve().parent
 
 
-def run(cmd: list[str]) -> dict:
-    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if out.returncode != 0:
-        raise SystemExit(f"failed: {' '.join(cmd)}\n{out.stderr[-3000:]}")
-    line = out.stdout.strip().splitlines()[-1]
-    print(line, flush=True)
-    run_dir = line.rsplit("| ", 1)[-1].strip()
-    return json.loads((Path(run_dir) / "summary.json").read_text())
+def run(what: str, args: list[str], prefix: str) -> dict:
+    """One run in a fresh run directory: ``gmiexp`` or a peer script here (``run_baseline.py``, ``run_file.py``)."""
+    run_dir = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        if what == "gmiexp":
+            s = run_gmiexp(args, run_dir)
+        else:
+            s = run_summary([sys.executable, str(HERE / what), *args, f"hydra.run.dir={run_dir}"], run_dir)
+    except RunFailed as e:
+        raise SystemExit(f"failed: {what} {' '.join(args)}\n{e}") from e
+    label = {"run_baseline.py": "rl_games baseline ok", "run_file.py": "rl_games file ok"}.get(what, "gmiexp ok")
+    print(one_line(s).replace("gmiexp ok", label), flush=True)
+    return s
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--task", default="Ant")
-    ap.add_argument("--total-envs", type=int, default=128)
-    ap.add_argument("--iterations", type=int, default=40)
-    ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--file", help="an rl-games YAML (path or rl_games:configs/...): compare on it instead")
-    ap.add_argument("--num-envs", type=int, help="--file: envs per process (default: the file's num_actors)")
-    ap.add_argument("--minibatch-size", type=int, help="--file: when num-envs x horizon is below the file's")
-    args = ap.parse_args()
+@hydra.main(config_path=".", config_name="compare", version_base=None)
+def main(args: DictConfig) -> None:
     if args.file:
         compare_file(args)
         return
     common = [f"task={args.task}", f"max_iterations={args.iterations}"]
-    py = sys.executable
     rows = []
     for rep in range(args.repeats):
-        base = run([py, str(HERE / "run_baseline.py"), *common, f"num_envs={args.total_envs}"])
+        base = run("run_baseline.py", [*common, f"num_envs={args.total_envs}"], "baseline_rlgames_")
         rows.append({"run": "rl_games (1 process)", "rep": rep, **flat(base)})
         for gmis in (1, 2):
-            d = tempfile.mkdtemp(prefix=f"gmiexp_{gmis}gmi_")
-            s = run([py, "-m", "gmiexp", *common, "num_gpus=1", f"gmis_per_gpu={gmis}",
-                     f"num_envs={args.total_envs // gmis}", "launch.progress=false", f"hydra.run.dir={d}"])
+            s = run("gmiexp", [*common, "num_gpus=1", f"gmis_per_gpu={gmis}", f"num_envs={args.total_envs // gmis}",
+                               "launch.progress=false"], f"gmiexp_{gmis}gmi_")
             rows.append({"run": f"gmiexp {gmis} GMI", "rep": rep, **flat(s)})
     report(rows, args)
 
@@ -73,13 +73,10 @@ def flat(s: dict) -> dict:
     return {k: m.get(k) for k in keys} | {"wall_s": s["wall_s"]}
 
 
-def report(rows: list[dict], args: argparse.Namespace) -> None:
+def report(rows: list[dict], args: DictConfig) -> None:
     res = HERE / "results"
     res.mkdir(exist_ok=True)
-    with open(res / "compare.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(rows, res / "compare.csv")
     by: dict[str, list[float]] = {}
     for r in rows:
         by.setdefault(r["run"], []).append(r["perf/env_steps_per_s"])
@@ -101,26 +98,22 @@ def report(rows: list[dict], args: argparse.Namespace) -> None:
     print(text)
 
 
-def compare_file(args: argparse.Namespace) -> list[dict]:
-    py = sys.executable
-    size = [f"--max-epochs={args.iterations}"] + ([f"--num-actors={args.num_envs}"] if args.num_envs else []) + (
-        [f"--minibatch-size={args.minibatch_size}"] if args.minibatch_size else [])
+def compare_file(args: DictConfig) -> list[dict]:
+    size = [f"file={args.file}", f"max_epochs={args.iterations}"] + (
+        [f"num_actors={args.num_envs}"] if args.num_envs else []) + (
+        [f"minibatch_size={args.minibatch_size}"] if args.minibatch_size else [])
     over = [f"max_iterations={args.iterations}"] + ([f"num_envs={args.num_envs}"] if args.num_envs else []) + (
         [f"train.minibatch_size={args.minibatch_size}"] if args.minibatch_size else [])
-    runs = {"rl_games": run([py, str(HERE / "run_file.py"), args.file, *size])}
+    runs = {"rl_games": run("run_file.py", size, "rlgames_file_")}
     for gmis in (1, 2):
-        d = tempfile.mkdtemp(prefix=f"gmiexp_file_{gmis}gmi_")
-        runs[f"gmiexp {gmis} GMI"] = run([py, "-m", "gmiexp", "train=rlgames", f"train.file={args.file}", *over,
-                                          "num_gpus=1", f"gmis_per_gpu={gmis}", "launch.progress=false",
-                                          f"hydra.run.dir={d}"])
+        runs[f"gmiexp {gmis} GMI"] = run("gmiexp", ["train=rlgames", f"train.file={args.file}", *over, "num_gpus=1",
+                                                    f"gmis_per_gpu={gmis}", "launch.progress=false"],
+                                         f"gmiexp_file_{gmis}gmi_")
     rows = reward_rows(runs)
     name = Path(args.file.split(":")[-1]).stem
     res = HERE / "results"
     res.mkdir(exist_ok=True)
-    with open(res / f"file_{name}.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(rows, res / f"file_{name}.csv")
     text = reward_table(rows, runs, args)
     (res / f"file_{name}.md").write_text(text + "\n")
     print(text)
@@ -139,7 +132,7 @@ def reward_rows(runs: dict[str, dict]) -> list[dict]:
     return rows
 
 
-def reward_table(rows: list[dict], runs: dict[str, dict], args: argparse.Namespace) -> str:
+def reward_table(rows: list[dict], runs: dict[str, dict], args: DictConfig) -> str:
     fmt = lambda v: "-" if v is None else f"{v:.4f}"  # noqa: E731
     envs = runs["rl_games"]["config"]["num_envs"]
     lines = [f"file={args.file} seed=file's envs/process={envs} iterations={args.iterations}", "",

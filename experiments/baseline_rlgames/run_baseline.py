@@ -5,7 +5,8 @@ gmiexp GMI would (``gmiexp.rl.rlgames.params.build_params``) for one process hol
 all the environments, registers the same simulator adapter, and runs rl-games'
 own Runner untouched, on the device a gmiexp GMI of the same plan uses (its
 GPU on a GPU host: a baseline left on the CPU would inflate every ratio
-against it). Prints the same one-line summary as ``python -m gmiexp``.
+against it). Takes gmiexp's overrides, ``hydra.run.dir`` included, and writes summary.json there
+(a fresh temporary directory without it); prints the same one-line summary as ``python -m gmiexp``.
 
     python experiments/baseline_rlgames/run_baseline.py task=Ant num_envs=128 max_iterations=30
 """
@@ -52,9 +53,14 @@ class RateObserver(AlgoObserver):
                           "frames": int(a.frame), "reward/mean": reward})
 
 
+RUN_DIR = "hydra.run.dir="
+
+
 def main(argv: list[str]) -> dict:
-    cfg = compose_config("num_gpus=1", "gmis_per_gpu=1", *argv)
-    run_dir = Path(tempfile.mkdtemp(prefix="baseline_rlgames_"))
+    given = [a.removeprefix(RUN_DIR) for a in argv if a.startswith(RUN_DIR)]
+    cfg = compose_config("num_gpus=1", "gmis_per_gpu=1", *(a for a in argv if not a.startswith(RUN_DIR)))
+    run_dir = Path(given[-1]) if given else Path(tempfile.mkdtemp(prefix="baseline_rlgames_"))
+    run_dir.mkdir(parents=True, exist_ok=True)
     plan, _ = build_plan(cfg, run_dir)
     gmi = plan.gmis[0]
     apply_gmi_environment(gmi)  # CUDA_VISIBLE_DEVICES and thread caps, as the GMI's process gets them

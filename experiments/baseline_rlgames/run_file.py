@@ -5,26 +5,28 @@ loaded as is and run by rl-games' stock Runner, its own ``envpool`` vec-env and 
 Only the run's size is changed, and what a CPU host needs: ``num_actors``, ``max_epochs``,
 ``minibatch_size`` when given, ``device: cpu`` without CUDA, and ``torch_compile: False`` unless
 the file sets it (rl-games 1.6.5 compiles by default; gmiexp does not). Prints the same
-one-line summary as ``python -m gmiexp`` and writes summary.json with the per-epoch history.
+one-line summary as ``python -m gmiexp`` and writes summary.json with the per-epoch history into
+its run directory (``hydra.run.dir``, as gmiexp's). Settings: run_file.yaml here.
 
-    python experiments/baseline_rlgames/run_file.py rl_games:configs/mujoco/ant_envpool.yaml --num-actors 32 \
-        --max-epochs 3
+    python experiments/baseline_rlgames/run_file.py file=rl_games:configs/mujoco/ant_envpool.yaml num_actors=32 \
+        max_epochs=3
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import sys
-import tempfile
 import time
 from copy import deepcopy
 from pathlib import Path
 from typing import Any
 
+import hydra
 import torch
 import yaml
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
 from rl_games.common.algo_observer import AlgoObserver
 from rl_games.torch_runner import Runner
 
@@ -73,9 +75,8 @@ def file_params(spec: str, num_actors: int | None, max_epochs: int | None, minib
     return params
 
 
-def run(spec: str, num_actors: int | None = None, max_epochs: int | None = None,
+def run(run_dir: Path, spec: str, num_actors: int | None = None, max_epochs: int | None = None,
         minibatch_size: int | None = None) -> dict[str, Any]:
-    run_dir = Path(tempfile.mkdtemp(prefix="rlgames_file_"))
     params = file_params(spec, num_actors, max_epochs, minibatch_size, run_dir / "rl_games")
     obs = EpochObserver()
     runner = Runner(algo_observer=obs)
@@ -99,15 +100,10 @@ def run(spec: str, num_actors: int | None = None, max_epochs: int | None = None,
     return summary
 
 
-def main(argv: list[str]) -> dict[str, Any]:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("file", help="rl-games YAML: a path, or rl_games:configs/mujoco/ant_envpool.yaml")
-    ap.add_argument("--num-actors", type=int)
-    ap.add_argument("--max-epochs", type=int)
-    ap.add_argument("--minibatch-size", type=int)
-    a = ap.parse_args(argv)
-    return run(a.file, a.num_actors, a.max_epochs, a.minibatch_size)
+@hydra.main(config_path=".", config_name="run_file", version_base=None)
+def main(cfg: DictConfig) -> None:
+    run(Path(HydraConfig.get().runtime.output_dir), cfg.file, cfg.num_actors, cfg.max_epochs, cfg.minibatch_size)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

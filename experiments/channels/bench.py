@@ -6,15 +6,14 @@ produced by one agent; multi-channel packs them into per-field transfers of up t
 (Compressor) and the trainer takes 1 MiB batches (Batcher, zero-copy); uni-channel sends every
 tensor of every step alone; the baselines move one item per message; the raw ring moves each item
 as one opaque buffer with one memcpy and nothing else (the bound). Results go to
-``experiments/channels/results/`` as CSV and markdown. Run (one benchmark at a time on shared boxes):
+``experiments/channels/results/`` as CSV and markdown. Settings: config.yaml here. Run (one benchmark
+at a time on shared boxes):
 
     flock /tmp/gmiexp-bench.lock .venv/bin/python experiments/channels/bench.py
 """
 
 from __future__ import annotations
 
-import argparse
-import csv
 import json
 import multiprocessing as mp
 import os
@@ -25,10 +24,13 @@ import time
 import uuid
 from pathlib import Path
 
+import hydra
 import torch
+from omegaconf import DictConfig
 
 from gmiexp.comm.channels import Batcher, Dispenser, FieldSpec, Migrator, Route, SlotRing, make_channel_set
 from gmiexp.shm.cleanup import cleanup_run
+from gmiexp.tools.runs import write_csv
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -226,18 +228,12 @@ def bench_reverb(py: Path, nbytes: int, n: int) -> tuple[int, float] | str:
 
 
 # ---- report ---------------------------------------------------------------------------------
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--items-64k", type=int, default=6000)
-    ap.add_argument("--items-1m", type=int, default=800)
-    ap.add_argument("--uni-items-64k", type=int, default=1500, help="uni is slow: fewer items")
-    ap.add_argument("--uni-items-1m", type=int, default=100)
-    ap.add_argument("--no-reverb", action="store_true")
-    args = ap.parse_args()
+@hydra.main(config_path=".", config_name="config", version_base=None)
+def main(args: DictConfig) -> None:
     torch.set_num_threads(1)
     ctx = mp.get_context("spawn")
     tag = f"bench{os.getpid()}-{uuid.uuid4().hex[:4]}"
-    reverb_py, reverb_note = (None, "skipped (--no-reverb)") if args.no_reverb else ensure_reverb_venv()
+    reverb_py, reverb_note = (None, "skipped (reverb=false)") if not args.reverb else ensure_reverb_venv()
     rows, notes = [], {"reverb": reverb_note}
     try:
         for nbytes, n, n_uni in (
@@ -305,10 +301,7 @@ def ratios(rows: list[dict]) -> list[str]:
 def write(rows: list[dict], notes: dict) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    with open(RESULTS / f"bench-{stamp}.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["system"])
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(rows, RESULTS / f"bench-{stamp}.csv", None if rows else ["system"])
     md = [
         f"# channel benchmark {stamp} ({platform.node()}, {os.cpu_count()} cores, torch {torch.__version__})",
         "",

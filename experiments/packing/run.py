@@ -5,21 +5,22 @@ another, ``hydra/launcher=gmiexp_pack hydra.launcher.jobs_per_gpu=k`` runs k at 
 on its slice: a core set on CPU, an MPS share on a GPU). Repeats are interleaved (each repeat runs every
 launcher once, in a rotated order) and each packed run is compared with the basic run of its own
 repeat, so drift of a shared host over minutes cancels in the ratio. Makespan is the sweep command's
-wall time; total env steps/s is every member's env steps over that makespan (start-up included).
+wall time; total env steps/s is every member's env steps over that makespan (start-up included),
+read from each member's summary.json (``gmiexp.tools.runs``). Settings: config.yaml (CPU) and
+paper.yaml (GPU) here.
 """
 
 from __future__ import annotations
 
-import argparse
-import csv
-import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from omegaconf import OmegaConf
+import hydra
+from omegaconf import DictConfig
+
+from gmiexp.tools.runs import log_tail, read_summary, run_logged, write_csv
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -32,20 +33,20 @@ def command(cfg, k: int, sweep_dir: Path) -> list[str]:
 
 
 def frames(run_dir: Path) -> int:
-    hist = json.loads((run_dir / "summary.json").read_text())["history"]
+    hist = read_summary(run_dir)["history"]
     return hist[-1]["frames"] if hist else 0
 
 
 def measure(cfg, k: int, sweep_dir: Path) -> dict:
     """Run the sweep with k members at a time (1: the basic launcher); makespan and total env steps/s."""
     sweep_dir.mkdir(parents=True, exist_ok=True)
+    log = sweep_dir / "sweep.log"
     t0 = time.perf_counter()
-    with (sweep_dir / "sweep.log").open("w") as log:
-        r = subprocess.run(command(cfg, k, sweep_dir), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                           timeout=cfg.timeout_s, check=False)
+    rc = run_logged(command(cfg, k, sweep_dir), log, cfg.timeout_s, cwd=ROOT)
     makespan = time.perf_counter() - t0
-    if r.returncode != 0:
-        raise SystemExit(f"sweep failed (exit {r.returncode}): see {sweep_dir / 'sweep.log'}")
+    if rc != 0:
+        why = f"timeout after {cfg.timeout_s}s" if rc is None else f"exit {rc}"
+        raise SystemExit(f"sweep failed ({why}): see {log}\n{log_tail(log)}")
     total = sum(frames(sweep_dir / str(i)) for i in range(len(cfg.seeds)))
     return {"k": k, "makespan_s": round(makespan, 2), "env_steps_per_s_total": round(total / makespan, 1)}
 
@@ -65,19 +66,8 @@ def summarise(runs: list[dict], packings: list[int]) -> list[dict]:
     return rows
 
 
-def write_csv(rows: list[dict], path: Path) -> None:
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config-name", default="config")
-    ap.add_argument("overrides", nargs="*", help="OmegaConf dotlist, e.g. packings=[2] repeats=1")
-    a = ap.parse_args()
-    cfg = OmegaConf.merge(OmegaConf.load(HERE / f"{a.config_name}.yaml"), OmegaConf.from_dotlist(a.overrides))
+@hydra.main(config_path=".", config_name="config", version_base=None)
+def main(cfg: DictConfig) -> None:
     out = ROOT / cfg.results_dir
     out.mkdir(parents=True, exist_ok=True)
     modes = [1, *cfg.packings]

@@ -1,23 +1,22 @@
 """Latency of one gradient reduction per strategy, layout and model size, against a memcpy bound.
 
-Run: ``python experiments/reduction/bench.py [--quick]`` (see README.md here).
+Run: ``python experiments/reduction/bench.py [quick=true]`` (settings: config.yaml here; see README.md).
 Writes ``results/bench.csv`` and ``results/bench.md`` and prints the table.
 """
 
 from __future__ import annotations
 
-import argparse
-import csv
 import json
 import os
-import socket
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import hydra
 import numpy as np
+from omegaconf import DictConfig
 
 HERE = Path(__file__).resolve().parent
 SIZES = (110_000, 290_000, 1_500_000)  # Table 7 model sizes (AT, HM, SH)
@@ -29,12 +28,6 @@ COLUMNS = ("mpr", "mpr-buf", "allreduce", "mrr", "har")
 def parse_layout(s: str) -> tuple[int, int]:
     g, t = s.upper().rstrip("T").split("G")
     return int(g), int(t)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def make_plan(g: int, t: int):
@@ -112,23 +105,20 @@ def p95(xs: list[float]) -> float:
     return float(np.percentile(xs, 95))
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true", help="few iterations, two layouts")
-    ap.add_argument("--layouts", nargs="*", default=None)
-    ap.add_argument("--sizes", nargs="*", type=int, default=None)
-    ap.add_argument("--iters", type=int, default=None)
-    ap.add_argument("--out", default=str(HERE / "results"))
-    args = ap.parse_args()
-    layouts = args.layouts or (["1G4T", "2G2T"] if args.quick else list(LAYOUTS))
-    sizes = args.sizes or list(SIZES)
+@hydra.main(config_path=".", config_name="config", version_base=None)
+def main(args: DictConfig) -> None:
+    layouts = list(args.layouts or (["1G4T", "2G2T"] if args.quick else list(LAYOUTS)))
+    sizes = [int(n) for n in args.sizes or SIZES]
     iters = args.iters or (10 if args.quick else 40)
     warmup = 3
     cores = len(os.sched_getaffinity(0))
-    out = Path(args.out)
+    out = Path(args.out or HERE / "results")
     out.mkdir(parents=True, exist_ok=True)
 
     import torch.multiprocessing as mp
+
+    from gmiexp.launch.launcher import free_port  # here, not at the top: the spawned workers need none of it
+    from gmiexp.tools.runs import write_csv
 
     records = []
     for lay in layouts:
@@ -149,10 +139,7 @@ def main() -> None:
             })
         print(f"{lay}: done", file=sys.stderr, flush=True)
 
-    with open(out / "bench.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(records[0]))
-        w.writeheader()
-        w.writerows(records)
+    write_csv(records, out / "bench.csv")
     table = render(records, cores)
     (out / "bench.md").write_text(table)
     print(table)

@@ -5,8 +5,7 @@ run, the pick re-measured head to head against the grid's pick (``confirmed``). 
 (cached points count what they cost when measured) over the grid's, and the same in grid units. A run
 meets both bars (issue 17) when its confirmed quality is at least 95% and both cost ratios are at most
 50%. Writes CSV and a PNG heat map per search of the grid's projected throughput with the points it visited.
-
-    python experiments/search_vs_grid/compare.py <results>/grid/search.json <results>/*/search.json
+Run by ``run.py`` (step ``compare``): ``python experiments/search_vs_grid/run.py 'steps=[compare]'``.
 """
 
 import csv
@@ -15,11 +14,12 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from plotting import plt, results_dir, save, write_csv  # noqa: E402
+from plotting import plt, results_dir, save  # noqa: E402
 
 from gmiexp.config import SearchConfig  # noqa: E402
 from gmiexp.search import METHODS, ProfileResult  # noqa: E402
 from gmiexp.search.output import trace  # noqa: E402
+from gmiexp.tools.runs import write_csv  # noqa: E402
 
 MARKS = {"best": "*", "candidate": "o", "init": "i", "saturated": "S", "unrunnable": "x", "pair": "p"}
 
@@ -118,7 +118,7 @@ def replay(grid, method):
             "profile_s": o.profile_s, "trace": trace(o)}
 
 
-def main(grid_path, *search_paths):
+def compare(grid_path, search_paths):
     grid = json.loads(Path(grid_path).read_text())
     est = {(s["gmis_per_gpu"], s["num_envs"]): s["estimate"] or 0.0 for s in grid["trace"]}
     runs = [(Path(p).parent.name, json.loads(Path(p).read_text())) for p in search_paths
@@ -129,15 +129,12 @@ def main(grid_path, *search_paths):
     rows = [row(name, s, grid, est, confirmed) for name, s in runs]
     write_csv(rows, out / "search_vs_grid.csv")
     print(json.dumps(rows, indent=1))
-    live = [r for r in rows if "live" in r["run"]]  # run.sh names the live searches <variant>_live<k>
+    live = [r for r in rows if "live" in r["run"]]  # run.py names the live searches <variant>_live<k>
     for method in sorted({r["method"] for r in live}):
         mine = [r for r in live if r["method"] == method]
         met = sum(bool(r["meets_both"]) for r in mine)
         print(f"{method}: {met} of {len(mine)} runs within 5% of the grid's best (re-measured) at <= 50% of its "
-              f"time, wall and grid units" + ("" if confirmed else " (run confirm.py first: no confirm.csv)"))
+              f"time, wall and grid units" + ("" if confirmed else " (run the confirm step first: no confirm.csv)"))
     for (name, search), r in zip(runs, rows, strict=True):
         heatmap(name, search, grid, est, r, out)
 
-
-if __name__ == "__main__":
-    main(*sys.argv[1:])

@@ -7,7 +7,6 @@ a point's workers together and summing their env steps over the same wall-clock 
 
 from __future__ import annotations
 
-import csv
 import multiprocessing as mp
 import os
 import statistics
@@ -19,6 +18,8 @@ from typing import Any
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
+
+from gmiexp.tools.runs import write_csv
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "task"
 
@@ -151,10 +152,7 @@ def main(cfg: DictConfig) -> None:
     out = Path(cfg.results_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows = run(cfg)
-    with (out / "simulators.csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(rows, out / "simulators.csv")
     print(table(rows, cfg.device))
     print(f"wrote {out / 'simulators.csv'}")
 

@@ -8,7 +8,6 @@ the same function under torch.compile with 1 or K steps per call (K steps fused 
 
 from __future__ import annotations
 
-import csv
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +19,7 @@ import torch
 from omegaconf import DictConfig
 
 from gmiexp.envs.torch_cartpole import TorchCartpole, failed, physics_step
+from gmiexp.tools.runs import write_csv
 
 HERE = Path(__file__).resolve().parent
 
@@ -112,10 +112,7 @@ def main(cfg: DictConfig) -> None:
     out = Path(cfg.results_dir)
     out.mkdir(parents=True, exist_ok=True)
     rows = run(cfg)
-    with (out / "vectorization_fusion.csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(rows, out / "vectorization_fusion.csv")
     from plot import plot  # noqa: PLC0415 - sibling script
 
     print(f"wrote {out / 'vectorization_fusion.csv'} and {plot(out)}")

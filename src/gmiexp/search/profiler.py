@@ -8,21 +8,16 @@ is measured at steady state, after the warm-up iterations, from the run's
 
 from __future__ import annotations
 
-import contextlib
-import json
 import math
-import os
-import signal
 import statistics
-import subprocess
 import sys
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from gmiexp.search.algorithm import ProfileResult
+from gmiexp.tools.runs import RunFailed, gmiexp_command, run_gmiexp
 
 
 def steady_throughput(summary: dict[str, Any], warmup_iterations: int) -> float:
@@ -70,39 +65,6 @@ def result_from_summary(summary: dict[str, Any], gmis: int, warmup_iterations: i
     return ProfileResult(top > 0, top=top, mem_mb=peak_memory_mb(summary, gmis), wall_s=wall_s)
 
 
-def run_with_timeout(cmd: Sequence[str], timeout_s: float, log: Path) -> int | None:
-    """Run ``cmd`` in its own session; on timeout kill the whole group (the GMIs too). None = timed out.
-
-    Its own session keeps a hung profile killable as a group, but also out of reach of the terminal's
-    Ctrl-C: when the search itself is interrupted, the profile run is stopped here before re-raising.
-    """
-    with log.open("w") as out:
-        proc = subprocess.Popen(list(cmd), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            return proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            return None
-        except BaseException:
-            stop_group(proc)
-            raise
-
-
-def stop_group(proc: subprocess.Popen, grace_s: float = 15.0) -> None:
-    """SIGINT the run's process group (gmiexp stops its GMIs and backend cleanly), then SIGKILL what is left."""
-
-    def signal_group(sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig)
-
-    signal_group(signal.SIGINT)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=grace_s)
-    signal_group(signal.SIGKILL)
-    proc.wait()
-
-
 @dataclass
 class SubprocessProfiler:
     """``profile(G, N)``: ``python -m gmiexp mode=train num_gpus=1 gmis_per_gpu=G num_envs=N ...``.
@@ -137,9 +99,11 @@ class SubprocessProfiler:
 
     def command(self, gmis_per_gpu: int, num_envs: int, run_dir: Path, length: float = 1.0) -> list[str]:
         iters = sum(self.iterations(gmis_per_gpu, num_envs, length))
-        return [self.python, "-m", "gmiexp", "mode=train", "num_gpus=1", f"gmis_per_gpu={gmis_per_gpu}",
-                f"num_envs={num_envs}", f"max_iterations={iters}", "launch.progress=false", "logger=none",
-                *self.overrides, f"hydra.run.dir={run_dir}"]
+        return gmiexp_command(self.overrides_of(gmis_per_gpu, iters, num_envs), run_dir, self.python)
+
+    def overrides_of(self, gmis_per_gpu: int, iterations: int, num_envs: int) -> list[str]:
+        return ["mode=train", "num_gpus=1", f"gmis_per_gpu={gmis_per_gpu}", f"num_envs={num_envs}",
+                f"max_iterations={iterations}", "launch.progress=false", "logger=none", *self.overrides]
 
     def __call__(self, gmis_per_gpu: int, num_envs: int, length: float = 1.0) -> ProfileResult:
         """Profile ``repeats`` times and keep the fastest run (any failure makes the point not runnable).
@@ -166,16 +130,12 @@ class SubprocessProfiler:
                 break
             run_dir = run_dir.with_name(f"G{gmis_per_gpu}_N{num_envs}_m{again}" + (f"_r{k}" if k else ""))
         run_dir.mkdir(parents=True)
+        warmup, measured = self.iterations(gmis_per_gpu, num_envs, length)
         t0 = time.perf_counter()
-        rc = run_with_timeout(self.command(gmis_per_gpu, num_envs, run_dir, length), self.timeout_s,
-                              run_dir / "profile.log")
-        wall = time.perf_counter() - t0
-        if rc is None:
-            return ProfileResult(False, wall_s=wall, error=f"timeout after {self.timeout_s:.0f}s")
-        if rc != 0:
-            return ProfileResult(False, wall_s=wall, error=f"exit code {rc} (see {run_dir}/profile.log)")
         try:
-            summary = json.loads((run_dir / "summary.json").read_text())
-        except (OSError, ValueError) as e:
-            return ProfileResult(False, wall_s=wall, error=f"no summary.json: {e}")
-        return result_from_summary(summary, gmis_per_gpu, self.iterations(gmis_per_gpu, num_envs, length)[0], wall)
+            summary = run_gmiexp(self.overrides_of(gmis_per_gpu, warmup + measured, num_envs), run_dir,
+                                 python=self.python, timeout_s=self.timeout_s, log_name="profile.log")
+        except RunFailed as e:
+            error = f"{e.why} (see {e.log})" if e.returncode else e.why
+            return ProfileResult(False, wall_s=time.perf_counter() - t0, error=error)
+        return result_from_summary(summary, gmis_per_gpu, warmup, time.perf_counter() - t0)

@@ -1,7 +1,6 @@
 """Every strategy through build() in real spawned processes with a gloo default group."""
 
 import multiprocessing as mp
-import socket
 import time
 
 import numpy as np
@@ -10,12 +9,7 @@ import torch
 from reduction_helpers import check, inputs_for, new_tag, plan_of, proc_main, shm_leftovers
 
 from gmiexp.comm.reduction import serving
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from gmiexp.launch.launcher import free_port
 
 
 def launch(counts, strategies, numel, tmp_path, kill_rank=-1, timeout_s=20.0):

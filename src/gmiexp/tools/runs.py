@@ -1,0 +1,117 @@
+"""Run gmiexp (or a peer that writes the same summary) in a run directory and read its ``summary.json``.
+
+The one place where experiments, the search's profiler and the rl-games comparison start a run and
+read its result: the summary file, never the human one-line summary the run prints. The child runs
+in its own session, its output goes to a log in the run directory, and a timeout kills the whole
+process group (the GMIs too). A run that exits non-zero, times out or leaves no summary raises
+:class:`RunFailed` with the log's tail. ``write_csv`` is the experiments' one CSV writer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+SUMMARY = "summary.json"
+TAIL_CHARS = 3000
+
+
+class RunFailed(RuntimeError):
+    """A run that exited non-zero (``returncode``), timed out (``returncode`` None) or wrote no summary."""
+
+    def __init__(self, why: str, run_dir: Path, log: Path, returncode: int | None) -> None:
+        self.why, self.run_dir, self.log, self.returncode = why, run_dir, log, returncode
+        super().__init__(f"{why} (run dir {run_dir}; log {log}):\n{log_tail(log)}")
+
+
+def log_tail(log: Path, chars: int = TAIL_CHARS) -> str:
+    """The last ``chars`` characters of the run's log ('' when there is none)."""
+    try:
+        return log.read_text(errors="replace")[-chars:]
+    except OSError:
+        return ""
+
+
+def gmiexp_command(overrides: Sequence[str], run_dir: Path, python: str = sys.executable) -> list[str]:
+    """``python -m gmiexp <overrides> hydra.run.dir=<run_dir>``."""
+    return [python, "-m", "gmiexp", *overrides, f"hydra.run.dir={run_dir}"]
+
+
+def run_gmiexp(overrides: Sequence[str], run_dir: Path, *, python: str = sys.executable,
+               timeout_s: float | None = None, prefix: Sequence[str] = (), log_name: str = "console.log",
+               cwd: Path | None = None) -> dict[str, Any]:
+    """Run ``python -m gmiexp`` with ``overrides`` in ``run_dir``; its summary (``prefix``: e.g. a flock)."""
+    return run_summary([*prefix, *gmiexp_command(overrides, run_dir, python)], run_dir,
+                       timeout_s=timeout_s, log_name=log_name, cwd=cwd)
+
+
+def run_summary(cmd: Sequence[str], run_dir: Path, *, timeout_s: float | None = None,
+                log_name: str = "console.log", cwd: Path | None = None) -> dict[str, Any]:
+    """Run ``cmd``, which writes ``run_dir/summary.json``, and return that summary (raises :class:`RunFailed`)."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log = run_dir / log_name
+    rc = run_logged(cmd, log, timeout_s, cwd)
+    if rc is None:
+        raise RunFailed(f"timeout after {timeout_s:.0f}s", run_dir, log, None)
+    if rc != 0:
+        raise RunFailed(f"exit code {rc}", run_dir, log, rc)
+    return read_summary(run_dir, log)
+
+
+def read_summary(run_dir: Path, log: Path | None = None) -> dict[str, Any]:
+    """``run_dir/summary.json`` as a dict (:class:`RunFailed` when it is missing or unreadable)."""
+    try:
+        return json.loads((Path(run_dir) / SUMMARY).read_text())
+    except (OSError, ValueError) as e:
+        raise RunFailed(f"no summary.json: {e}", Path(run_dir), log or Path(run_dir) / "console.log", 0) from e
+
+
+def run_logged(cmd: Sequence[str], log: Path, timeout_s: float | None = None, cwd: Path | None = None) -> int | None:
+    """Run ``cmd`` in its own session, output to ``log``; on timeout kill the whole group. None = timed out.
+
+    Its own session keeps a hung run killable as a group, but also out of reach of the terminal's
+    Ctrl-C: when the caller itself is interrupted, the run is stopped here before re-raising.
+    """
+    with log.open("w") as out:
+        proc = subprocess.Popen(list(cmd), stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd)
+        try:
+            return proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return None
+        except BaseException:
+            stop_group(proc)
+            raise
+
+
+def stop_group(proc: subprocess.Popen, grace_s: float = 15.0) -> None:
+    """SIGINT the run's process group (gmiexp stops its GMIs and backend cleanly), then SIGKILL what is left."""
+
+    def signal_group(sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+
+    signal_group(signal.SIGINT)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace_s)
+    signal_group(signal.SIGKILL)
+    proc.wait()
+
+
+def write_csv(rows: Sequence[dict[str, Any]], path: Path, fieldnames: Sequence[str] | None = None) -> Path:
+    """Rows as CSV with a header (the first row's keys, or ``fieldnames``, e.g. for no rows at all)."""
+    with Path(path).open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(fieldnames if fieldnames is not None else rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return Path(path)
