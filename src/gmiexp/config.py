@@ -258,7 +258,8 @@ class LaunchConfig:
     profile_repeats=AtLeast(1), timeout_s=Positive("seconds"), output=Text(),
     budget=Between(0, 1, open_lo=True), launch_steps=AtLeast(0, "env steps"), pair_length=Between(0, 1, open_lo=True),
     pair_z=Positive(), pair_tolerance=Between(0, 1, open_hi=True), pair_max_profiles=AtLeast(2),
-    pair_max_profiles_gmis=AtLeast(2), pair_plateau=Between(0, 1, open_hi=True), pair_noise=Positive(),
+    pair_max_profiles_gmis=AtLeast(2), pair_min_profiles=AtLeast(2),
+    pair_min_profiles_gmis=AtLeast(2), pair_plateau=Between(0, 1, open_hi=True), pair_noise=Positive(),
 )
 @dataclass
 class SearchConfig:
@@ -287,6 +288,8 @@ class SearchConfig:
     pair_tolerance: float = 0.02  # ... or when that many standard errors are below this relative gap; [0, 1)
     pair_max_profiles: int = 4  # profiles one num_envs decision may hold (a row's reused one included); >= 2
     pair_max_profiles_gmis: int = 8  # profiles one decision between GMI counts may hold; >= 2
+    pair_min_profiles: int = 3  # profiles (A-B-A) before a num_envs step may end its row's climb; 2..pair_max_profiles
+    pair_min_profiles_gmis: int = 4  # profiles (A-B-A-B) before a decision between GMI counts; 2..max_profiles_gmis
     pair_plateau: float = 0.05  # undecided: climb a row unless this much slower, more GMIs if this much faster; [0, 1)
     pair_noise: float = 0.1  # prior sd of log(rate) between two profiles of a point one profile apart; > 0
 

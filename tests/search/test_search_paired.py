@@ -86,7 +86,7 @@ def test_difference_sd_pools_the_search_own_re_measurements():
 def test_a_clear_gain_is_decided_on_two_back_to_back_profiles():
     led = ledger(Scripted({A: 100.0, B: 150.0}))
     led.measure(A, "init")
-    c = compare(led, PairRule(), "num_envs", A, B, flat)
+    c = compare(led, PairRule.of(), "num_envs", A, B, flat)
     assert (c.decision, c.reason, len(c.measurements)) == ("candidate", "decisive", 2)
     assert c.ratio == pytest.approx(1.5)
 
@@ -95,7 +95,7 @@ def test_a_difference_inside_the_noise_is_measured_again_alternately_until_the_l
     prof = Scripted({A: 100.0, (2, 64): 103.0})
     led = ledger(prof)
     led.measure(A, "init")
-    c = compare(led, PairRule(max_profiles_gmis=5), "gmis", A, (2, 64), flat)
+    c = compare(led, PairRule.of(max_profiles_gmis=5), "gmis", A, (2, 64), flat)
     assert [p for p, _ in prof.calls] == [A, (2, 64), A, (2, 64), A]
     assert c.reason == "out of profiles" and c.decision == "incumbent"  # undecided: 3% is not 5% faster
     assert {length for _, length in prof.calls} == {0.5}
@@ -108,7 +108,7 @@ def test_a_num_envs_step_that_cannot_become_decisive_is_not_measured_again():
         prof = Scripted({A: 100.0, B: rate})
         led = ledger(prof)
         led.measure(A, "init")
-        c = compare(led, PairRule(), "num_envs", A, B, flat)
+        c = compare(led, PairRule.of(), "num_envs", A, B, flat)
         assert (c.reason, c.decision, len(prof.calls)) == (reason, "candidate", 2)
 
 
@@ -118,9 +118,28 @@ def test_undecided_steps_favour_a_larger_num_envs_and_fewer_gmis():
                                                                                  "incumbent"),
                                         ("gmis", A, (2, 64), 108.0, "candidate")]:
         led = ledger(Scripted({inc: 100.0, cand: rate}))
-        c = compare(led, PairRule(max_profiles=3, max_profiles_gmis=3, noise=0.5), kind, inc, cand, flat)
+        rule = PairRule.of(max_profiles=3, max_profiles_gmis=3, min_profiles=2, min_profiles_gmis=2, noise=0.5)
+        c = compare(led, rule, kind, inc, cand, flat)
         reason = "futile" if kind == "num_envs" else "out of profiles"
         assert (c.reason, c.decision) == (reason, want), (kind, rate)
+
+
+def test_a_verdict_that_ends_a_climb_or_switches_gmis_waits_for_a_bracketed_sequence():
+    """Seen live: one profile 43% below its point's others decided a GMI count on a single pair, and one noisy
+    pair stopped a row short of its knee. Continuing a climb may rest on one pair; stopping needs A-B-A, and a
+    decision between GMI counts A-B-A-B, where the slow spell shows up as noise instead of as a difference."""
+    cases = [("num_envs", B, 150.0, "candidate", 2), ("num_envs", B, 60.0, "incumbent", 3),
+             ("gmis", (2, 64), 150.0, "candidate", 4), ("gmis", (2, 64), 60.0, "incumbent", 4)]
+    for kind, cand, rate, want, profiles in cases:
+        led = ledger(Scripted({A: 100.0, cand: rate}))
+        led.measure(A, "init")
+        c = compare(led, PairRule.of(), kind, A, cand, flat)
+        assert (c.decision, c.reason, len(c.measurements)) == (want, "decisive", profiles), (kind, rate)
+    # The live case: the incumbent's one slow profile makes a 20% slower candidate look 40% faster after one pair.
+    led = ledger(Scripted({A: 175.0, (2, 64): 140.0}, factors=[1.0, 0.57]))
+    led.measure((2, 64), "init")  # the row's best, then the best so far re-measured in a slow spell
+    c = compare(led, PairRule.of(), "gmis", A, (2, 64), flat)
+    assert c.decision == "incumbent" and len(c.measurements) > 2
 
 
 def test_a_point_that_does_not_run_loses_its_comparison():
@@ -129,9 +148,9 @@ def test_a_point_that_does_not_run_loses_its_comparison():
 
     led = ledger(flaky)
     led.measure(A, "init")
-    assert compare(led, PairRule(), "num_envs", A, B, flat).decision == "unrunnable"  # the row skips B
+    assert compare(led, PairRule.of(), "num_envs", A, B, flat).decision == "unrunnable"  # the row skips B
     led.measure(A, "init")
-    c = compare(led, PairRule(), "gmis", B, A, flat)  # the best so far no longer runs: the candidate takes over
+    c = compare(led, PairRule.of(), "gmis", B, A, flat)  # the best so far no longer runs: the candidate takes over
     assert (c.decision, c.reason) == ("candidate", "unrunnable")
 
 
@@ -139,7 +158,7 @@ def test_a_comparison_stops_at_the_budget():
     prof = Scripted({A: 100.0, B: 103.0})
     led = Ledger(prof, lambda g, n, length: 10.0, 35.0, 0.5, SearchOutcome(method="paired"))
     led.measure(A, "init")
-    c = compare(led, PairRule(max_profiles_gmis=8), "gmis", A, B, flat)
+    c = compare(led, PairRule.of(max_profiles_gmis=8), "gmis", A, B, flat)
     assert c.reason == "out of budget" and len(prof.calls) == 3 and led.spent == 30.0
 
 
@@ -175,7 +194,7 @@ def test_paired_finds_the_known_optimum_and_records_every_decision():
     """Rows climb while the gain is decisive; on the flat part past a knee the noise prior leaves steps
     undecided, and an undecided row climbs (any point of the plateau has the optimum's throughput)."""
     price = launch_and_steps(lambda g, n, length: g * n * length, 0.0)
-    out = paired_search(analytic, 4, SPACE, 2, alpha=0.05, cost=price, rule=PairRule(budget=1.0))
+    out = paired_search(analytic, 4, SPACE, 2, alpha=0.05, cost=price, rule=PairRule.of(budget=1.0))
     assert out.gmis_per_gpu == 3 and out.num_envs >= 1024
     assert out.estimate == pytest.approx(35.0 * 1024 * 3 * 2)
     decided = [(c["kind"], c["candidate"][0], c["decision"], c["reason"]) for c in out.comparisons
@@ -200,7 +219,7 @@ def test_budget_is_a_fraction_of_the_grids_modelled_cost():
     price = launch_and_steps(lambda g, n, length: g * n * length, 500.0)
     assert grid_cost(price, 2, [128, 256]) == pytest.approx(128 + 256 + 256 + 512 + 4 * 500)
     for budget in (0.2, 0.45):
-        out = paired_search(analytic, 4, SPACE, 1, alpha=0.05, cost=price, rule=PairRule(budget=budget))
+        out = paired_search(analytic, 4, SPACE, 1, alpha=0.05, cost=price, rule=PairRule.of(budget=budget))
         assert out.cost["cost_ratio_model"] <= budget
 
 
@@ -232,8 +251,9 @@ def test_noisy_host_drifts_and_is_noisy_as_specified():
 
 
 def test_paired_search_survives_the_noisy_host_where_the_papers_rule_does_not():
-    """Seen on these 100 seeds: paired 94 within 5% of the true best, every one at <= 45% of the grid's
-    modelled cost and 26-44% (median 38%) of its simulated wall time; the paper's rule 51 within 5%, 31
+    """Seen on these 100 seeds: paired 97 within 5% of the true best (94 before consequential verdicts waited
+    for a bracketed sequence), every one at <= 45% of the grid's modelled cost and a median 39% of its
+    simulated wall time; the paper's rule 51 within 5%, 31
     meeting both bars (its median wall time is 49% of the grid's). Asserted with margin."""
     paired_runs = [trial(s, run_paired) for s in SEEDS]
     paper_runs = [trial(s, run_paper) for s in SEEDS]

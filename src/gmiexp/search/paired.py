@@ -12,11 +12,13 @@ search's own re-measurements. Drift cancels within a pair, so the profiles are s
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from gmiexp.config import SearchConfig
 from gmiexp.search.algorithm import METHODS, ProfileResult, SearchOutcome, Step
 
 Point = tuple[int, int]  # (gmis_per_gpu, num_envs)
@@ -26,17 +28,33 @@ Cost = Callable[[int, int, float], float]  # modelled cost of profile(G, N, leng
 
 @dataclass(frozen=True)
 class PairRule:
-    """How sure a paired decision must be and what the search may spend (``search.pair_*``, ``search.budget``)."""
+    """How sure a paired decision must be and what the search may spend.
 
-    z: float = 2.0  # decisive when the log ratio is more than z standard errors from the threshold
-    tolerance: float = 0.02  # also decided when z standard errors are below this (either choice loses <= 2%)
-    max_profiles: int = 4  # profiles a num_envs decision may hold, the incumbent's reused one included
-    max_profiles_gmis: int = 8  # ... and a decision between GMI counts (rarer, and it decides the pick)
-    length: float = 0.5  # profile length relative to a standard profile (env steps and iterations)
-    plateau: float = 0.05  # undecided: a row climbs unless this much slower; more GMIs only when this much faster
-    budget: float = 0.45  # the search's cost at most this fraction of the grid's, in profile-steps
-    noise: float = 0.1  # prior sd of the log difference of two profiles of one point one profile apart
+    The values and their meaning live on ``SearchConfig`` (``search.pair_*``, ``search.budget``);
+    :meth:`of` reads them, so a default is written once.
+    """
+
+    z: float  # decisive when the log ratio is more than z standard errors from the threshold
+    tolerance: float  # also decided when z standard errors are below this (either choice loses little)
+    max_profiles: int  # profiles a num_envs decision may hold, the incumbent's reused one included
+    max_profiles_gmis: int  # ... and a decision between GMI counts (rarer, and it decides the pick)
+    min_profiles: int  # profiles (A-B-A) before a num_envs step may end its row's climb
+    min_profiles_gmis: int  # profiles (A-B-A-B) before a decision between GMI counts
+    length: float  # profile length relative to a standard profile (env steps and iterations)
+    plateau: float  # undecided: a row climbs unless this much slower; more GMIs only when this much faster
+    budget: float  # the search's cost at most this fraction of the grid's, in profile-steps
+    noise: float  # prior sd of the log difference of two profiles of one point one profile apart
     prior_weight: float = 1.0  # how many observed differences that prior counts as
+
+    @classmethod
+    def of(cls, search: SearchConfig | None = None, **changes: float) -> PairRule:
+        """The rule ``search`` (default: the schema's defaults) sets, with ``changes`` applied."""
+        s = search or SearchConfig()
+        rule = cls(z=s.pair_z, tolerance=s.pair_tolerance, max_profiles=s.pair_max_profiles,
+                   max_profiles_gmis=s.pair_max_profiles_gmis, min_profiles=s.pair_min_profiles,
+                   min_profiles_gmis=s.pair_min_profiles_gmis, length=s.pair_length, plateau=s.pair_plateau,
+                   budget=s.budget, noise=s.pair_noise)
+        return dataclasses.replace(rule, **changes)
 
 
 @dataclass(frozen=True)
@@ -181,14 +199,17 @@ def compare(ledger: Ledger, rule: PairRule, kind: str, incumbent: Point, candida
             se = log_ratio_se(seq, incumbent, sd)
             c.ratio, c.noise = math.exp(est), se
             gap = est - math.log1p(c.threshold) * (1 if candidate[1] >= incumbent[1] else -1)
+            settled = None
             if abs(gap) >= rule.z * se:
-                return _decide(c, seq, "candidate" if gap > 0 else "incumbent", "decisive")
-            if rule.z * se <= rule.tolerance:
-                return _decide(c, seq, "candidate" if gap > 0 else "incumbent", "within tolerance")
-            if len(seq) >= limit:
-                return _decide(c, seq, undecided(kind, incumbent, candidate, est, rule.plateau), "out of profiles")
-            if kind == "num_envs" and abs(gap) < rule.z * log_ratio_se(alternated(seq, limit), incumbent, sd):
-                return _decide(c, seq, undecided(kind, incumbent, candidate, est, rule.plateau), "futile")
+                settled = ("candidate" if gap > 0 else "incumbent", "decisive")
+            elif rule.z * se <= rule.tolerance:
+                settled = ("candidate" if gap > 0 else "incumbent", "within tolerance")
+            elif len(seq) >= limit:
+                settled = (undecided(kind, incumbent, candidate, est, rule.plateau), "out of profiles")
+            elif kind == "num_envs" and abs(gap) < rule.z * log_ratio_se(alternated(seq, limit), incumbent, sd):
+                settled = (undecided(kind, incumbent, candidate, est, rule.plateau), "futile")
+            if settled and len(seq) >= confirmations(rule, kind, settled[0]):
+                return _decide(c, seq, *settled)
         nxt = candidate if candidate not in points or seq[-1].point == incumbent else incumbent
         if not ledger.fits(nxt, reserve, cap):
             verdict = undecided(kind, incumbent, candidate, est, rule.plateau) if len(points) == 2 else "incumbent"
@@ -197,6 +218,19 @@ def compare(ledger: Ledger, rule: PairRule, kind: str, incumbent: Point, candida
         if m is None:  # a candidate that does not run is skipped; an incumbent that no longer runs is replaced
             return _decide(c, seq, "unrunnable" if nxt == candidate else "candidate", "unrunnable")
         seq.append(m)
+
+
+def confirmations(rule: PairRule, kind: str, verdict: str) -> int:
+    """Profiles a verdict needs: one that ends a row's climb, or any between GMI counts, rests on a bracketed sequence.
+
+    A single A-B pair carries the drift over one profile and any one-off slow spell (seen on the 2-core
+    box: one profile 43% below its point's others) with nothing to expose it; such a pair once moved a
+    live search to the wrong GMI count and once stopped a row short of its knee. Continuing a climb
+    stays cheap (one pair): a wrong step up costs little, a wrong stop or switch costs the pick.
+    """
+    if kind == "num_envs":
+        return rule.min_profiles if verdict == "incumbent" else 2
+    return rule.min_profiles_gmis
 
 
 def alternated(seq: Sequence[Measurement], limit: int) -> list[Measurement]:
@@ -358,8 +392,9 @@ def grid_cost(cost: Cost, max_gmis_per_gpu: int, num_envs: Sequence[int]) -> flo
 
 
 def paired_search(profile: LengthProfiler, max_gmis_per_gpu: int, num_envs: Sequence[int], num_gpus: int,
-                  alpha: float, min_gain: float = 0.0, *, cost: Cost, rule: PairRule = PairRule()) -> SearchOutcome:
+                  alpha: float, min_gain: float = 0.0, *, cost: Cost, rule: PairRule | None = None) -> SearchOutcome:
     """Run the paired search; the outcome carries its comparisons and cost for search.json."""
+    rule = rule or PairRule.of()
     total = grid_cost(cost, max_gmis_per_gpu, num_envs)
     search = PairedSearch(profile, cost, rule, alpha, min_gain, total)
     best = search.run(max_gmis_per_gpu, num_envs)

@@ -12,7 +12,8 @@ from typing import Any
 from omegaconf import OmegaConf
 from tqdm import tqdm
 
-from gmiexp.config import Config
+from gmiexp.config import Config, SearchConfig
+from gmiexp.config_checks import validate as check_ranges
 from gmiexp.errors import invalid
 from gmiexp.hardware import resolve
 from gmiexp.search import output
@@ -32,52 +33,17 @@ def variant(cfg: Config) -> str:
     return str(cfg.search.variant)
 
 
-def validate(search: Any, method: str = "paper") -> str:
-    """Check the search config; return the method name (paired | paper | cn | grid)."""
+def validate(search: SearchConfig, method: str = "paper") -> str:
+    """Check the search config (its declared ranges, then what spans fields); return the method name."""
     method = "grid" if search.grid else method
     if method not in METHODS:
         raise invalid("search.variant", method, [m for m in METHODS if m != "grid"])
-    if search.max_gmis_per_gpu < 1:
-        raise invalid("search.max_gmis_per_gpu", search.max_gmis_per_gpu, "an integer >= 1")
-    envs = list(search.num_envs)
-    if not envs or any(n < 1 for n in envs) or envs != sorted(set(envs)):
-        raise invalid("search.num_envs", envs, "a non-empty, strictly increasing list of positive integers")
-    if search.profile_iterations < 1 or search.warmup_iterations < 0:
-        raise invalid("search.profile_iterations/warmup_iterations",
-                      (search.profile_iterations, search.warmup_iterations), "profile >= 1, warmup >= 0")
-    if search.profile_repeats < 1:
-        raise invalid("search.profile_repeats", search.profile_repeats, "an integer >= 1")
-    if not 0 <= search.min_gain < 1:
-        raise invalid("search.min_gain", search.min_gain, "a relative gain in [0, 1) (0 = the paper's rule alone)")
-    if search.min_profile_steps < 0:
-        raise invalid("search.min_profile_steps", search.min_profile_steps, "an integer >= 0 (env steps)")
-    validate_pairing(search)
+    check_ranges(search if isinstance(search, SearchConfig) else OmegaConf.to_object(search), "search.")
+    for low, high in (("pair_min_profiles", "pair_max_profiles"),
+                      ("pair_min_profiles_gmis", "pair_max_profiles_gmis")):
+        if getattr(search, low) > getattr(search, high):
+            raise invalid(f"search.{low}", getattr(search, low), f"at most search.{high} ({getattr(search, high)})")
     return method
-
-
-def validate_pairing(search: Any) -> None:
-    """The paired variant's knobs (checked whatever the variant, so a typo never waits for a switch)."""
-    ranges = {"budget": (0, 1, "(0, 1]"), "pair_length": (0, 1, "(0, 1]")}
-    for name, (low, high, text) in ranges.items():
-        if not low < getattr(search, name) <= high:
-            raise invalid(f"search.{name}", getattr(search, name), text)
-    for name in ("pair_tolerance", "pair_plateau"):
-        if not 0 <= getattr(search, name) < 1:
-            raise invalid(f"search.{name}", getattr(search, name), "[0, 1)")
-    for name in ("pair_z", "pair_noise"):
-        if not getattr(search, name) > 0:
-            raise invalid(f"search.{name}", getattr(search, name), "a number > 0")
-    for name in ("pair_max_profiles", "pair_max_profiles_gmis"):
-        if getattr(search, name) < 2:
-            raise invalid(f"search.{name}", getattr(search, name), "an integer >= 2")
-    if search.launch_steps < 0:
-        raise invalid("search.launch_steps", search.launch_steps, "an integer >= 0 (env steps)")
-
-
-def pair_rule(search: Any) -> PairRule:
-    return PairRule(z=search.pair_z, tolerance=search.pair_tolerance, max_profiles=search.pair_max_profiles,
-                    max_profiles_gmis=search.pair_max_profiles_gmis, length=search.pair_length,
-                    plateau=search.pair_plateau, budget=search.budget, noise=search.pair_noise)
 
 
 def _key(override: str) -> str:
@@ -175,7 +141,7 @@ def _run_search(cfg: Config, run_dir: Path) -> dict[str, Any]:
     profile: Profiler = profiler
     options: dict[str, Any] = {}
     if method == "paired":  # a cached profile would pair with one taken at another time: always measure
-        options = {"cost": launch_and_steps(profiler.steps, s.launch_steps), "rule": pair_rule(s)}
+        options = {"cost": launch_and_steps(profiler.steps, s.launch_steps), "rule": PairRule.of(s)}
     elif s.cache:
         profile = cached(profile, ProfileCache(cache_key(cfg, overrides), default_cache_dir()))
     envs = list(s.num_envs)
