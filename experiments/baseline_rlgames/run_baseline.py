@@ -22,10 +22,10 @@ from rl_games.common.algo_observer import AlgoObserver
 from rl_games.torch_runner import Runner
 
 from gmiexp.comm.manager import GMIManager
-from gmiexp.compose import compose_config
+from gmiexp.config.compose import compose_config
 from gmiexp.launch.gmi_env import apply_gmi_environment
 from gmiexp.launch.summary import one_line, steady_rate
-from gmiexp.planner import build_plan
+from gmiexp.plan.build import build_plan
 from gmiexp.rl.params import build_params
 from gmiexp.rl.ppo_role import register_env
 

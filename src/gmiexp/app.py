@@ -12,9 +12,9 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from gmiexp.config import Config
-from gmiexp.config_checks import check_keys, validate
+from gmiexp.config.checks import check_keys, validate
+from gmiexp.config.rlgames_yaml import check_file_used, unwrap
 from gmiexp.errors import ConfigError, GmiexpError, Interrupted, LaunchError
-from gmiexp.rlgames_yaml import check_file_used, unwrap
 
 
 def to_config(cfg: DictConfig | Config, check: bool = True) -> Config:
@@ -39,7 +39,7 @@ def run_train(cfg: Config, run_dir: Path) -> dict:
     from gmiexp.launch.launcher import launch
     from gmiexp.launch.summary import one_line
     from gmiexp.metrics import publish
-    from gmiexp.planner import build_plan
+    from gmiexp.plan.build import build_plan
 
     plan, backend = build_plan(cfg, run_dir)
     if backend.hardware.is_preset:
@@ -61,7 +61,7 @@ def run_train(cfg: Config, run_dir: Path) -> dict:
 def run_plan(cfg: Config, run_dir: Path) -> dict:
     """Print the Plan (YAML on stdout, the cost model on stderr); launch nothing."""
     from gmiexp.comm.cost_model import format_cost, reduction_cost
-    from gmiexp.planner import build_plan
+    from gmiexp.plan.build import build_plan
     from gmiexp.rl.params import policy_param_count
 
     plan, _backend = build_plan(cfg, run_dir)
@@ -77,7 +77,7 @@ def run_plan(cfg: Config, run_dir: Path) -> dict:
 
 
 def run_doctor(cfg: Config, run_dir: Path) -> dict:
-    from gmiexp.doctor import doctor, format_doctor
+    from gmiexp.tools.doctor import doctor, format_doctor
 
     report = doctor()
     print(format_doctor(report), flush=True)

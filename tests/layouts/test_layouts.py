@@ -14,7 +14,7 @@ from gmiexp.hardware import preset
 from gmiexp.layouts import DEFAULT_ROLES, get
 from gmiexp.layouts.base import LayoutRequest
 from gmiexp.layouts.cost import SERVING, TRAINING, CostTerms, compare, dominant_resource
-from gmiexp.planner import build_plan
+from gmiexp.plan.build import build_plan
 
 
 def req(name: str, gpus: int, per: int, hw: str = "cpu", **layout: object) -> LayoutRequest:

@@ -9,7 +9,7 @@ import torch
 from gmitest import compose_config
 
 from gmiexp.device import resolve_device
-from gmiexp.planner import build_plan
+from gmiexp.plan.build import build_plan
 from gmiexp.rl.policy import Spaces, build_model
 from gmiexp.rl.trainer import Update
 

@@ -18,7 +18,7 @@ from gmiexp.backends.base import Backend
 from gmiexp.backends.common import by_device, cpu_budget, gpu_of, memory_mb, require_gpu, visible_device
 from gmiexp.errors import ConfigError, invalid
 from gmiexp.hardware import GPUInfo, Hardware
-from gmiexp.plan import GMI, ROLES, Plan
+from gmiexp.plan.model import GMI, ROLES, Plan
 
 MIN_CC = (7, 0)  # Volta MPS: per-client execution resource provisioning and memory limits
 

@@ -62,7 +62,7 @@ def check_task_matches(recorded: dict[str, Any], asked: dict[str, Any] | None, c
 
 def policy_from_config(cfg: Config, run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """Task and rl-games params of the composed config, as a 1-GMI training run would build them."""
-    from gmiexp.planner import build_plan
+    from gmiexp.plan.build import build_plan
     from gmiexp.rl.params import build_params
 
     one = dataclasses.replace(cfg, mode="train", num_gpus=1, gmis_per_gpu=1, checkpoint="",

@@ -87,7 +87,7 @@ def _describe_failure(err: Exception, run_dir: Path, watchdog: Watchdog) -> Laun
 
 def launch(plan: Plan, backend: Backend, run_dir: Path) -> dict[str, Any]:
     """Execute ``plan``; return the summary (also written to ``summary.json``). Raises LaunchError."""
-    from gmiexp.monitor import Monitor
+    from gmiexp.tools.monitor import Monitor
 
     if plan.launch.get("inprocess") and plan.world_size != 1:
         from gmiexp.errors import ConfigError

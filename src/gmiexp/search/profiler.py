@@ -44,7 +44,7 @@ def peak_memory_mb(summary: dict[str, Any], gmis: int) -> float:
     """Per-GMI memory the workload consumes: the GMIs' own peak device memory on a GPU, else the RSS it added.
 
     On a GPU host the figure is NVML's per-process memory of each GMI on its own device, at its
-    peak (``gmi/<id>/peak_mem_mb``, from :mod:`gmiexp.monitor`), averaged over the GMIs: neither
+    peak (``gmi/<id>/peak_mem_mb``, from :mod:`gmiexp.tools.monitor`), averaged over the GMIs: neither
     the whole host's GPUs (another job's memory is not this point's) nor a mean over time (which
     start-up dilutes) measures what a GMI needs.
 

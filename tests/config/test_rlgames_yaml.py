@@ -13,12 +13,12 @@ import torch
 import yaml
 from gmitest import cli_env, compose_config, run_cli
 
+from gmiexp.config.rlgames_yaml import DERIVED_DST, FIELDS, leaves, locate
 from gmiexp.errors import ConfigError
-from gmiexp.planner import build_plan
+from gmiexp.plan.build import build_plan
 from gmiexp.rl.params import ENV_NAME, build_params
-from gmiexp.rlgames_yaml import DERIVED_DST, FIELDS, leaves, locate
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ["rl_games:configs/mujoco/ant_envpool.yaml", "rl_games:configs/mujoco/humanoid_envpool.yaml"]
 ANT = SHIPPED[0]
 

@@ -10,14 +10,14 @@ from gmiexp import backends, layouts
 from gmiexp.backends.base import Backend
 from gmiexp.comm import reduction as reductions
 from gmiexp.config import Config
-from gmiexp.config_checks import validate
+from gmiexp.config.checks import validate
 from gmiexp.device import check_device, check_device_role
 from gmiexp.envs import check_task
 from gmiexp.errors import ConfigError, invalid
-from gmiexp.footprint import check_footprint
 from gmiexp.hardware import Hardware, resolve, with_mig
 from gmiexp.layouts.base import LayoutRequest
 from gmiexp.plan import Plan
+from gmiexp.plan.footprint import check_footprint
 from gmiexp.role import check_role
 
 

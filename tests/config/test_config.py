@@ -8,7 +8,7 @@ import pytest
 from gmitest import NEEDS, compose_config, run_cli
 
 from gmiexp.__main__ import conf_dir
-from gmiexp.config import GROUP_SCHEMAS, Config
+from gmiexp.config.schema import GROUP_SCHEMAS, Config
 
 
 def group_options() -> list[tuple[str, str]]:

@@ -12,8 +12,8 @@ from gmitest import NEEDS, compose_config
 
 from gmiexp.__main__ import conf_dir
 from gmiexp.app import run
-from gmiexp.config import GROUP_SCHEMAS, Config
-from gmiexp.config_checks import declared, undeclared, validate
+from gmiexp.config.checks import declared, undeclared, validate
+from gmiexp.config.schema import GROUP_SCHEMAS, Config
 
 
 def schema_fields(node: object, prefix: str = "") -> list[tuple[str, type, str]]:

@@ -1,4 +1,4 @@
-"""Comparison report of runs: ``python -m gmiexp.report <multirun dir> [--out DIR] [--baseline K=V]``.
+"""Comparison report of runs: ``python -m gmiexp.tools.report <multirun dir> [--out DIR] [--baseline K=V]``.
 
 Reads every ``summary.json`` below the directory, or with ``--wandb-group G``
 every W&B run of that group (the launcher logs summary.json's metrics under
@@ -287,7 +287,7 @@ def build(root: Path, out: Path, selector: dict[str, str], project: str = "gmiex
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m gmiexp.report", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m gmiexp.tools.report", description=__doc__.splitlines()[0])
     p.add_argument("root", type=Path, nargs="?", help="a run or multirun directory (searched for summary.json)")
     p.add_argument("--wandb-group", help="compare the W&B runs of this group (an experiment) instead of a directory")
     p.add_argument("--out", type=Path, help="output directory (default: <root>/report, or ./report-<group>)")

@@ -13,7 +13,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from gmiexp.config_checks import (
+from gmiexp.config.checks import (
     Anything,
     AtLeast,
     Between,
@@ -36,7 +36,7 @@ ACTIVATIONS = ("relu", "tanh", "sigmoid", "elu", "selu", "swish", "gelu", "softp
 @ranges(
     name=OneOf(registry="gmiexp.backends:BACKENDS"),
     sm_percent=Maybe(Items(Between(1, 100, unit="percent"), min_len=1)),
-    role_sm_percent=Mapping(OneOf(registry="gmiexp.plan:ROLES"), Between(1, 100, unit="percent")),
+    role_sm_percent=Mapping(OneOf(registry="gmiexp.plan.model:ROLES"), Between(1, 100, unit="percent")),
     memory_limit=Maybe(Text(r"\d+(\.\d+)?\s*([KMGT]i?B?)?", "a size such as 512M, 10G or 10GB")),
     profile=Maybe(Text(r"\dg\.\d+gb(\+me)?", "a MIG profile such as 3g.40gb (checked against the GPU's table)")),
     daemon=OneOf(registry="gmiexp.backends.mps_daemon:DAEMON_MODES"),
@@ -358,7 +358,7 @@ GROUP_SCHEMAS: dict[str, type] = {
 
 def register_configs() -> None:
     """Store the schemas so ``conf/config.yaml`` and every group YAML extend them."""
-    from gmiexp.rlgames_yaml import register_resolver
+    from gmiexp.config.rlgames_yaml import register_resolver
 
     register_resolver()  # ${rlgames:...}: train=rlgames imports an rl-games YAML at compose time
     cs = ConfigStore.instance()
