@@ -30,7 +30,7 @@ def test_bad_device_exits_2_and_launches_nothing(overrides: list[str], expected:
 
 def test_cuda_is_accepted_when_planning_for_a_gpu_preset(tmp_path: Path) -> None:
     plan, _ = build_plan(compose_config("mode=plan", "hardware=h100x8", "train.device=cuda"), tmp_path)
-    assert plan.train["device"] == "cuda"
+    assert plan.train.device == "cuda"
 
 
 @pytest.mark.parametrize("name", ["auto", "cpu", "lazy"])

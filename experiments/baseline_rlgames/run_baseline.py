@@ -72,7 +72,7 @@ def main(argv: list[str]) -> dict:
     rewards = [r["reward/mean"] for r in obs.rows if r["reward/mean"] is not None]
     summary = {
         "status": "ok", "run_dir": str(run_dir), "wall_s": wall,
-        "config": {"task": plan.task["name"], "layout": "rl_games", "backend": "none", "reduction": "none",
+        "config": {"task": plan.task.name, "layout": "rl_games", "backend": "none", "reduction": "none",
                    "gmis": 1, "num_envs": gmi.num_envs},
         "metrics": {"perf/env_steps_per_s": rate, "reward/mean": rewards[-1] if rewards else None},
         "history": obs.rows,

@@ -13,6 +13,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from gmiexp.config import Config
 from gmiexp.config.checks import check_keys, validate
+from gmiexp.config.enums import Mode
 from gmiexp.config.rlgames_yaml import check_file_used, unwrap
 from gmiexp.errors import ConfigError, GmiexpError, Interrupted, LaunchError
 
@@ -70,9 +71,10 @@ def run_plan(cfg: Config, run_dir: Path) -> dict:
     except Exception:  # noqa: BLE001 - a task whose sizes are unknown: Table 7's sizes instead
         n_params = None
     plan.notes["policy_params"] = n_params
-    plan.notes["reduction_cost"] = reduction_cost(plan, params=n_params, calibrate_bandwidth=cfg.reduction.calibrate)
+    cost = reduction_cost(plan, params=n_params, calibrate_bandwidth=cfg.reduction.calibrate)
+    plan.notes["reduction_cost"] = cost
     print(plan.to_yaml(), end="", flush=True)
-    print(format_cost(plan.notes["reduction_cost"]), file=sys.stderr, flush=True)
+    print(format_cost(cost), file=sys.stderr, flush=True)
     return {"status": "ok", "plan_id": plan.plan_id}
 
 
@@ -96,8 +98,8 @@ def run_eval_mode(cfg: Config, run_dir: Path) -> dict:
     return run_eval(cfg, run_dir)
 
 
-MODES = {"train": run_train, "plan": run_plan, "doctor": run_doctor, "search": run_search_mode,
-         "eval": run_eval_mode}
+RUNNERS = {Mode.train: run_train, Mode.plan: run_plan, Mode.doctor: run_doctor, Mode.search: run_search_mode,
+           Mode.eval: run_eval_mode}
 
 
 def run(cfg: DictConfig | Config, run_dir: Path) -> int:
@@ -109,10 +111,8 @@ def run_job(cfg: DictConfig | Config, run_dir: Path) -> tuple[int, dict | None]:
     """Run one job; return its exit code and what its mode returned (a train run's summary)."""
     try:
         c = to_config(cfg)
-        if c.mode not in MODES:
-            raise ConfigError(f"invalid mode: {c.mode!r}; valid: {', '.join(MODES)}")
-        run_dir.mkdir(parents=True, exist_ok=True)
-        return 0, MODES[c.mode](c, run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)  # c.mode is a Mode: to_config checked it
+        return 0, RUNNERS[Mode(c.mode)](c, run_dir)
     except GmiexpError as e:
         print(f"gmiexp: error: {e}", file=sys.stderr, flush=True)
         return e.exit_code, None  # type: ignore[attr-defined]

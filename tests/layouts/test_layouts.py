@@ -123,7 +123,7 @@ def test_planner_picks_the_layouts_role_and_records_notes(layout: str, tmp_path:
     assert plan.role == DEFAULT_ROLES[layout]
     assert "cost_model" in plan.notes
     if layout in ("tdg_ex", "decoupled_async"):
-        assert plan.notes["channel"]["name"] == "multi" and plan.notes["async"]["publish_every"] == 1
+        assert plan.channel.name == "multi" and plan.async_train.publish_every == 1
     if layout in ("tcg", "tdg"):
         assert plan.trainer_group == []
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from gmiexp.config import TaskConfig
 from gmiexp.errors import ConfigError
 from gmiexp.plan import GMI, Plan
 
@@ -14,7 +15,7 @@ def make_plan(n: int = 3) -> Plan:
     gmis = [GMI(id=i, device=i // 2, local_index=i % 2, roles=["simulator", "agent", "trainer"], num_envs=8)
             for i in range(n)]
     return Plan(gmis=gmis, layout="tcg_ex", backend="direct", reduction="allreduce",
-                trainer_group=list(range(n)), task={"name": "Cartpole"})
+                trainer_group=list(range(n)), task=TaskConfig(name="Cartpole"))
 
 
 def test_yaml_round_trip(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from gmiexp.backends.mps import client_env, daemon_commands, mps_session, shares
 from gmiexp.config import BackendConfig
 from gmiexp.errors import ConfigError, LaunchError, invalid
 from gmiexp.hardware import GPUInfo, Hardware, MigDevice
-from gmiexp.plan import GMI, Plan
+from gmiexp.plan.model import GMI, MigState, MpsState, Plan
 
 MIN_CC = (8, 0)  # MIG arrived with Ampere
 PENDING = "MIG-<pending:"  # prefix of a placeholder for an instance that setup will create
@@ -161,10 +161,9 @@ class MIGBackend(Backend):
         up, down = daemon_commands(daemons)
         plan.setup_commands += [show(c) for c in creates] + up
         plan.teardown_commands += down
-        plan.notes["mig"] = {"instances": placed, "create": creates,
-                             "create_instances": bool(self.cfg.create_instances)}
+        plan.mig = MigState(instances=placed, create=creates, create_instances=bool(self.cfg.create_instances))
         if daemons:
-            plan.notes["mps"] = {"daemons": [d.to_dict() for d in daemons], "daemon": self.cfg.daemon}
+            plan.mps = MpsState(daemon=self.cfg.daemon, daemons=[d.to_dict() for d in daemons])
         return plan
 
     def _assign(self, gmis: list[GMI], slots: list[Slot]) -> list[tuple[Slot, list[GMI]]]:
@@ -202,7 +201,7 @@ class MIGBackend(Backend):
         if self.hardware.is_preset:
             raise ConfigError(f"hardware={self.hardware.source.removeprefix('preset:')} is a preset for "
                               "planning only: mode=plan prints this plan; run it on the GPU host")
-        creates = plan.notes.get("mig", {}).get("create", [])
+        creates = plan.mig.create if plan.mig else []
         if creates:
             for cmd in creates:
                 nvidia_smi(cmd)
@@ -215,9 +214,10 @@ class MIGBackend(Backend):
         from gmiexp.hardware import discover
 
         fresh = {g.index: sorted(g.mig_devices, key=lambda d: d.index) for g in discover(self.nvml).gpus}
-        taken = {i["uuid"] for i in plan.notes["mig"]["instances"] if not i["uuid"].startswith(PENDING)}
+        instances = plan.mig.instances if plan.mig else []
+        taken = {i["uuid"] for i in instances if not i["uuid"].startswith(PENDING)}
         mapping: dict[str, str] = {}
-        for inst in plan.notes["mig"]["instances"]:
+        for inst in instances:
             old = inst["uuid"]
             if not old.startswith(PENDING) or old in mapping:
                 continue
@@ -238,7 +238,7 @@ def _substitute(plan: Plan, mapping: dict[str, str]) -> None:
             v = v.replace(old, new)
         return v
 
-    for d in plan.notes.get("mps", {}).get("daemons", []):
+    for d in plan.mps.daemons if plan.mps else []:
         if d.get("visible"):
             d["visible"] = sub(d["visible"])
             if d.get("mode") == "shared":  # its directory is named by the instance it serves
@@ -247,7 +247,7 @@ def _substitute(plan: Plan, mapping: dict[str, str]) -> None:
                 d["pipe_dir"], d["log_dir"] = real.pipe_dir, real.log_dir
     for g in plan.gmis:
         g.env = {k: sub(v) for k, v in g.env.items()}
-    for inst in plan.notes["mig"]["instances"]:
+    for inst in plan.mig.instances if plan.mig else []:
         inst["uuid"] = sub(inst["uuid"])
 
 

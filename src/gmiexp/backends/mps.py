@@ -18,7 +18,7 @@ from gmiexp.backends.base import Backend
 from gmiexp.backends.common import by_device, cpu_budget, gpu_of, memory_mb, require_gpu, visible_device
 from gmiexp.errors import ConfigError, invalid
 from gmiexp.hardware import GPUInfo, Hardware
-from gmiexp.plan.model import GMI, ROLES, Plan
+from gmiexp.plan.model import GMI, ROLES, MpsState, Plan
 
 MIN_CC = (7, 0)  # Volta MPS: per-client execution resource provisioning and memory limits
 
@@ -135,7 +135,7 @@ class MPSBackend(Backend):
         cpu_budget(plan, hw, self.cfg.pin_cores)
         plan.backend = self.name
         plan.backend_reason = plan.backend_reason or "backend=mps (set by hand)"
-        plan.notes["mps"] = {"daemons": [daemon.to_dict()], "daemon": mode}
+        plan.mps = MpsState(daemon=mode, daemons=[daemon.to_dict()])
         plan.setup_commands += daemon_commands([daemon])[0]
         plan.teardown_commands += daemon_commands([daemon])[1]
         return plan
@@ -161,7 +161,7 @@ def daemon_commands(daemons: list[mps_daemon.Daemon]) -> tuple[list[str], list[s
 
 
 def planned_daemons(plan: Plan) -> list[mps_daemon.Daemon]:
-    return [mps_daemon.Daemon(**d) for d in plan.notes.get("mps", {}).get("daemons", [])]
+    return [mps_daemon.Daemon(**d) for d in plan.mps.daemons] if plan.mps else []
 
 
 def kept_by(plan: Plan, gmi_id: int) -> list[mps_daemon.Daemon]:

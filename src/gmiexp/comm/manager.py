@@ -102,7 +102,7 @@ class GMIManager:
     def torch_device(self) -> torch.device:
         """The device every role of this GMI uses: ``train.device`` resolved (see :mod:`gmiexp.device`)."""
         if self._device is None:
-            self._device = resolve_device(str(self.plan.train.get("device", "auto")))
+            self._device = resolve_device(str(self.plan.train.device))
         return self._device
 
     # ---- point-to-point ------------------------------------------------

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
 from gmiexp.config.checks import (
@@ -27,8 +26,8 @@ from gmiexp.config.checks import (
     Text,
     ranges,
 )
+from gmiexp.config.enums import ChannelMode, Mode, OnFull
 
-MODES = ("train", "plan", "search", "doctor", "eval")
 #: rl-games' activations (``network_builder.NetworkBuilder.BaseNetwork``)
 ACTIVATIONS = ("relu", "tanh", "sigmoid", "elu", "selu", "swish", "gelu", "softplus", "None")
 
@@ -84,23 +83,23 @@ class ReductionConfig:
 
 
 @ranges(
-    name=OneOf(registry="gmiexp.layouts.experience:CHANNELS"),
+    name=OneOf(tuple(ChannelMode)),
     fields=Items(OneOf(registry="gmiexp.comm.channels.fields:DEFAULT_FIELDS"), min_len=1),
     target_bytes=AtLeast(64, "bytes"), slots=AtLeast(1), store_capacity=AtLeast(1, "rows"),
-    on_full=OneOf(registry="gmiexp.layouts.experience:ON_FULL"),
+    on_full=OneOf(tuple(OnFull)),
 )
 @dataclass
 class ChannelConfig:
     """Experience sharing between agent and trainer GMIs (paper section 4.2)."""
 
-    name: str = "multi"  # multi | uni
+    name: ChannelMode = ChannelMode.multi  # multi (one ring per field) | uni (one packed ring)
     fields: list[str] = field(
         default_factory=lambda: ["obs", "actions", "rewards", "values", "dones", "neglogp"]
     )
     target_bytes: int = 1 << 20  # compressor: concatenate pieces up to this size
     slots: int = 64  # slots per channel ring
     store_capacity: int = 65536  # rows in the experience store
-    on_full: str = "block"  # block | drop
+    on_full: OnFull = OnFull.block  # block (wait for a free slot) | drop (discard the piece)
 
 
 @ranges(
@@ -238,12 +237,14 @@ class LoggerConfig:
 
 
 @ranges(heartbeat_timeout_s=Positive("seconds"), monitor_interval_s=Positive("seconds"),
-        progress_interval_s=Positive("seconds"), master_port=Between(0, 65535))
+        progress_interval_s=Positive("seconds"), master_port=Between(0, 65535),
+        collective_timeout_s=Positive("seconds"))
 @dataclass
 class LaunchConfig:
     """Process management around torch.distributed.elastic."""
 
     heartbeat_timeout_s: float = 120.0  # a GMI silent this long is declared hung
+    collective_timeout_s: float = 300.0  # torch.distributed's timeout for one collective among the GMIs
     monitor_interval_s: float = 0.5
     progress: bool = True  # progress on stderr: a bar on a terminal, else a plain line every progress_interval_s
     progress_interval_s: float = 30.0  # seconds between plain progress lines when stderr is not a terminal (> 0)
@@ -306,7 +307,7 @@ class EvalConfig:
 
 
 @ranges(
-    mode=OneOf(MODES), seed=Between(0, 2**32 - 1), num_envs=AtLeast(1, "environments per GMI"),
+    mode=OneOf(tuple(Mode)), seed=Between(0, 2**32 - 1), num_envs=AtLeast(1, "environments per GMI"),
     max_iterations=AtLeast(1), num_gpus=AtLeast(1), gmis_per_gpu=AtLeast(1),
     role=Text(what="ppo or <module>:<Class>"), checkpoint=ExistingFile("rl-games .pth file"),
     experiment=Text(r"[^/\s]+", "a name without spaces or slashes"),
@@ -318,7 +319,7 @@ class EvalConfig:
 class Config:
     """Top level, IsaacGymEnvs style: a few run-wide knobs plus the config groups."""
 
-    mode: str = "train"  # train | plan | search | doctor | eval
+    mode: Mode = Mode.train  # train | plan | search | doctor | eval
     seed: int = 42
     num_envs: int = 64  # environments per GMI
     max_iterations: int = 100  # PPO epochs
@@ -358,6 +359,8 @@ GROUP_SCHEMAS: dict[str, type] = {
 
 def register_configs() -> None:
     """Store the schemas so ``conf/config.yaml`` and every group YAML extend them."""
+    from hydra.core.config_store import ConfigStore
+
     from gmiexp.config.rlgames_yaml import register_resolver
 
     register_resolver()  # ${rlgames:...}: train=rlgames imports an rl-games YAML at compose time

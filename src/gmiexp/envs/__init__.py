@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gmiexp.errors import ConfigError, invalid
 
 if TYPE_CHECKING:  # the adapters import rl-games and torch; mode=plan and mode=doctor must not
+    from gmiexp.config import TaskConfig
     from gmiexp.envs.base import GMIVecEnv
 
 SIMULATORS = ("envpool", "torch", "mjlab", "isaacgym")
@@ -19,9 +20,9 @@ ENVPOOL_DIMS = {"Ant-v4": (27, 8), "Humanoid-v4": (376, 17), "HalfCheetah-v4": (
                 "HumanoidStandup-v4": (376, 17)}
 
 
-def check_task(task: dict[str, Any]) -> None:
+def check_task(task: TaskConfig) -> None:
     """Validate the task before anything launches (exit 2 on a bad one)."""
-    sim, env_id = task["simulator"], task["env_id"]
+    sim, env_id = task.simulator, task.env_id
     if sim not in SIMULATORS:
         raise invalid("task.simulator", sim, SIMULATORS)
     if sim == "torch" and env_id not in TORCH_TASKS:
@@ -39,8 +40,8 @@ def check_task(task: dict[str, Any]) -> None:
         check(env_id)
     if sim == "mjlab":
         _check_mjlab(env_id)
-    if task["continuous"] != (env_id != "Cartpole"):
-        raise ConfigError(f"task.continuous={task['continuous']} does not match task {env_id!r}")
+    if task.continuous != (env_id != "Cartpole"):
+        raise ConfigError(f"task.continuous={task.continuous} does not match task {env_id!r}")
 
 
 def _check_mjlab(env_id: str) -> None:
@@ -68,9 +69,9 @@ ISAAC_DIMS = {"Ant": (60, 8), "Anymal": (48, 12), "BallBalance": (24, 3), "Frank
               "Humanoid": (108, 21), "ShadowHand": (211, 20)}
 
 
-def task_dims(task: dict[str, Any]) -> tuple[int, int]:
+def task_dims(task: TaskConfig) -> tuple[int, int]:
     """(observation size, action size or number of discrete actions) without building the simulator."""
-    sim, env_id = task["simulator"], task["env_id"]
+    sim, env_id = task.simulator, task.env_id
     if sim == "torch":
         return 4, 2
     if sim == "isaacgym":
@@ -85,32 +86,32 @@ def task_dims(task: dict[str, Any]) -> tuple[int, int]:
     return int(spec.observation_space.shape[0]), int(spec.action_space.shape[0])
 
 
-def make_vec_env(task: dict[str, Any], num_envs: int, seed: int, sim_threads: int = 1,
+def make_vec_env(task: TaskConfig, num_envs: int, seed: int, sim_threads: int = 1,
                  device: str = "cpu", states: bool = False) -> GMIVecEnv:
     """Build the simulator of ``task`` for one GMI.
 
     ``states``: also return the simulator's privileged observations for a central value network
     (``{"obs", "states"}``, mjlab's critic group); simulators without them ignore it.
     """
-    sim = task["simulator"]
+    sim = task.simulator
     if sim == "torch":
         from gmiexp.envs.cartpole import CartpoleVecEnv
 
-        return CartpoleVecEnv(num_envs, seed=seed, max_episode_length=task["max_episode_length"], device=device)
+        return CartpoleVecEnv(num_envs, seed=seed, max_episode_length=task.max_episode_length, device=device)
     if sim == "envpool":
         from gmiexp.envs.envpool_env import EnvpoolVecEnv
 
-        return EnvpoolVecEnv(task["env_id"], num_envs, seed=seed, num_threads=sim_threads,
-                             max_episode_length=task["max_episode_length"], device=device)
+        return EnvpoolVecEnv(task.env_id, num_envs, seed=seed, num_threads=sim_threads,
+                             max_episode_length=task.max_episode_length, device=device)
     if sim == "mjlab":
         from gmiexp.envs.mjlab_env import MjlabVecEnv
 
-        return MjlabVecEnv(task["env_id"], num_envs, seed=seed, device=device,
-                           max_episode_length=task["max_episode_length"], states=states)
+        return MjlabVecEnv(task.env_id, num_envs, seed=seed, device=device,
+                           max_episode_length=task.max_episode_length, states=states)
     if sim == "isaacgym":
         from gmiexp.envs.isaacgym_env import IsaacGymVecEnv
 
-        return IsaacGymVecEnv(task["env_id"], num_envs, seed=seed, device=device)
+        return IsaacGymVecEnv(task.env_id, num_envs, seed=seed, device=device)
     raise invalid("task.simulator", sim, SIMULATORS)
 
 

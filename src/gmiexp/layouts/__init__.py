@@ -1,13 +1,13 @@
 """Layout templates (paper section 5.1): each turns the config into the GMIs of a Plan.
 
 ``get(name)`` returns the builder; ``configure(plan, cfg)`` then records what the layout's roles
-read from the Plan (channel and async settings in ``plan.notes``), validates them, and adds the
+read from the Plan (``plan.channel``, ``plan.async_train``), validates them, and adds the
 paper's cost model (Tables 4-5, equations 1-3) to ``plan.notes`` so ``mode=plan`` prints it.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -49,15 +49,15 @@ def reduction_for(plan: Plan, requested: str) -> str:
 
 
 def configure(plan: Plan, cfg: Any) -> Plan:
-    """Record and check the channel/async settings, choose the role, add the cost model to the notes."""
+    """Record and check the channel/async settings, choose the role, add the cost model to the notes (for people)."""
     from gmiexp.layouts.cost import cost_model
     from gmiexp.layouts.experience import check_experience, cost_terms
 
     plan.role = choose_role(plan.layout, cfg.role)
     if plan.layout in EXPERIENCE_LAYOUTS:
         check_experience(plan, cfg.channel, cfg.async_train)
-        plan.notes["channel"] = dataclasses.asdict(cfg.channel)
-        plan.notes["async"] = dataclasses.asdict(cfg.async_train)
+        plan.channel = copy.deepcopy(cfg.channel)
+        plan.async_train = copy.deepcopy(cfg.async_train)
     plan.notes["cost_model"] = cost_model(plan.layout, cost_terms(plan))
     return plan
 

@@ -6,12 +6,11 @@ from typing import Any
 
 from gmiexp.comm.channels import DEFAULT_FIELDS
 from gmiexp.comm.store import EVICTIONS, SELECTORS
+from gmiexp.config import TaskConfig
 from gmiexp.errors import ConfigError, invalid
 from gmiexp.layouts.cost import CostTerms, model_bytes
 from gmiexp.plan import Plan
 
-CHANNELS = ("multi", "uni")
-ON_FULL = ("block", "drop")
 ALGOS = ("a2c", "ppo")
 #: Fields every trainer update reads (PPO and replay also need the behaviour policy's neglogp).
 REQUIRED = ("obs", "actions", "rewards", "values", "dones")
@@ -19,10 +18,6 @@ REQUIRED = ("obs", "actions", "rewards", "values", "dones")
 
 def check_experience(plan: Plan, channel: Any, async_cfg: Any) -> None:
     """ConfigError (exit 2) naming the bad value and the valid range."""
-    if channel.name not in CHANNELS:
-        raise invalid("channel", channel.name, CHANNELS)
-    if channel.on_full not in ON_FULL:
-        raise invalid("channel.on_full", channel.on_full, ON_FULL)
     for f in channel.fields:
         if f not in DEFAULT_FIELDS:
             raise invalid("channel.fields entry", f, DEFAULT_FIELDS)
@@ -41,7 +36,7 @@ def check_experience(plan: Plan, channel: Any, async_cfg: Any) -> None:
         raise invalid("channel.slots", channel.slots, "an integer >= 1")
     if channel.target_bytes < 64:
         raise invalid("channel.target_bytes", channel.target_bytes, "an integer >= 64 (bytes per transfer)")
-    horizon = plan.train["horizon_length"]
+    horizon = plan.train.horizon_length
     if horizon < 2:
         raise invalid("train.horizon_length", horizon,
                       f">= 2 for layout={plan.layout} (the last step of a rollout bootstraps the returns)")
@@ -73,15 +68,15 @@ def check_replay(async_cfg: Any) -> bool:
     return ratio > 0
 
 
-def task_dims(task: dict[str, Any]) -> tuple[int, int]:
+def task_dims(task: TaskConfig) -> tuple[int, int]:
     """(observation size, action size) of the task, without building a simulator where possible."""
-    if task.get("simulator") == "torch":
+    if task.simulator == "torch":
         return 4, 1
-    if task.get("simulator") == "mjlab":
+    if task.simulator == "mjlab":
         from gmiexp.envs import task_dims as simulator_dims
 
         return simulator_dims(task)
-    if task.get("simulator") == "envpool":
+    if task.simulator == "envpool":
         try:
             from gmiexp.envs import task_dims as sim_dims  # known ids from a table: no envpool import
 
@@ -95,10 +90,10 @@ def cost_terms(plan: Plan) -> CostTerms:
     """Table 3's terms for this plan: sizes from the task, ratios from the paper."""
     obs, act = task_dims(plan.task)
     envs = max(g.num_envs for g in plan.gmis) or 1
-    units = list(plan.task.get("mlp_units", [256, 128, 64]))
+    units = list(plan.task.mlp_units)
     return CostTerms(
         S=4.0 * obs * envs, A=4.0 * act * envs, W=4.0 * envs,
-        M_p=float(model_bytes(obs, act if plan.task.get("continuous", True) else 2, units,
-                              bool(plan.task.get("continuous", True)))),
-        m=int(plan.train.get("horizon_length", 16)), n=len(plan.gmis), R_all=100.0 * len(plan.devices),
+        M_p=float(model_bytes(obs, act if plan.task.continuous else 2, units,
+                              bool(plan.task.continuous))),
+        m=int(plan.train.horizon_length), n=len(plan.gmis), R_all=100.0 * len(plan.devices),
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 import os
 from pathlib import Path
 
@@ -35,7 +35,7 @@ def check_rlgames_only(cfg: Config) -> None:
 
 
 def check_config(cfg: Config) -> None:
-    """Every field in its declared range (``@ranges`` in gmiexp.config), then cross-field rules (exit 2)."""
+    """Every field in its declared range (``@ranges`` in gmiexp.config.schema), then cross-field rules (exit 2)."""
     validate(cfg)
     check_rlgames_only(cfg)
 
@@ -91,15 +91,13 @@ def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> 
     req = LayoutRequest(layout=cfg.layout, hardware=hw, num_gpus=cfg.num_gpus,
                         gmis_per_gpu=cfg.gmis_per_gpu, num_envs=cfg.num_envs, mode=cfg.mode)
     plan = layouts.get(cfg.layout.name)(req)
-    check_task(dataclasses.asdict(cfg.task))
+    check_task(cfg.task)
     check_role(layouts.choose_role(cfg.layout.name, cfg.role))
-    plan.task = dataclasses.asdict(cfg.task)
-    plan.train = dataclasses.asdict(cfg.train)
-    plan.logger = dataclasses.asdict(cfg.logger)
-    plan.launch = dataclasses.asdict(cfg.launch)
+    plan.task, plan.train = copy.deepcopy(cfg.task), copy.deepcopy(cfg.train)  # the Plan owns its sections
+    plan.logger, plan.launch = copy.deepcopy(cfg.logger), copy.deepcopy(cfg.launch)
     plan.hardware = hw.summary()
     plan.seed, plan.max_iterations = cfg.seed, cfg.max_iterations
-    layouts.configure(plan, cfg)  # role by layout (when role=ppo), channel/async notes, cost model
+    layouts.configure(plan, cfg)  # role by layout (when role=ppo), channel/async settings, cost model
     check_device_role(cfg.train.device, plan.role, plan.world_size)
     plan.checkpoint = str(Path(cfg.checkpoint).resolve()) if cfg.checkpoint else ""
     plan.experiment, plan.run_dir = cfg.experiment, str(run_dir.resolve())

@@ -52,12 +52,13 @@ class ExperienceRole(Role):
 
     def run(self) -> dict[str, Any]:
         plan = self.plan
-        self.channel = plan.notes["channel"]
-        self.acfg = plan.notes["async"]
+        assert plan.channel is not None and plan.async_train is not None, "an experience layout sets both"
+        self.channel = plan.channel
+        self.acfg = plan.async_train
         self.tag = self.ctx.mgr.run_tag
-        self.timeout = float(self.acfg["drain_timeout_s"])
+        self.timeout = float(self.acfg.drain_timeout_s)
         self.spaces = probe_spaces(plan)
-        self.fields = experience_fields(self.spaces, list(self.channel["fields"]))
+        self.fields = experience_fields(self.spaces, list(self.channel.fields))
         self.model = build_model(plan, self.ctx.gmi, self.spaces, self.device)
         owned: list[Any] = []
         try:
@@ -72,15 +73,15 @@ class ExperienceRole(Role):
     # ---- serving GMI -----------------------------------------------------------------------
     def _serve(self, owned: list[Any]) -> dict[str, Any]:
         plan, gmi = self.plan, self.ctx.gmi
-        horizon, n = plan.train["horizon_length"], gmi.num_envs
+        horizon, n = plan.train.horizon_length, gmi.num_envs
         routes = []
         mine = {}
         for a, t in plan.channels:
             if a != gmi.id:
                 continue
-            cs = make_channel_set(self.channel["name"], self.fields, rows_per_step=n,
-                                  target_bytes=self.channel["target_bytes"], n_slots=self.channel["slots"],
-                                  name=f"exp{a}to{t}", tag=self.tag, on_full=self.channel["on_full"],
+            cs = make_channel_set(self.channel.name, self.fields, rows_per_step=n,
+                                  target_bytes=self.channel.target_bytes, n_slots=self.channel.slots,
+                                  name=f"exp{a}to{t}", tag=self.tag, on_full=self.channel.on_full,
                                   batch_rows=horizon * n)
             owned.append(cs)
             mine[route_key(a, t)] = cs
@@ -117,7 +118,7 @@ class ExperienceRole(Role):
                 t2 = time.perf_counter()
                 rew, done = as_tensor(rew).float().cpu(), as_tensor(done).cpu()
                 rec = {"obs": obs, "actions": out["actions"], "values": out["values"], "neglogp": out["neglogp"],
-                       "rewards": rew * plan.task["reward_scale"], "dones": done.to(torch.uint8),
+                       "rewards": rew * plan.task.reward_scale, "dones": done.to(torch.uint8),
                        "seq": torch.arange(rows, rows + n), "version": torch.full((n,), version)}
                 for k, b in buf.items():  # the rollout is staged on the host, next to the channels
                     b[t].copy_(rec[k].reshape(b[t].shape).to(b.device))
@@ -152,11 +153,11 @@ class ExperienceRole(Role):
         owned.append(board)
         handles = links.exchange(self.ctx.mgr, {board_key(me): board})
         agents = [a for a, t in plan.channels if t == me]
-        horizon = plan.train["horizon_length"]
+        horizon = plan.train.horizon_length
         batchers = {}
         # multi: batches are views into the rings (transfers are aligned with them, see _serve);
         # synchronous agents flush every rollout, so a view held past the publish blocks nobody
-        zero_copy = self.channel["name"] == "multi"
+        zero_copy = self.channel.name == "multi"
         for a in agents:
             cs = links.attach(handles, route_key(a, me))
             owned.append(cs)
@@ -164,16 +165,16 @@ class ExperienceRole(Role):
         links.barrier(self.ctx.mgr)
         board.seal()
         replay = None
-        if int(self.acfg.get("replay_ratio", 0)) > 0:
+        if int(self.acfg.replay_ratio) > 0:
             replay = ReplayStore(self.fields, horizon, max((plan.gmi(a).num_envs for a in agents), default=1),
-                                 int(self.channel["store_capacity"]), self.acfg["replay_selection"],
-                                 self.acfg["replay_eviction"], plan.train["gamma"], plan.train["tau"],
+                                 int(self.channel.store_capacity), self.acfg.replay_selection,
+                                 self.acfg.replay_eviction, plan.train.gamma, plan.train.tau,
                                  seed=plan.seed + 7919 * me, name=f"replay{me}", tag=self.tag)
             owned.append(replay)
         update = make_update(self, self.sync)
         if plan.checkpoint:  # every trainer loads it: weights, normalisers, Adam state, counters
             state = checkpoint.load(plan.checkpoint)
-            checkpoint.restore(self.model, state, update.opt, lr=plan.train["learning_rate"])
+            checkpoint.restore(self.model, state, update.opt, lr=plan.train.learning_rate)
             update.epoch0, update.frame0 = int(state.get("epoch", 0)), int(state.get("frame", 0))
         update.start_digest = model_digest(self.model)
         update.sync_initial_weights()
@@ -200,7 +201,7 @@ class TrainLoop:
         self.role, self.update, self.board, self.batchers = role, update, board, batchers
         self.replay = replay
         self.plan = role.plan
-        self.horizon = self.plan.train["horizon_length"]
+        self.horizon = self.plan.train.horizon_length
         self.next_seq = dict.fromkeys(batchers, 0)
         # agents whose Migrator may send a rollout to another trainer: this one sees a subsequence
         self.shared = {a for a in batchers if sum(1 for aa, _ in self.plan.channels if aa == a) > 1}
@@ -280,7 +281,7 @@ class TrainLoop:
         Called by every trainer after every round in which any of them trained fresh rows, so the
         group makes the same collective calls; a trainer with nothing stored takes part with 0 rows.
         """
-        ratio = int(self.role.acfg["replay_ratio"])
+        ratio = int(self.role.acfg.replay_ratio)
         per = len(self.batchers) if self.role.sync else 1  # a replayed batch is as large as a fresh one
         picked = self.replay.sample(ratio * per)
         batches = rows = 0
@@ -296,8 +297,8 @@ class TrainLoop:
         role, acfg = self.role, self.role.acfg
         meter = Meter(role)
         sync = role.sync
-        k = 1 if sync else int(acfg["publish_every"])
-        bound = int(acfg["max_policy_lag"])
+        k = 1 if sync else int(acfg.publish_every)
+        bound = int(acfg.max_policy_lag)
         rounds = updates = trained = trained_all = 0
         replay_batches = replay_rows = 0
         wait_s = replay_s = 0.0
@@ -352,7 +353,7 @@ class TrainLoop:
         epoch, frame = self.update.epoch0 + updates, self.update.frame0 + trained_all
         saved = ""
         if role.gmi_id == min(self.plan.trainer_group):  # one checkpoint per run, as GMI 0 does in tcg_ex
-            path = Path(self.plan.run_dir) / "rl_games" / "run" / "nn" / self.plan.task["name"]
+            path = Path(self.plan.run_dir) / "rl_games" / "run" / "nn" / self.plan.task.name
             saved = str(checkpoint.save(path, role.model, self.update.opt, epoch, frame))
         out = {"wall_s": meter.wall_s, "updates": updates, "rounds": rounds, "train_samples": trained,
                "rows_received": self.rows_received, "seq_errors": self.seq_errors,

@@ -66,11 +66,11 @@ class Update:
         tr = role.plan.train
         self.tr = tr
         self.ppo = ppo
-        self.mini_epochs = tr["mini_epochs"] if ppo else 1
+        self.mini_epochs = tr.mini_epochs if ppo else 1
         self.num_minibatches = num_minibatches if ppo else 1
-        self.opt = torch.optim.Adam(self.model.parameters(), lr=tr["learning_rate"], eps=1e-8)
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=tr.learning_rate, eps=1e-8)
         self.world = len(role.plan.trainer_group)
-        self.horizon = tr["horizon_length"]
+        self.horizon = tr.horizon_length
         self.last_loss = 0.0
         self.train_s = 0.0
         self.comm_s = 0.0
@@ -102,13 +102,13 @@ class Update:
     def _dataset(self, fresh: list[tuple[int, dict[str, torch.Tensor]]]) -> dict[str, torch.Tensor] | None:
         if not fresh:
             return None
-        parts = [gae(b, self.horizon, n, self.tr["gamma"], self.tr["tau"]) for n, b in fresh]
+        parts = [gae(b, self.horizon, n, self.tr.gamma, self.tr.tau) for n, b in fresh]
         d = {k: torch.cat([p[k] for p in parts]).to(self.role.device) for k in parts[0]}
-        if self.tr["normalize_advantage"] and d["advantages"].numel() > 1:
+        if self.tr.normalize_advantage and d["advantages"].numel() > 1:
             a = d["advantages"]
             d["advantages"] = (a - a.mean()) / (a.std() + 1e-8)
         vms = getattr(self.model, "value_mean_std", None)
-        if self.tr["normalize_value"] and vms is not None:
+        if self.tr.normalize_value and vms is not None:
             vms.train()
             d["values"] = vms(d["values"].reshape(-1, 1)).reshape(-1)
             d["returns"] = vms(d["returns"].reshape(-1, 1)).reshape(-1)
@@ -120,18 +120,18 @@ class Update:
         res = self.model({"is_train": True, "prev_actions": actions, "obs": d["obs"][idx]})
         neglogp = res["prev_neglogp"]
         old = d["neglogp"][idx] if "neglogp" in d else neglogp.detach()
-        e_clip = self.tr["e_clip"]
+        e_clip = self.tr.e_clip
         a_loss = common_losses.actor_loss(old, neglogp, d["advantages"][idx], self.ppo, e_clip)
         if self._off_policy and not self.ppo:
             a_loss = a_loss * truncated_is_weight(old, neglogp)
         values = res["values"].reshape(-1)
         c_loss = common_losses.critic_loss(self.model, d["values"][idx], values, e_clip, d["returns"][idx],
-                                           self.ppo and self.tr["clip_value"])
+                                           self.ppo and self.tr.clip_value)
         # per-row terms first, one mean last: the same loss, and no Python scalar meets a 0-dim tensor
         # (which the lazy stand-in device mis-types, see gmiexp.rl.lazy)
-        rows = a_loss + 0.5 * self.tr["critic_coef"] * c_loss - self.tr["entropy_coef"] * res["entropy"]
+        rows = a_loss + 0.5 * self.tr.critic_coef * c_loss - self.tr.entropy_coef * res["entropy"]
         if "mus" in res:
-            rows = rows + self.tr["bounds_loss_coef"] * bound_loss(res["mus"])
+            rows = rows + self.tr.bounds_loss_coef * bound_loss(res["mus"])
         return rows.mean()
 
     def step(self, fresh: list[tuple[int, dict[str, torch.Tensor]]], done: bool,
@@ -180,8 +180,8 @@ class Update:
                 for p in params:
                     p.grad.copy_(flat[off:off + p.numel()].view_as(p) / rows)
                     off += p.numel()
-                if self.tr["truncate_grads"]:
-                    nn.utils.clip_grad_norm_(params, self.tr["grad_norm"])
+                if self.tr.truncate_grads:
+                    nn.utils.clip_grad_norm_(params, self.tr.grad_norm)
                 self.opt.step()
         merge_running_stats(self.model, self._sum, self.world, self._counts)
         self.model.eval()
@@ -193,11 +193,11 @@ class Update:
 def make_update(role: Any, sync: bool) -> Update:
     """PPO for TDG_EX; ``async_train.algo`` (a2c by default) for decoupled async."""
     plan = role.plan
-    ppo = sync or role.acfg["algo"] == "ppo"
+    ppo = sync or role.acfg.algo == "ppo"
     per_trainer = []
     for t in plan.trainer_group:
         agents = [a for a, tt in plan.channels if tt == t]
         envs = [plan.gmi(a).num_envs for a in agents]
-        per_trainer.append((sum(envs) if sync else min(envs, default=1)) * (plan.train["horizon_length"] - 1))
+        per_trainer.append((sum(envs) if sync else min(envs, default=1)) * (plan.train.horizon_length - 1))
     rows = max(1, min(per_trainer))
-    return Update(role, ppo, max(1, rows // plan.train["minibatch_size"]))
+    return Update(role, ppo, max(1, rows // plan.train.minibatch_size))

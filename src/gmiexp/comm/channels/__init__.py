@@ -5,7 +5,6 @@ Dispenser -> Compressor -> Migrator -> Batcher over preallocated shared-memory s
 
 from gmiexp.comm.channels.batcher import Batcher
 from gmiexp.comm.channels.channelset import (
-    MODES,
     ChannelSet,
     MultiChannelSet,
     UniChannelSet,
@@ -22,7 +21,6 @@ from gmiexp.comm.channels.wait import Backoff, PeerDied
 
 __all__ = [
     "DEFAULT_FIELDS",
-    "MODES",
     "Backoff",
     "Batcher",
     "ChannelClosed",
