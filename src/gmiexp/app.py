@@ -8,32 +8,12 @@ import sys
 import traceback
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf import DictConfig
 
 from gmiexp.config import Config
-from gmiexp.config.checks import check_keys, validate
+from gmiexp.config.compose import to_config
 from gmiexp.config.enums import Mode
-from gmiexp.config.rlgames_yaml import check_file_used, unwrap
 from gmiexp.errors import ConfigError, GmiexpError, Interrupted, LaunchError
-
-
-def to_config(cfg: DictConfig | Config, check: bool = True) -> Config:
-    """The typed config: known keys, interpolations resolved (train=rlgames reads its file), values in range.
-
-    Anything else raises ConfigError (exit 2). ``check=False`` skips the ranges (tests and experiments compose
-    first; planning checks them).
-    """
-    if not isinstance(cfg, Config):
-        check_keys(cfg, Config)
-        try:
-            cfg = OmegaConf.to_object(cfg)  # type: ignore[assignment]
-        except OmegaConfBaseException as e:
-            raise unwrap(e) from None
-        check_file_used(cfg)  # type: ignore[arg-type]
-    if check:
-        validate(cfg)  # type: ignore[arg-type]
-    return cfg  # type: ignore[return-value]
 
 
 def run_train(cfg: Config, run_dir: Path) -> dict:

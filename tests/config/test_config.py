@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from gmitest import NEEDS, compose_config, run_cli
 
-from gmiexp.__main__ import conf_dir
+from gmiexp.config.compose import conf_dir
 from gmiexp.config.schema import GROUP_SCHEMAS, Config
 
 

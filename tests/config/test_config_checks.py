@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from gmitest import NEEDS, compose_config
 
-from gmiexp.__main__ import conf_dir
 from gmiexp.app import run
 from gmiexp.config.checks import declared, undeclared, validate
+from gmiexp.config.compose import conf_dir
 from gmiexp.config.schema import GROUP_SCHEMAS, Config
 
 

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 from gmitest import compose_config
 
-from gmiexp.__main__ import conf_dir
+from gmiexp.config.compose import conf_dir
 from gmiexp.envs import task_dims
 from gmiexp.rl.params import build_params, policy_param_count
 

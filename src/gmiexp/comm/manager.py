@@ -41,8 +41,11 @@ class GMIManager:
     def distributed(self) -> bool:
         return self.world_size > 1
 
-    def init(self, timeout_s: float = 300.0) -> None:
-        """Join the gloo default group (rendezvous from the launcher's MASTER_ADDR/PORT env)."""
+    def init(self, timeout_s: float) -> None:
+        """Join the gloo default group (rendezvous from the launcher's MASTER_ADDR/PORT env).
+
+        ``timeout_s``: ``launch.collective_timeout_s``.
+        """
         if not self.distributed or dist.is_initialized():
             return
         dist.init_process_group(
