@@ -5,7 +5,7 @@ from fakes import nvml as fake_nvml
 from gmiexp.backends import get, mig
 from gmiexp.backends.mig_profiles import PRODUCTS, find, largest_fitting, product_of
 from gmiexp.backends.mps import kept_by
-from gmiexp.config import BackendConfig
+from gmiexp.config.schema import MigBackendConfig
 from gmiexp.errors import ConfigError
 from gmiexp.hardware import discover, preset
 
@@ -69,7 +69,7 @@ def test_create_instances_runs_commands_then_maps_new_uuids(tmp_path, monkeypatc
         gpu.migs.extend(fake_nvml.a100_migs("3g.20gb", 2))
 
     monkeypatch.setattr(mig, "nvidia_smi", fake_smi)
-    backend = mig.MIGBackend(BackendConfig(name="mig", create_instances=True), hw, nvml=nv)
+    backend = mig.MIGBackend(MigBackendConfig(create_instances=True), hw, nvml=nv)
     from backend_helpers import plan_for
 
     plan = backend.realise(plan_for(hw, gmis_per_gpu=2), tmp_path)
@@ -89,7 +89,7 @@ def test_created_instances_get_the_shared_daemon_of_their_real_uuid(tmp_path, mo
     nv = fake_nvml.make([gpu])
     hw = discover(nv)
     monkeypatch.setattr(mig, "nvidia_smi", lambda cmd: gpu.migs.extend(fake_nvml.a100_migs("7g.40gb", 1)))
-    cfg = BackendConfig(name="mig", create_instances=True, mps_in_mig=True, daemon="shared")
+    cfg = MigBackendConfig(create_instances=True, mps_in_mig=True, daemon="shared")
     backend = mig.MIGBackend(cfg, hw, nvml=nv)
     from backend_helpers import plan_for
 
@@ -177,7 +177,7 @@ def test_more_gmis_than_instances(tmp_path):
 
 def test_preset_session_refuses(tmp_path):
     hw = preset("dgx_a100")
-    backend = get(BackendConfig(name="mig"), hw)
+    backend = get(MigBackendConfig(), hw)
     from backend_helpers import plan_for
 
     plan = backend.realise(plan_for(hw), tmp_path)

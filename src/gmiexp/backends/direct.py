@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gmiexp.backends.base import Backend
+from gmiexp.config.schema import DirectBackendConfig
 from gmiexp.errors import ConfigError
 from gmiexp.hardware import Hardware
 from gmiexp.plan import GMI, Plan
@@ -51,6 +52,7 @@ def thread_budget(n_cores: int, n_gmis_on_host: int) -> int:
 
 class DirectBackend(Backend):
     name = "direct"
+    cfg: DirectBackendConfig
 
     def realise(self, plan: Plan, run_dir: Path) -> Plan:
         hw = self.hardware

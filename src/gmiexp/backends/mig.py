@@ -24,7 +24,7 @@ from gmiexp.backends.base import Backend
 from gmiexp.backends.common import by_device, cpu_budget, gpu_of, require_gpu
 from gmiexp.backends.mig_profiles import Profile
 from gmiexp.backends.mps import client_env, daemon_commands, mps_session, shares
-from gmiexp.config import BackendConfig
+from gmiexp.config.schema import MigBackendConfig
 from gmiexp.errors import ConfigError, LaunchError, invalid
 from gmiexp.hardware import GPUInfo, Hardware, MigDevice
 from gmiexp.plan.model import GMI, MigState, MpsState, Plan
@@ -72,7 +72,7 @@ def used_slices(gpu: GPUInfo) -> int:
     return sum(table.get(d.profile, 0) for d in gpu.mig_devices)
 
 
-def instances_wanted(gpu: GPUInfo, n_gmis: int, cfg: BackendConfig) -> tuple[int, Profile | None]:
+def instances_wanted(gpu: GPUInfo, n_gmis: int, cfg: MigBackendConfig) -> tuple[int, Profile | None]:
     """How many instances this GPU needs, and of which profile (None = whatever already exists)."""
     existing = sorted(gpu.mig_devices, key=lambda d: d.index)
     if cfg.profile:
@@ -129,9 +129,10 @@ def show(cmd: list[str]) -> str:
 
 
 class MIGBackend(Backend):
+    cfg: MigBackendConfig
     name = "mig"
 
-    def __init__(self, cfg: BackendConfig, hardware: Hardware, nvml: ModuleType | None = None) -> None:
+    def __init__(self, cfg: MigBackendConfig, hardware: Hardware, nvml: ModuleType | None = None) -> None:
         super().__init__(cfg, hardware)
         self.nvml = nvml  # re-read instances after creating them (None: pynvml)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from gmiexp.backends import mps_daemon
 from gmiexp.backends.base import Backend
 from gmiexp.backends.common import by_device, cpu_budget, gpu_of, memory_mb, require_gpu, visible_device
+from gmiexp.config.schema import MpsBackendConfig
 from gmiexp.errors import ConfigError, invalid
 from gmiexp.hardware import GPUInfo, Hardware
 from gmiexp.plan.model import GMI, ROLES, MpsState, Plan
@@ -115,6 +116,7 @@ def client_env(g: GMI, visible: str, daemon: mps_daemon.Daemon, percent: int, li
 
 class MPSBackend(Backend):
     name = "mps"
+    cfg: MpsBackendConfig
 
     def realise(self, plan: Plan, run_dir: Path) -> Plan:
         hw = self.hardware

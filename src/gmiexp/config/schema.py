@@ -24,6 +24,7 @@ from gmiexp.config.checks import (
     OneOf,
     Positive,
     Text,
+    declared,
     ranges,
 )
 from gmiexp.config.enums import ChannelMode, Mode, OnFull
@@ -32,22 +33,38 @@ from gmiexp.config.enums import ChannelMode, Mode, OnFull
 ACTIVATIONS = ("relu", "tanh", "sigmoid", "elu", "selu", "swish", "gelu", "softplus", "None")
 
 
-@ranges(
-    name=OneOf(registry="gmiexp.backends:BACKENDS"),
-    sm_percent=Maybe(Items(Between(1, 100, unit="percent"), min_len=1)),
+BACKEND_RANGES = dict(name=OneOf(registry="gmiexp.backends:BACKENDS"))
+MPS_RANGES = dict(
+    daemon=OneOf(registry="gmiexp.backends.mps_daemon:DAEMON_MODES"),
     role_sm_percent=Mapping(OneOf(registry="gmiexp.plan.model:ROLES"), Between(1, 100, unit="percent")),
     memory_limit=Maybe(Text(r"\d+(\.\d+)?\s*([KMGT]i?B?)?", "a size such as 512M, 10G or 10GB")),
-    profile=Maybe(Text(r"\dg\.\d+gb(\+me)?", "a MIG profile such as 3g.40gb (checked against the GPU's table)")),
-    daemon=OneOf(registry="gmiexp.backends.mps_daemon:DAEMON_MODES"),
 )
+
+
+@ranges(**BACKEND_RANGES)
 @dataclass
 class BackendConfig:
-    """How GMIs are realised on a device: direct | mps | mig | auto."""
+    """How GMIs are realised on a device: direct | mps | mig | auto. Each option has its own schema below."""
 
     name: str = "direct"
-    pin_cores: bool = False  # direct/CPU: pin each GMI to its own cores (os.sched_setaffinity)
-    pin_devices: bool = False  # direct: each device's GMIs share that device's cores (logical GPUs on CPU)
-    # mps
+    pin_cores: bool = False  # pin each GMI to its own cores (os.sched_setaffinity)
+
+
+@ranges(**BACKEND_RANGES)
+@dataclass
+class DirectBackendConfig(BackendConfig):
+    """backend=direct: GMIs share the device by time-slicing (CPU threads split among them)."""
+
+    name: str = "direct"
+    pin_devices: bool = False  # each device's GMIs share that device's cores (logical GPUs on CPU)
+
+
+@ranges(**BACKEND_RANGES, **MPS_RANGES, sm_percent=Maybe(Items(Between(1, 100, unit="percent"), min_len=1)))
+@dataclass
+class MpsBackendConfig(BackendConfig):
+    """backend=mps: one MPS control daemon; each GMI gets an active-thread share and a memory limit."""
+
+    name: str = "mps"
     # MPS control daemon: private (this run starts and quits its own) | shared (one per host, user and
     # GPU set, started by the first concurrent gmiexp run and quit by the last: packed runs share one
     # MPS server instead of being time-sliced) | existing (join a daemon already serving, e.g. the
@@ -56,10 +73,39 @@ class BackendConfig:
     sm_percent: list[int] | None = None  # per-GMI active thread % (by local index); None = even split
     role_sm_percent: dict[str, int] = field(default_factory=dict)  # e.g. {trainer: 60}
     memory_limit: str | None = None  # per-GMI pinned device memory, e.g. "10G"
-    # mig
+
+
+MIG_RANGES = dict(
+    profile=Maybe(Text(r"\dg\.\d+gb(\+me)?", "a MIG profile such as 3g.40gb (checked against the GPU's table)")),
+)
+
+
+@ranges(**BACKEND_RANGES, **MPS_RANGES, **MIG_RANGES)
+@dataclass
+class MigBackendConfig(BackendConfig):
+    """backend=mig: one MIG instance per GMI, or GMIs sharing instances through MPS (mps_in_mig)."""
+
+    name: str = "mig"
     profile: str | None = None  # MIG profile per GMI, e.g. "3g.40gb"; None = largest that fits gmis_per_gpu
     create_instances: bool = False  # run the nvidia-smi mig commands (needs admin rights)
     mps_in_mig: bool = False  # GMIs share MIG instances through one MPS daemon per instance (backend.daemon)
+    daemon: str = "private"  # mps_in_mig: the daemons' mode (as backend=mps's daemon)
+    role_sm_percent: dict[str, int] = field(default_factory=dict)  # mps_in_mig: active thread % by role
+    memory_limit: str | None = None  # mps_in_mig: per-GMI pinned device memory, e.g. "10G"
+
+
+@ranges(**{**declared(DirectBackendConfig), **declared(MpsBackendConfig), **declared(MigBackendConfig)})
+@dataclass
+class AutoBackendConfig(MigBackendConfig, MpsBackendConfig, DirectBackendConfig):
+    """backend=auto: the paper's rule picks direct, mps or mig; the chosen one reads its own fields from here."""
+
+    name: str = "auto"
+
+
+#: backend name -> its schema (``backends`` builds the chosen backend's config from it)
+BACKEND_SCHEMAS: dict[str, type[BackendConfig]] = {
+    "direct": DirectBackendConfig, "mps": MpsBackendConfig, "mig": MigBackendConfig, "auto": AutoBackendConfig,
+}
 
 
 @ranges(name=OneOf(registry="gmiexp.layouts:LAYOUTS"), trainers_per_gpu=AtLeast(1),
@@ -360,11 +406,18 @@ GROUP_SCHEMAS: dict[str, type] = {
 def register_configs() -> None:
     """Store the schemas so ``conf/config.yaml`` and every group YAML extend them."""
     from hydra.core.config_store import ConfigStore
+    from omegaconf import OmegaConf
 
+    from gmiexp.config.help import help_text
     from gmiexp.config.rlgames_yaml import register_resolver
 
     register_resolver()  # ${rlgames:...}: train=rlgames imports an rl-games YAML at compose time
+    OmegaConf.register_new_resolver("gmiexp_fields", help_text, replace=True)  # --help (conf/config.yaml)
     cs = ConfigStore.instance()
     cs.store(name="gmiexp_schema", node=Config)
+    # At the top level, not in the groups: a schema stored in a group would be listed (and selectable) as one
+    # of its options. A group's YAML extends its schema with ``defaults: [/<group>_schema@_here_]``.
     for group, schema in GROUP_SCHEMAS.items():
-        cs.store(group=group, name=f"{group}_schema", node=schema)
+        cs.store(name=f"{group}_schema", node=schema)
+    for option, schema in BACKEND_SCHEMAS.items():
+        cs.store(name=f"backend_{option}_schema", node=schema)
