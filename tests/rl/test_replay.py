@@ -15,6 +15,7 @@ from torch import nn
 
 from gmiexp.comm.channels import FieldSpec
 from gmiexp.comm.channels.segment import cleanup_run, leftovers
+from gmiexp.config import TrainConfig
 from gmiexp.rl.experience import TrainLoop, spans
 from gmiexp.rl.replay import MIN_PRIORITY, ReplayStore, priority
 from gmiexp.rl.trainer import Update, truncated_is_weight
@@ -166,8 +167,8 @@ class Coin(nn.Module):
 
 
 def coin_update(ppo: bool) -> Update:
-    train = {"mini_epochs": 1, "learning_rate": 1e-3, "horizon_length": H, "e_clip": 0.2, "critic_coef": 0.0,
-             "entropy_coef": 0.0, "bounds_loss_coef": 0.0, "clip_value": False}
+    train = TrainConfig(mini_epochs=1, learning_rate=1e-3, horizon_length=H, e_clip=0.2, critic_coef=0.0,
+                        entropy_coef=0.0, bounds_loss_coef=0.0, clip_value=False)
     role = SimpleNamespace(model=Coin(), plan=SimpleNamespace(train=train, trainer_group=[0], seed=0), gmi_id=0)
     return Update(role, ppo, 1)
 
