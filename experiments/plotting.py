@@ -15,7 +15,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from gmiexp.report import Run, load_runs  # noqa: E402
+from gmiexp.tools.report import Run, load_runs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

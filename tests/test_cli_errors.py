@@ -23,6 +23,11 @@ CLI_CASES = [
     (["+train.devize=lazy"], "invalid key: 'train.devize'; valid: activation, algo,"),
     (["+train.device=lazy"], "train.device"),
     (["+device=x"], "invalid key: 'device'; valid: async_train, backend,"),
+    # enum fields and per-option schemas refuse a bad value or a foreign field at compose time
+    (["mode=dance"], "Invalid value 'dance', expected one of [train, plan, search, doctor, eval]"),
+    (["channel.on_full=sometimes"], "Invalid value 'sometimes', expected one of [block, drop]"),
+    (["backend=direct", "backend.daemon=shared"], "Key 'daemon' not in 'DirectBackendConfig'"),
+    (["backend=mps", "backend.profile=3g.40gb"], "Key 'profile' not in 'MpsBackendConfig'"),
 ]
 
 INPROCESS_CASES = [
@@ -34,7 +39,6 @@ INPROCESS_CASES = [
     (["backend=mps", "hardware=cpu"], "backend=mps needs an NVIDIA GPU"),
     (["backend=mig", "hardware=cpu"], "backend=mig needs"),
     (["task=IsaacAnt"], "isaacgym"),
-    (["mode=dance"], "invalid mode: 'dance'"),
     (["role=nosuchmodule:Role"], "cannot import module 'nosuchmodule'"),
     (["role=gmiexp.plan:Plan"], "is not a gmiexp.role.Role subclass"),
     (["checkpoint=/does/not/exist.pth"], "invalid checkpoint"),
@@ -79,3 +83,15 @@ def test_cli_value_error_exits_2(tmp_path: Path) -> None:
     assert r.returncode == 2
     assert "invalid gmis_per_gpu: 0" in r.stderr
     assert not (tmp_path / "gmis").exists()
+
+
+def test_help_lists_real_options_and_documents_fields() -> None:
+    """Schemas are stored outside the groups, so --help offers only options a user can pick; fields are listed."""
+    r = run_cli("--help")
+    assert r.returncode == 0, r.stderr
+    groups = r.stdout.split("== Config groups ==")[1].split("== Fields ==")[0]
+    assert "schema" not in groups
+    assert "backend: auto, direct, mig, mps" in groups and "channel: multi, uni" in groups
+    fields = r.stdout.split("== Fields ==")[1]
+    assert "backend.daemon=private" in fields and "[valid: private, shared, existing]" in fields
+    assert "launch.collective_timeout_s=300.0" in fields and "train.gamma=0.99" in fields

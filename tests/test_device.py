@@ -11,7 +11,7 @@ from gmitest import compose_config
 from gmiexp.app import run
 from gmiexp.comm.manager import GMIManager
 from gmiexp.device import DEVICES, host_staging, resolve_device
-from gmiexp.planner import build_plan
+from gmiexp.plan.build import build_plan
 
 
 @pytest.mark.parametrize(("overrides", "expected"), [
@@ -30,7 +30,7 @@ def test_bad_device_exits_2_and_launches_nothing(overrides: list[str], expected:
 
 def test_cuda_is_accepted_when_planning_for_a_gpu_preset(tmp_path: Path) -> None:
     plan, _ = build_plan(compose_config("mode=plan", "hardware=h100x8", "train.device=cuda"), tmp_path)
-    assert plan.train["device"] == "cuda"
+    assert plan.train.device == "cuda"
 
 
 @pytest.mark.parametrize("name", ["auto", "cpu", "lazy"])

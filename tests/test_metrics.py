@@ -12,7 +12,7 @@ from wandb_records import read_run
 
 from gmiexp import metrics
 from gmiexp.launch.status import StatusWriter
-from gmiexp.planner import build_plan
+from gmiexp.plan.build import build_plan
 
 
 @pytest.fixture(autouse=True)

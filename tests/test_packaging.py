@@ -27,6 +27,6 @@ def test_wheel_packages_conf(tmp_path: Path) -> None:
 
 
 def test_conf_dir_found_from_source_tree() -> None:
-    from gmiexp.__main__ import conf_dir
+    from gmiexp.config.compose import conf_dir
 
     assert (Path(conf_dir()) / "config.yaml").is_file()

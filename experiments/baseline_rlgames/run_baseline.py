@@ -23,10 +23,10 @@ from rl_games.common.algo_observer import AlgoObserver
 from rl_games.torch_runner import Runner
 
 from gmiexp.comm.manager import GMIManager
-from gmiexp.compose import compose_config
+from gmiexp.config.compose import compose_config
 from gmiexp.launch.gmi_env import apply_gmi_environment
 from gmiexp.launch.summary import one_line, steady_rate
-from gmiexp.planner import build_plan
+from gmiexp.plan.build import build_plan
 from gmiexp.rl.rlgames.params import build_params
 from gmiexp.rl.rlgames.ppo_role import register_env
 
@@ -78,7 +78,7 @@ def main(argv: list[str]) -> dict:
     rewards = [r["reward/mean"] for r in obs.rows if r["reward/mean"] is not None]
     summary = {
         "status": "ok", "run_dir": str(run_dir), "wall_s": wall,
-        "config": {"task": plan.task["name"], "layout": "rl_games", "backend": "none", "reduction": "none",
+        "config": {"task": plan.task.name, "layout": "rl_games", "backend": "none", "reduction": "none",
                    "gmis": 1, "num_envs": gmi.num_envs},
         "metrics": {"perf/env_steps_per_s": rate, "reward/mean": rewards[-1] if rewards else None},
         "history": obs.rows,

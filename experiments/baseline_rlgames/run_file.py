@@ -30,8 +30,8 @@ from omegaconf import DictConfig
 from rl_games.common.algo_observer import AlgoObserver
 from rl_games.torch_runner import Runner
 
+from gmiexp.config.rlgames_yaml import locate
 from gmiexp.launch.summary import one_line, steady_rate
-from gmiexp.rlgames_yaml import locate
 
 
 class EpochObserver(AlgoObserver):

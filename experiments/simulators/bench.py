@@ -36,10 +36,11 @@ def worker(task: dict[str, Any], num_envs: int, seed: int, device: str, threads:
     """Build the GMI's simulator, warm it up, then step on every ("go", seconds) until ("stop",)."""
     import torch
 
+    from gmiexp.config import TaskConfig
     from gmiexp.envs import make_vec_env
 
     torch.set_num_threads(threads)
-    env = make_vec_env(task, num_envs, seed=seed, sim_threads=threads, device=device)
+    env = make_vec_env(TaskConfig(**task), num_envs, seed=seed, sim_threads=threads, device=device)
     env.reset()
     info = env.get_env_info()["action_space"]
     dev = getattr(env, "device", torch.device(device))

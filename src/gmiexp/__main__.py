@@ -12,17 +12,9 @@ from omegaconf import DictConfig
 
 from gmiexp import multirun
 from gmiexp.config import register_configs
+from gmiexp.config.compose import conf_dir
 
 _state = multirun.state
-
-
-def conf_dir() -> str:
-    """``conf/`` packaged in the wheel (gmiexp/conf) or the repository's top-level ``conf/``."""
-    here = Path(__file__).resolve().parent
-    for cand in (here / "conf", here.parents[1] / "conf"):
-        if (cand / "config.yaml").is_file():
-            return str(cand)
-    raise FileNotFoundError("gmiexp's conf/ directory is missing from the installation")
 
 
 register_configs()

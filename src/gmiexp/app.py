@@ -8,38 +8,19 @@ import sys
 import traceback
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf import DictConfig
 
 from gmiexp.config import Config
-from gmiexp.config_checks import check_keys, validate
+from gmiexp.config.compose import to_config
+from gmiexp.config.enums import Mode
 from gmiexp.errors import ConfigError, GmiexpError, Interrupted, LaunchError
-from gmiexp.rlgames_yaml import check_file_used, unwrap
-
-
-def to_config(cfg: DictConfig | Config, check: bool = True) -> Config:
-    """The typed config: known keys, interpolations resolved (train=rlgames reads its file), values in range.
-
-    Anything else raises ConfigError (exit 2). ``check=False`` skips the ranges (tests and experiments compose
-    first; planning checks them).
-    """
-    if not isinstance(cfg, Config):
-        check_keys(cfg, Config)
-        try:
-            cfg = OmegaConf.to_object(cfg)  # type: ignore[assignment]
-        except OmegaConfBaseException as e:
-            raise unwrap(e) from None
-        check_file_used(cfg)  # type: ignore[arg-type]
-    if check:
-        validate(cfg)  # type: ignore[arg-type]
-    return cfg  # type: ignore[return-value]
 
 
 def run_train(cfg: Config, run_dir: Path) -> dict:
     from gmiexp.launch.launcher import launch
     from gmiexp.launch.summary import one_line
     from gmiexp.metrics import publish
-    from gmiexp.planner import build_plan
+    from gmiexp.plan.build import build_plan
 
     plan, backend = build_plan(cfg, run_dir)
     if backend.hardware.is_preset:
@@ -61,7 +42,7 @@ def run_train(cfg: Config, run_dir: Path) -> dict:
 def run_plan(cfg: Config, run_dir: Path) -> dict:
     """Print the Plan (YAML on stdout, the cost model on stderr); launch nothing."""
     from gmiexp.cost.reduction import format_cost, reduction_cost
-    from gmiexp.planner import build_plan
+    from gmiexp.plan.build import build_plan
     from gmiexp.rl.rlgames.params import policy_param_count
 
     plan, _backend = build_plan(cfg, run_dir)
@@ -70,14 +51,15 @@ def run_plan(cfg: Config, run_dir: Path) -> dict:
     except Exception:  # noqa: BLE001 - a task whose sizes are unknown: Table 7's sizes instead
         n_params = None
     plan.notes["policy_params"] = n_params
-    plan.notes["reduction_cost"] = reduction_cost(plan, params=n_params, calibrate_bandwidth=cfg.reduction.calibrate)
+    cost = reduction_cost(plan, params=n_params, calibrate_bandwidth=cfg.reduction.calibrate)
+    plan.notes["reduction_cost"] = cost
     print(plan.to_yaml(), end="", flush=True)
-    print(format_cost(plan.notes["reduction_cost"]), file=sys.stderr, flush=True)
+    print(format_cost(cost), file=sys.stderr, flush=True)
     return {"status": "ok", "plan_id": plan.plan_id}
 
 
 def run_doctor(cfg: Config, run_dir: Path) -> dict:
-    from gmiexp.doctor import doctor, format_doctor
+    from gmiexp.tools.doctor import doctor, format_doctor
 
     report = doctor()
     print(format_doctor(report), flush=True)
@@ -96,8 +78,8 @@ def run_eval_mode(cfg: Config, run_dir: Path) -> dict:
     return run_eval(cfg, run_dir)
 
 
-MODES = {"train": run_train, "plan": run_plan, "doctor": run_doctor, "search": run_search_mode,
-         "eval": run_eval_mode}
+RUNNERS = {Mode.train: run_train, Mode.plan: run_plan, Mode.doctor: run_doctor, Mode.search: run_search_mode,
+           Mode.eval: run_eval_mode}
 
 
 def run(cfg: DictConfig | Config, run_dir: Path) -> int:
@@ -109,10 +91,8 @@ def run_job(cfg: DictConfig | Config, run_dir: Path) -> tuple[int, dict | None]:
     """Run one job; return its exit code and what its mode returned (a train run's summary)."""
     try:
         c = to_config(cfg)
-        if c.mode not in MODES:
-            raise ConfigError(f"invalid mode: {c.mode!r}; valid: {', '.join(MODES)}")
-        run_dir.mkdir(parents=True, exist_ok=True)
-        return 0, MODES[c.mode](c, run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)  # c.mode is a Mode: to_config checked it
+        return 0, RUNNERS[Mode(c.mode)](c, run_dir)
     except GmiexpError as e:
         print(f"gmiexp: error: {e}", file=sys.stderr, flush=True)
         return e.exit_code, None  # type: ignore[attr-defined]

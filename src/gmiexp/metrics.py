@@ -22,13 +22,13 @@ RUN_FIELDS = ("status", "wall_s", "plan_id", "lead_gmi")  # summary.json's top-l
 
 
 def enabled(plan: Plan) -> bool:
-    return plan.logger.get("name", "none") == "wandb" and plan.logger.get("mode", "offline") != "disabled"
+    return plan.logger.name == "wandb" and plan.logger.mode != "disabled"
 
 
 def run_tags(plan: Plan) -> list[str]:
     """Filterable tags: layout, backend and reduction, then the user's ``logger.tags``."""
     return [f"layout:{plan.layout}", f"backend:{plan.backend}", f"reduction:{plan.reduction}",
-            *plan.logger.get("tags", [])]
+            *plan.logger.tags]
 
 
 def run_name(run_dir: Path) -> str:
@@ -55,8 +55,8 @@ def publish(plan: Plan, run_dir: Path, summary: dict[str, Any]) -> Path | None:
     os.environ.setdefault("WANDB_SILENT", "true")  # wandb's banner would otherwise reach stdout
     lg = plan.logger
     run = wandb.init(
-        project=lg.get("project", "gmiexp"), entity=lg.get("entity"), mode=lg.get("mode", "offline"),
-        group=lg.get("group") or plan.experiment, job_type="train", name=run_name(run_dir), tags=run_tags(plan),
+        project=lg.project, entity=lg.entity, mode=lg.mode,
+        group=lg.group or plan.experiment, job_type="train", name=run_name(run_dir), tags=run_tags(plan),
         dir=str(run_dir), config=run_config(plan, summary), reinit="finish_previous",
         settings=wandb.Settings(console="off", silent=True, x_disable_stats=True),
     )

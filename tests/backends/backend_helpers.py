@@ -6,7 +6,8 @@ from pathlib import Path
 
 from fakes import nvml as fake_nvml
 from gmiexp.backends import get
-from gmiexp.config import BackendConfig, LayoutConfig
+from gmiexp.config import LayoutConfig
+from gmiexp.config.schema import BACKEND_SCHEMAS
 from gmiexp.hardware import Hardware, discover, preset
 from gmiexp.layouts import LAYOUTS
 from gmiexp.layouts.base import LayoutRequest
@@ -23,7 +24,7 @@ def plan_for(hw: Hardware, num_gpus: int = 1, gmis_per_gpu: int = 2, layout: str
 
 def realise(hw: Hardware, run_dir: Path, num_gpus: int = 1, gmis_per_gpu: int = 2, layout: str = "tcg_ex",
             **cfg) -> tuple[Plan, object]:
-    backend = get(BackendConfig(**cfg), hw)
+    backend = get(BACKEND_SCHEMAS[cfg.get("name", "direct")](**cfg), hw)
     plan = plan_for(hw, num_gpus, gmis_per_gpu, layout)
     return backend.realise(plan, run_dir), backend
 

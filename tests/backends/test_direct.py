@@ -4,7 +4,8 @@ from pathlib import Path
 
 from gmiexp.backends.common import split_cores, thread_budget
 from gmiexp.backends.direct import DirectBackend
-from gmiexp.config import BackendConfig, LayoutConfig
+from gmiexp.config import LayoutConfig
+from gmiexp.config.schema import DirectBackendConfig
 from gmiexp.hardware import Hardware, preset
 from gmiexp.layouts import get
 from gmiexp.layouts.base import LayoutRequest
@@ -14,7 +15,7 @@ TCG_EX = get("tcg_ex")
 
 def plan_for(hw: Hardware, gpus: int, per: int, pin: bool = False):
     plan = TCG_EX.build(LayoutRequest(layout=LayoutConfig(), hardware=hw, num_gpus=gpus, gmis_per_gpu=per, num_envs=8))
-    return DirectBackend(BackendConfig(pin_cores=pin), hw).realise(plan, Path("/tmp/run"))
+    return DirectBackend(DirectBackendConfig(pin_cores=pin), hw).realise(plan, Path("/tmp/run"))
 
 
 def test_cpu_thread_budget_and_pinning() -> None:
@@ -42,14 +43,14 @@ def test_pin_devices_gives_each_logical_gpu_its_own_cores() -> None:
     """GMIs on different devices never share a core; GMIs of one device share (or split) its cores."""
     hw = Hardware(source="cpu", cpu_count=8)
     plan = TCG_EX.build(LayoutRequest(layout=LayoutConfig(), hardware=hw, num_gpus=2, gmis_per_gpu=2, num_envs=8))
-    shared = DirectBackend(BackendConfig(pin_devices=True), hw).realise(plan, Path("/tmp/run"))
+    shared = DirectBackend(DirectBackendConfig(pin_devices=True), hw).realise(plan, Path("/tmp/run"))
     assert [g.cpus for g in shared.gmis] == [[0, 1, 2, 3]] * 2 + [[4, 5, 6, 7]] * 2
     assert [g.torch_threads for g in shared.gmis] == [2, 2, 2, 2]
     plan = TCG_EX.build(LayoutRequest(layout=LayoutConfig(), hardware=hw, num_gpus=2, gmis_per_gpu=2, num_envs=8))
-    split = DirectBackend(BackendConfig(pin_devices=True, pin_cores=True), hw).realise(plan, Path("/tmp/run"))
+    split = DirectBackend(DirectBackendConfig(pin_devices=True, pin_cores=True), hw).realise(plan, Path("/tmp/run"))
     assert [g.cpus for g in split.gmis] == [[0, 1], [2, 3], [4, 5], [6, 7]]
     two = Hardware(source="cpu", cpu_count=2)
     plan = TCG_EX.build(LayoutRequest(layout=LayoutConfig(), hardware=two, num_gpus=2, gmis_per_gpu=3, num_envs=8))
-    small = DirectBackend(BackendConfig(pin_devices=True), two).realise(plan, Path("/tmp/run"))
+    small = DirectBackend(DirectBackendConfig(pin_devices=True), two).realise(plan, Path("/tmp/run"))
     assert [g.cpus for g in small.gmis] == [[0]] * 3 + [[1]] * 3
     assert all(g.torch_threads == 1 for g in small.gmis)

@@ -5,7 +5,7 @@ from fakes import nvml as fake_nvml
 from gmiexp.backends import get, mig
 from gmiexp.backends.mig_profiles import PRODUCTS, find, largest_fitting, product_of
 from gmiexp.backends.mps_clients import kept_by
-from gmiexp.config import BackendConfig
+from gmiexp.config.schema import MigBackendConfig
 from gmiexp.errors import ConfigError
 from gmiexp.hardware import discover, preset
 
@@ -22,7 +22,7 @@ def test_maps_each_gmi_to_an_existing_instance(tmp_path):
     assert all(u.startswith("MIG-") for u in uuids)
     assert [g.share for g in plan.gmis] == ["3g.20gb", "3g.20gb"]
     assert plan.setup_commands == [] and plan.teardown_commands == []
-    assert [i["mig_index"] for i in plan.notes["mig"]["instances"]] == [0, 1]
+    assert [i["mig_index"] for i in plan.mig.instances] == [0, 1]
 
 
 def test_missing_instances_print_the_exact_commands(tmp_path):
@@ -69,7 +69,7 @@ def test_create_instances_runs_commands_then_maps_new_uuids(tmp_path, monkeypatc
         gpu.migs.extend(fake_nvml.a100_migs("3g.20gb", 2))
 
     monkeypatch.setattr(mig, "nvidia_smi", fake_smi)
-    backend = mig.MIGBackend(BackendConfig(name="mig", create_instances=True), hw, nvml=nv)
+    backend = mig.MIGBackend(MigBackendConfig(create_instances=True), hw, nvml=nv)
     from backend_helpers import plan_for
 
     plan = backend.realise(plan_for(hw, gmis_per_gpu=2), tmp_path)
@@ -89,7 +89,7 @@ def test_created_instances_get_the_shared_daemon_of_their_real_uuid(tmp_path, mo
     nv = fake_nvml.make([gpu])
     hw = discover(nv)
     monkeypatch.setattr(mig, "nvidia_smi", lambda cmd: gpu.migs.extend(fake_nvml.a100_migs("7g.40gb", 1)))
-    cfg = BackendConfig(name="mig", create_instances=True, mps_in_mig=True, daemon="shared")
+    cfg = MigBackendConfig(create_instances=True, mps_in_mig=True, daemon="shared")
     backend = mig.MIGBackend(cfg, hw, nvml=nv)
     from backend_helpers import plan_for
 
@@ -103,7 +103,7 @@ def test_created_instances_get_the_shared_daemon_of_their_real_uuid(tmp_path, mo
 
 def test_mps_inside_mig_one_daemon_per_instance(tmp_path):
     plan, _ = realise(preset("h200x1"), tmp_path, gmis_per_gpu=3, name="mig", mps_in_mig=True)
-    daemons = plan.notes["mps"]["daemons"]
+    daemons = plan.mps.daemons
     assert len(daemons) == 1 and daemons[0]["visible"].startswith(mig.PENDING)
     assert {g.env["CUDA_MPS_PIPE_DIRECTORY"] for g in plan.gmis} == {daemons[0]["pipe_dir"]}
     assert [g.env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] for g in plan.gmis] == ["33"] * 3
@@ -115,8 +115,8 @@ def test_mps_inside_mig_one_daemon_per_instance(tmp_path):
 def test_mps_inside_mig_shared_daemon_per_instance_and_no_existing(tmp_path, fake_mps):
     hw = a100_with()
     plan, _ = realise(hw, tmp_path, gmis_per_gpu=4, name="mig", mps_in_mig=True, daemon="shared")
-    daemons = plan.notes["mps"]["daemons"]
-    assert [d["mode"] for d in daemons] == ["shared", "shared"] and plan.notes["mps"]["daemon"] == "shared"
+    daemons = plan.mps.daemons
+    assert [d["mode"] for d in daemons] == ["shared", "shared"] and plan.mps.daemon == "shared"
     assert len({d["pipe_dir"] for d in daemons}) == 2  # one per MIG instance, outside the run dir
     assert not any(d["pipe_dir"].startswith(str(tmp_path)) for d in daemons)
     with pytest.raises(ConfigError, match="invalid backend.daemon: 'existing'; valid: private, shared"):
@@ -128,10 +128,10 @@ def test_mps_inside_existing_instances_round_robin(tmp_path, fake_mps):
     plan, _ = realise(hw, tmp_path, gmis_per_gpu=4, name="mig", mps_in_mig=True)
     uuids = [d.uuid for d in hw.gpus[0].mig_devices]
     assert [g.env["CUDA_VISIBLE_DEVICES"] for g in plan.gmis] == [uuids[0], uuids[1], uuids[0], uuids[1]]
-    assert len(plan.notes["mps"]["daemons"]) == 2
+    assert len(plan.mps.daemons) == 2
     assert plan.gmis[0].env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"
     # after kill -9 of the launcher, each instance's daemon is quit by its lowest-id client only
-    pipes = [d["pipe_dir"] for d in plan.notes["mps"]["daemons"]]
+    pipes = [d["pipe_dir"] for d in plan.mps.daemons]
     assert [[d.pipe_dir for d in kept_by(plan, g.id)] for g in plan.gmis] == [[pipes[0]], [pipes[1]], [], []]
 
 
@@ -177,7 +177,7 @@ def test_more_gmis_than_instances(tmp_path):
 
 def test_preset_session_refuses(tmp_path):
     hw = preset("dgx_a100")
-    backend = get(BackendConfig(name="mig"), hw)
+    backend = get(MigBackendConfig(), hw)
     from backend_helpers import plan_for
 
     plan = backend.realise(plan_for(hw), tmp_path)

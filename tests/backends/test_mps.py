@@ -12,7 +12,7 @@ from backend_helpers import nvml_host, plan_for, realise
 from fakes import nvml as fake_nvml
 from gmiexp.backends import get, mps_daemon
 from gmiexp.backends.mps_clients import kept_by, planned_daemons, shares
-from gmiexp.config import BackendConfig
+from gmiexp.config.schema import MpsBackendConfig
 from gmiexp.errors import ConfigError, LaunchError
 from gmiexp.hardware import cpu_only, preset, with_mig
 from gmiexp.plan import GMI, Plan
@@ -243,7 +243,7 @@ def test_daemon_existing_without_a_daemon_is_refused(tmp_path, fake_mps, monkeyp
 
 def test_preset_session_refuses_and_starts_nothing(tmp_path, fake_mps):
     hw = with_mig(preset("dgx_a100"), False)
-    backend = get(BackendConfig(name="mps"), hw)
+    backend = get(MpsBackendConfig(), hw)
     plan = backend.realise(plan_for(hw), tmp_path)
     with pytest.raises(ConfigError, match="hardware=dgx_a100 is a preset for planning only"):
         with backend.session(plan, tmp_path):

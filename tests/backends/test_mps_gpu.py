@@ -11,7 +11,7 @@ import pytest
 from backend_helpers import plan_for
 
 from gmiexp.backends import get
-from gmiexp.config import BackendConfig
+from gmiexp.config.schema import MpsBackendConfig
 from gmiexp.hardware import discover
 
 pytestmark = pytest.mark.gpu
@@ -44,7 +44,7 @@ def test_two_gmis_share_one_gpu_through_mps(tmp_path):
         pytest.skip("needs an NVIDIA GPU and nvidia-cuda-mps-control")
     if hw.gpus[0].mig_mode:
         pytest.skip("GPU 0 has MIG enabled; MPS on the whole GPU needs it off")
-    backend = get(BackendConfig(name="mps"), hw)
+    backend = get(MpsBackendConfig(), hw)
     plan = backend.realise(plan_for(hw, num_gpus=1, gmis_per_gpu=2), tmp_path)
     with backend.session(plan, tmp_path):
         procs = [subprocess.Popen([sys.executable, "-c", WORKER, "20"], env={**os.environ, **g.env},
@@ -78,7 +78,7 @@ def test_two_runs_with_a_shared_daemon_meet_one_mps_server(tmp_path):
         pytest.skip("GPU 0 has MIG enabled; MPS on the whole GPU needs it off")
     runs = []
     for name in ("a", "b"):
-        backend = get(BackendConfig(name="mps", daemon="shared"), hw)
+        backend = get(MpsBackendConfig(daemon="shared"), hw)
         runs.append((backend, backend.realise(plan_for(hw, num_gpus=1, gmis_per_gpu=1), tmp_path / name)))
     (ba, pa), (bb, pb) = runs
     pipe = pa.gmis[0].env["CUDA_MPS_PIPE_DIRECTORY"]

@@ -60,7 +60,7 @@ def test_every_gmi_points_at_the_shared_daemon_of_its_gpu_set(tmp_path, shared_t
     d = mps_daemon.shared_daemon(hw.gpus[0].uuid)
     assert d.pipe_dir.startswith(str(shared_tmp)) and str(tmp_path / "a") not in d.pipe_dir
     assert {g.env["CUDA_MPS_PIPE_DIRECTORY"] for g in plan.gmis} == {d.pipe_dir}
-    assert plan.notes["mps"]["daemon"] == "shared"
+    assert plan.mps.daemon == "shared"
     _, again, _ = shared_run(tmp_path, "b")  # another run on the same GPU: the same daemon
     assert again.gmis[0].env["CUDA_MPS_PIPE_DIRECTORY"] == d.pipe_dir
     other = mps_daemon.shared_daemon(fake_nvml.a100_40gb(1).uuid)  # GPU 1: a daemon of its own

@@ -13,7 +13,7 @@ from gmiexp.envs import task_dims
 from gmiexp.hardware import preset
 from gmiexp.layouts import get
 from gmiexp.layouts.base import LayoutRequest
-from gmiexp.planner import build_plan
+from gmiexp.plan.build import build_plan
 from gmiexp.rl.rlgames.params import policy_param_count
 
 TASKS = sorted(p.stem for p in (Path(__file__).parents[2] / "conf" / "task").glob("*.yaml"))

@@ -12,11 +12,12 @@ import torch
 
 pytest.importorskip("mjlab", reason="needs gmiexp[mjlab] (make venv installs it)")
 
+from gmiexp.config import TaskConfig  # noqa: E402
 from gmiexp.envs import make_vec_env, task_dims  # noqa: E402
 from gmiexp.envs.mjlab_env import MJLAB_DIMS, MjlabVecEnv, sim_device  # noqa: E402
 from gmiexp.envs.warp_cache import configure_warp_cache, default_warp_cache  # noqa: E402
 
-CARTPOLE = dict(name="MjlabCartpole", simulator="mjlab", env_id="Mjlab-Cartpole-Balance", max_episode_length=5,
+CARTPOLE = TaskConfig(name="MjlabCartpole", simulator="mjlab", env_id="Mjlab-Cartpole-Balance", max_episode_length=5,
                 continuous=True, central_value=True)
 
 
@@ -98,7 +99,7 @@ def test_size_table_matches_mjlab(env_id: str) -> None:
     real = ManagerBasedRlEnv(cfg, device="cpu")  # building compiles nothing; the first reset would
     dims = real.observation_manager.group_obs_dim
     assert MJLAB_DIMS[env_id] == (dims["actor"][-1], real.single_action_space.shape[-1], dims["critic"][-1])
-    assert task_dims({"simulator": "mjlab", "env_id": env_id}) == MJLAB_DIMS[env_id][:2]
+    assert task_dims(TaskConfig(simulator="mjlab", env_id=env_id)) == MJLAB_DIMS[env_id][:2]
 
 
 def test_simulator_runs_on_the_gmis_gpu_else_on_cpu() -> None:
@@ -117,8 +118,9 @@ def test_warp_cache_is_one_known_place(monkeypatch: pytest.MonkeyPatch, tmp_path
 
 SECOND_RUN = """
 import torch
+from gmiexp.config import TaskConfig
 from gmiexp.envs import make_vec_env
-task = dict(simulator="mjlab", env_id="Mjlab-Cartpole-Balance", max_episode_length=5, continuous=True)
+task = TaskConfig(simulator="mjlab", env_id="Mjlab-Cartpole-Balance", max_episode_length=5, continuous=True)
 env = make_vec_env(task, 4, seed=3, states=True)
 env.reset()
 for _ in range(3):

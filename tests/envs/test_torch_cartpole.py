@@ -6,6 +6,7 @@ import numpy as np
 import torch
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 
+from gmiexp.config import TaskConfig
 from gmiexp.envs import make_vec_env
 from gmiexp.envs.torch_cartpole import TorchCartpole, physics_step
 
@@ -35,7 +36,7 @@ def test_autoreset_and_truncation() -> None:
 
 
 def test_vec_env_contract() -> None:
-    task = dict(simulator="torch", env_id="Cartpole", max_episode_length=200, continuous=False)
+    task = TaskConfig(simulator="torch", env_id="Cartpole", max_episode_length=200, continuous=False)
     env = make_vec_env(task, 16, seed=0)
     obs = env.reset()
     assert obs.shape == (16, 4)

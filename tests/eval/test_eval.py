@@ -15,6 +15,7 @@ import pytest
 import torch
 from gmitest import FAST, compose_config, run_cli
 
+from gmiexp.config import TaskConfig
 from gmiexp.envs.base import GMIVecEnv
 from gmiexp.errors import ConfigError
 from gmiexp.eval import run_eval
@@ -121,7 +122,7 @@ def test_eval_video_writes_a_playable_mp4_with_one_frame_per_step(ant_checkpoint
 
 
 def test_video_is_refused_before_anything_runs_where_the_simulator_cannot_render():
-    task = dict(name="Cartpole", simulator="torch", env_id="Cartpole", max_episode_length=200, continuous=False)
+    task = TaskConfig(name="Cartpole", simulator="torch", env_id="Cartpole", max_episode_length=200, continuous=False)
     with pytest.raises(ConfigError, match="invalid eval.video=true for task Cartpole.*cannot render"):
         Filmer(task, (4,), 320, 240, 10)
 

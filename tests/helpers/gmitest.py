@@ -10,7 +10,7 @@ from pathlib import Path
 
 import psutil
 
-from gmiexp.compose import compose_config  # noqa: F401  (re-exported for the tests)
+from gmiexp.config.compose import compose_config  # noqa: F401  (re-exported for the tests)
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
 #: group options that need another key to compose (their required field)

@@ -14,7 +14,7 @@ from gmiexp.hardware import preset
 from gmiexp.layouts import get
 from gmiexp.layouts.base import LayoutRequest
 from gmiexp.plan import Plan
-from gmiexp.planner import build_plan
+from gmiexp.plan.build import build_plan
 
 
 def req(name: str, gpus: int, per: int, hw: str = "cpu", **layout: object) -> LayoutRequest:

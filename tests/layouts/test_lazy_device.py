@@ -64,7 +64,7 @@ def check_run(run_dir: Path, overrides: list[str], device: str) -> None:
     r = run_cli(*overrides, f"hydra.run.dir={run_dir}", timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     plan = Plan.load(run_dir / "plan.yaml")
-    assert plan.train["device"] == device
+    assert plan.train.device == device
     s = json.loads((run_dir / "summary.json").read_text())
     gmis = {g.id: s["gmis"][str(g.id)] for g in plan.gmis}
     trainers = [gmis[t] for t in plan.trainer_group]

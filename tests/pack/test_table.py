@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gmiexp import report
 from gmiexp.pack import table
 from gmiexp.pack.runner import Job
 from gmiexp.pack.slots import Slot
+from gmiexp.tools import report
 
 
 def job(root: Path, num: int, start: float, end: float, status: str = "ok", rate: float = 1000.0) -> Job:

@@ -47,11 +47,11 @@ class FakeRuns:
         if args["layout"] == "decoupled_async":
             return subprocess.CompletedProcess(cmd, 2, "", "gmiexp: error: invalid num_gpus: 1; valid: >= 2\n")
         pids = [41000, 41001]
-        notes = {}
+        mig = None
         if args["backend"] == "mig":
-            notes["mig"] = {"instances": [{"gmi": i, "uuid": m.uuid} for i, m in enumerate(self.gpu.migs)]}
+            mig = {"instances": [{"gmi": i, "uuid": m.uuid} for i, m in enumerate(self.gpu.migs)]}
         run.mkdir(parents=True)
-        (run / "plan.yaml").write_text(yaml.safe_dump({"gmis": [{"id": 0}, {"id": 1}], "notes": notes}))
+        (run / "plan.yaml").write_text(yaml.safe_dump({"gmis": [{"id": 0}, {"id": 1}], "mig": mig}))
         for g, pid in enumerate(pids):
             (run / "gmis" / str(g)).mkdir(parents=True)
             (run / "gmis" / str(g) / "status.json").write_text(json.dumps({"gmi": g, "pid": pid}))

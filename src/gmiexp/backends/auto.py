@@ -21,6 +21,7 @@ from typing import NamedTuple
 from gmiexp.backends.base import BACKENDS, Backend
 from gmiexp.backends.mps_daemon import CONTROL
 from gmiexp.config import BackendConfig
+from gmiexp.config.schema import BACKEND_SCHEMAS
 from gmiexp.errors import ConfigError
 from gmiexp.hardware import Hardware
 from gmiexp.plan import Plan
@@ -104,10 +105,7 @@ class AutoBackend(Backend):
 
 
 def with_name(cfg: BackendConfig, name: str, **changes: object) -> BackendConfig:
-    """A copy of the backend config (dataclass or Hydra node) naming another backend."""
-    if not dataclasses.is_dataclass(cfg):
-        from omegaconf import OmegaConf
-
-        obj = OmegaConf.to_object(cfg)  # type: ignore[arg-type]
-        cfg = obj if dataclasses.is_dataclass(obj) else BackendConfig(**obj)  # type: ignore[arg-type]
-    return dataclasses.replace(cfg, name=name, **changes)  # type: ignore[arg-type]
+    """The config of backend ``name`` (its own schema), from the fields of ``cfg`` that schema has."""
+    schema = BACKEND_SCHEMAS[name]
+    kept = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(schema) if hasattr(cfg, f.name)}
+    return schema(**{**kept, "name": name, **changes})

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from gmiexp.backends.base import BACKENDS, Backend
 from gmiexp.backends.common import core_ids, device_cores, split_cores, thread_budget
+from gmiexp.config.schema import DirectBackendConfig
 from gmiexp.errors import ConfigError
 from gmiexp.plan import GMI, Plan
 
@@ -13,6 +14,7 @@ from gmiexp.plan import GMI, Plan
 @BACKENDS.register("direct")
 class DirectBackend(Backend):
     name = "direct"
+    cfg: DirectBackendConfig
 
     def realise(self, plan: Plan, run_dir: Path) -> Plan:
         hw = self.hardware

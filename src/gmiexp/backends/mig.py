@@ -24,10 +24,10 @@ from gmiexp.backends.base import BACKENDS, Backend
 from gmiexp.backends.common import by_device, cpu_budget, gpu_of, require_gpu
 from gmiexp.backends.mig_profiles import Profile
 from gmiexp.backends.mps_clients import client_env, daemon_commands, mps_session, shares
-from gmiexp.config import BackendConfig
+from gmiexp.config.schema import MigBackendConfig
 from gmiexp.errors import ConfigError, LaunchError, invalid
 from gmiexp.hardware import GPUInfo, Hardware, MigDevice
-from gmiexp.plan import GMI, Plan
+from gmiexp.plan.model import GMI, MigState, MpsState, Plan
 
 MIN_CC = (8, 0)  # MIG arrived with Ampere
 PENDING = "MIG-<pending:"  # prefix of a placeholder for an instance that setup will create
@@ -72,7 +72,7 @@ def used_slices(gpu: GPUInfo) -> int:
     return sum(table.get(d.profile, 0) for d in gpu.mig_devices)
 
 
-def instances_wanted(gpu: GPUInfo, n_gmis: int, cfg: BackendConfig) -> tuple[int, Profile | None]:
+def instances_wanted(gpu: GPUInfo, n_gmis: int, cfg: MigBackendConfig) -> tuple[int, Profile | None]:
     """How many instances this GPU needs, and of which profile (None = whatever already exists)."""
     existing = sorted(gpu.mig_devices, key=lambda d: d.index)
     if cfg.profile:
@@ -130,9 +130,10 @@ def show(cmd: list[str]) -> str:
 
 @BACKENDS.register("mig")
 class MIGBackend(Backend):
+    cfg: MigBackendConfig
     name = "mig"
 
-    def __init__(self, cfg: BackendConfig, hardware: Hardware, nvml: ModuleType | None = None) -> None:
+    def __init__(self, cfg: MigBackendConfig, hardware: Hardware, nvml: ModuleType | None = None) -> None:
         super().__init__(cfg, hardware)
         self.nvml = nvml  # re-read instances after creating them (None: pynvml)
 
@@ -162,10 +163,9 @@ class MIGBackend(Backend):
         up, down = daemon_commands(daemons)
         plan.setup_commands += [show(c) for c in creates] + up
         plan.teardown_commands += down
-        plan.notes["mig"] = {"instances": placed, "create": creates,
-                             "create_instances": bool(self.cfg.create_instances)}
+        plan.mig = MigState(instances=placed, create=creates, create_instances=bool(self.cfg.create_instances))
         if daemons:
-            plan.notes["mps"] = {"daemons": [d.to_dict() for d in daemons], "daemon": self.cfg.daemon}
+            plan.mps = MpsState(daemon=self.cfg.daemon, daemons=[d.to_dict() for d in daemons])
         return plan
 
     def _assign(self, gmis: list[GMI], slots: list[Slot]) -> list[tuple[Slot, list[GMI]]]:
@@ -203,7 +203,7 @@ class MIGBackend(Backend):
         if self.hardware.is_preset:
             raise ConfigError(f"hardware={self.hardware.source.removeprefix('preset:')} is a preset for "
                               "planning only: mode=plan prints this plan; run it on the GPU host")
-        creates = plan.notes.get("mig", {}).get("create", [])
+        creates = plan.mig.create if plan.mig else []
         if creates:
             for cmd in creates:
                 nvidia_smi(cmd)
@@ -216,9 +216,10 @@ class MIGBackend(Backend):
         from gmiexp.hardware import discover
 
         fresh = {g.index: sorted(g.mig_devices, key=lambda d: d.index) for g in discover(self.nvml).gpus}
-        taken = {i["uuid"] for i in plan.notes["mig"]["instances"] if not i["uuid"].startswith(PENDING)}
+        instances = plan.mig.instances if plan.mig else []
+        taken = {i["uuid"] for i in instances if not i["uuid"].startswith(PENDING)}
         mapping: dict[str, str] = {}
-        for inst in plan.notes["mig"]["instances"]:
+        for inst in instances:
             old = inst["uuid"]
             if not old.startswith(PENDING) or old in mapping:
                 continue
@@ -239,7 +240,7 @@ def _substitute(plan: Plan, mapping: dict[str, str]) -> None:
             v = v.replace(old, new)
         return v
 
-    for d in plan.notes.get("mps", {}).get("daemons", []):
+    for d in plan.mps.daemons if plan.mps else []:
         if d.get("visible"):
             d["visible"] = sub(d["visible"])
             if d.get("mode") == "shared":  # its directory is named by the instance it serves
@@ -248,7 +249,7 @@ def _substitute(plan: Plan, mapping: dict[str, str]) -> None:
                 d["pipe_dir"], d["log_dir"] = real.pipe_dir, real.log_dir
     for g in plan.gmis:
         g.env = {k: sub(v) for k, v in g.env.items()}
-    for inst in plan.notes["mig"]["instances"]:
+    for inst in plan.mig.instances if plan.mig else []:
         inst["uuid"] = sub(inst["uuid"])
 
 

@@ -16,9 +16,10 @@ from gmiexp.backends import mps_daemon
 from gmiexp.backends.base import BACKENDS, Backend
 from gmiexp.backends.common import by_device, cpu_budget, gpu_of, memory_mb, visible_device
 from gmiexp.backends.mps_clients import check_host, client_env, daemon_commands, mps_session, shares
+from gmiexp.config.schema import MpsBackendConfig
 from gmiexp.errors import ConfigError, invalid
 from gmiexp.hardware import GPUInfo
-from gmiexp.plan import GMI, Plan
+from gmiexp.plan.model import GMI, MpsState, Plan
 
 MIN_CC = (7, 0)  # Volta MPS: per-client execution resource provisioning and memory limits
 
@@ -59,6 +60,7 @@ def memory_limits(gmis: list[GMI], default: str | None, gpu: GPUInfo) -> list[st
 @BACKENDS.register("mps")
 class MPSBackend(Backend):
     name = "mps"
+    cfg: MpsBackendConfig
 
     def realise(self, plan: Plan, run_dir: Path) -> Plan:
         hw = self.hardware
@@ -79,7 +81,7 @@ class MPSBackend(Backend):
         cpu_budget(plan, hw, self.cfg.pin_cores)
         plan.backend = self.name
         plan.backend_reason = plan.backend_reason or "backend=mps (set by hand)"
-        plan.notes["mps"] = {"daemons": [daemon.to_dict()], "daemon": mode}
+        plan.mps = MpsState(daemon=mode, daemons=[daemon.to_dict()])
         plan.setup_commands += daemon_commands([daemon])[0]
         plan.teardown_commands += daemon_commands([daemon])[1]
         return plan

@@ -15,7 +15,7 @@ from gmiexp.backends import mps_daemon
 from gmiexp.backends.common import require_gpu
 from gmiexp.errors import ConfigError, invalid
 from gmiexp.hardware import Hardware
-from gmiexp.plan import GMI, ROLES, Plan
+from gmiexp.plan.model import GMI, ROLES, Plan
 
 
 def check_host(hw: Hardware, backend: str = "mps") -> None:
@@ -90,7 +90,7 @@ def daemon_commands(daemons: list[mps_daemon.Daemon]) -> tuple[list[str], list[s
 
 
 def planned_daemons(plan: Plan) -> list[mps_daemon.Daemon]:
-    return [mps_daemon.Daemon(**d) for d in plan.notes.get("mps", {}).get("daemons", [])]
+    return [mps_daemon.Daemon(**d) for d in plan.mps.daemons] if plan.mps else []
 
 
 def kept_by(plan: Plan, gmi_id: int) -> list[mps_daemon.Daemon]:

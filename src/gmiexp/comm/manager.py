@@ -41,8 +41,11 @@ class GMIManager:
     def distributed(self) -> bool:
         return self.world_size > 1
 
-    def init(self, timeout_s: float = 300.0) -> None:
-        """Join the gloo default group (rendezvous from the launcher's MASTER_ADDR/PORT env)."""
+    def init(self, timeout_s: float) -> None:
+        """Join the gloo default group (rendezvous from the launcher's MASTER_ADDR/PORT env).
+
+        ``timeout_s``: ``launch.collective_timeout_s``.
+        """
         if not self.distributed or dist.is_initialized():
             return
         dist.init_process_group(
@@ -92,7 +95,7 @@ class GMIManager:
     def torch_device(self) -> torch.device:
         """The device every role of this GMI uses: ``train.device`` resolved (see :mod:`gmiexp.device`)."""
         if self._device is None:
-            self._device = resolve_device(str(self.plan.train.get("device", "auto")))
+            self._device = resolve_device(str(self.plan.train.device))
         return self._device
 
     # ---- point-to-point ------------------------------------------------

@@ -137,7 +137,7 @@ def terms_for(plan: Plan) -> CostTerms:
     from gmiexp.rl.rlgames.params import policy_param_count
 
     envs = max(g.num_envs for g in plan.gmis) or 1
-    sizes = {"m": int(plan.train.get("horizon_length", 16)), "n": len(plan.gmis), "R_all": 100.0 * len(plan.devices)}
+    sizes = {"m": plan.train.horizon_length, "n": len(plan.gmis), "R_all": 100.0 * len(plan.devices)}
     try:
         obs, act = task_dims(plan.task)
         params = policy_param_count(plan)

@@ -9,12 +9,13 @@ registered class (in any module imported before the run) plus its adapter and it
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gmiexp.errors import ConfigError, invalid
 from gmiexp.registry import Registry
 
 if TYPE_CHECKING:  # the adapters import rl-games and torch; mode=plan and mode=doctor must not
+    from gmiexp.config import TaskConfig
     from gmiexp.envs.base import GMIVecEnv
 
 TORCH_TASKS = ("Cartpole",)
@@ -54,7 +55,7 @@ class Simulator(ABC):
         """(observation size, action size or number of discrete actions), without building the simulator."""
 
     @abstractmethod
-    def make(self, task: dict[str, Any], num_envs: int, seed: int, sim_threads: int, device: str,
+    def make(self, task: TaskConfig, num_envs: int, seed: int, sim_threads: int, device: str,
              states: bool) -> GMIVecEnv:
         """The vectorised environment of one GMI (imports the adapter)."""
 
@@ -83,12 +84,12 @@ class Envpool(Simulator):
         spec = envpool.make_spec(env_id)
         return int(spec.observation_space.shape[0]), int(spec.action_space.shape[0])
 
-    def make(self, task: dict[str, Any], num_envs: int, seed: int, sim_threads: int, device: str,
+    def make(self, task: TaskConfig, num_envs: int, seed: int, sim_threads: int, device: str,
              states: bool) -> GMIVecEnv:
         from gmiexp.envs.envpool_env import EnvpoolVecEnv
 
-        return EnvpoolVecEnv(task["env_id"], num_envs, seed=seed, num_threads=sim_threads,
-                             max_episode_length=task["max_episode_length"], device=device)
+        return EnvpoolVecEnv(task.env_id, num_envs, seed=seed, num_threads=sim_threads,
+                             max_episode_length=task.max_episode_length, device=device)
 
 
 @SIMULATORS.register("torch")
@@ -100,11 +101,11 @@ class TorchNative(Simulator):
     def dims(self, env_id: str) -> tuple[int, int]:
         return 4, 2  # Cartpole: 4 observations, 2 discrete actions
 
-    def make(self, task: dict[str, Any], num_envs: int, seed: int, sim_threads: int, device: str,
+    def make(self, task: TaskConfig, num_envs: int, seed: int, sim_threads: int, device: str,
              states: bool) -> GMIVecEnv:
         from gmiexp.envs.cartpole import CartpoleVecEnv
 
-        return CartpoleVecEnv(num_envs, seed=seed, max_episode_length=task["max_episode_length"], device=device)
+        return CartpoleVecEnv(num_envs, seed=seed, max_episode_length=task.max_episode_length, device=device)
 
 
 @SIMULATORS.register("mjlab")
@@ -120,12 +121,12 @@ class Mjlab(Simulator):
     def dims(self, env_id: str) -> tuple[int, int]:
         return MJLAB_DIMS[env_id][:2]
 
-    def make(self, task: dict[str, Any], num_envs: int, seed: int, sim_threads: int, device: str,
+    def make(self, task: TaskConfig, num_envs: int, seed: int, sim_threads: int, device: str,
              states: bool) -> GMIVecEnv:
         from gmiexp.envs.mjlab_env import MjlabVecEnv
 
-        return MjlabVecEnv(task["env_id"], num_envs, seed=seed, device=device,
-                           max_episode_length=task["max_episode_length"], states=states)
+        return MjlabVecEnv(task.env_id, num_envs, seed=seed, device=device,
+                           max_episode_length=task.max_episode_length, states=states)
 
 
 @SIMULATORS.register("isaacgym")
@@ -138,35 +139,35 @@ class IsaacGym(Simulator):
     def dims(self, env_id: str) -> tuple[int, int]:
         return ISAAC_DIMS[env_id]
 
-    def make(self, task: dict[str, Any], num_envs: int, seed: int, sim_threads: int, device: str,
+    def make(self, task: TaskConfig, num_envs: int, seed: int, sim_threads: int, device: str,
              states: bool) -> GMIVecEnv:
         from gmiexp.envs.isaacgym_env import IsaacGymVecEnv
 
-        return IsaacGymVecEnv(task["env_id"], num_envs, seed=seed, device=device)
+        return IsaacGymVecEnv(task.env_id, num_envs, seed=seed, device=device)
 
 
-def simulator(task: dict[str, Any]) -> Simulator:
+def simulator(task: TaskConfig) -> Simulator:
     """The task's simulator (ConfigError, exit 2, naming the registered ones otherwise)."""
-    return SIMULATORS.get(task["simulator"])()
+    return SIMULATORS.get(task.simulator)()
 
 
-def check_task(task: dict[str, Any]) -> None:
+def check_task(task: TaskConfig) -> None:
     """Validate the task before anything launches (exit 2 on a bad one)."""
-    env_id = task["env_id"]
+    env_id = task.env_id
     simulator(task).check(env_id)
-    if task["continuous"] != (env_id != "Cartpole"):
+    if task.continuous != (env_id != "Cartpole"):
         raise ConfigError(f"task.continuous={task['continuous']} does not match task {env_id!r}")
 
 
-def task_dims(task: dict[str, Any]) -> tuple[int, int]:
+def task_dims(task: TaskConfig) -> tuple[int, int]:
     """(observation size, action size or number of discrete actions) without building the simulator.
 
     The one source of a task's sizes: the footprint check, the cost model and the policy size all read it.
     """
-    return simulator(task).dims(task["env_id"])
+    return simulator(task).dims(task.env_id)
 
 
-def make_vec_env(task: dict[str, Any], num_envs: int, seed: int, sim_threads: int = 1,
+def make_vec_env(task: TaskConfig, num_envs: int, seed: int, sim_threads: int = 1,
                  device: str = "cpu", states: bool = False) -> GMIVecEnv:
     """Build the simulator of ``task`` for one GMI.
 

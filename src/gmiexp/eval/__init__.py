@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from gmiexp.config import Config, EvalConfig
+from gmiexp.config import Config, EvalConfig, TaskConfig
 from gmiexp.envs import check_task, make_vec_env, task_dims
 from gmiexp.errors import ConfigError, invalid
 from gmiexp.eval.episodes import Episodes, play
@@ -60,9 +60,9 @@ def check_task_matches(recorded: dict[str, Any], asked: dict[str, Any] | None, c
             "drop the task override to evaluate it on its own task")
 
 
-def policy_from_config(cfg: Config, run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+def policy_from_config(cfg: Config, run_dir: Path) -> tuple[TaskConfig, dict[str, Any]]:
     """Task and rl-games params of the composed config, as a 1-GMI training run would build them."""
-    from gmiexp.planner import build_plan
+    from gmiexp.plan.build import build_plan
     from gmiexp.rl.rlgames.params import build_params
 
     one = dataclasses.replace(cfg, mode="train", num_gpus=1, gmis_per_gpu=1, checkpoint="",
@@ -82,8 +82,8 @@ def run_eval(cfg: Config, run_dir: Path, asked: dict[str, Any] | None = None) ->
     asked = asked if asked is not None else requested_task(cfg)
     if (ckpt.parent / RECORD).is_file() or asked is None:
         record = read_record(ckpt)
-        task, params = record["task"], record["params"]
-        check_task_matches(task, asked, ckpt)
+        task, params = TaskConfig(**record["task"]), record["params"]
+        check_task_matches(record["task"], asked, ckpt)
     else:  # a checkpoint from elsewhere (vanilla rl-games): the command line's config says what it is
         task, params = policy_from_config(cfg, run_dir)
     check_task(task)
@@ -92,7 +92,7 @@ def run_eval(cfg: Config, run_dir: Path, asked: dict[str, Any] | None = None) ->
         from gmiexp.eval.video import Filmer
 
         filmer = Filmer(task, (task_dims(task)[0],), e.video_width, e.video_height,
-                        min(e.video_steps, int(task["max_episode_length"])))
+                        min(e.video_steps, int(task.max_episode_length)))
     try:
         episodes, video, frames = _play(cfg, ckpt, task, params, filmer, run_dir)
     finally:
@@ -100,7 +100,7 @@ def run_eval(cfg: Config, run_dir: Path, asked: dict[str, Any] | None = None) ->
             filmer.close()
     summary = {
         "status": "ok", "mode": "eval", "run_dir": str(run_dir),
-        "checkpoint": str(ckpt), "task": task["name"], "episodes": e.episodes, "deterministic": e.deterministic,
+        "checkpoint": str(ckpt), "task": task.name, "episodes": e.episodes, "deterministic": e.deterministic,
         "metrics": episodes.metrics(),
         "returns": episodes.returns, "lengths": episodes.lengths,
         "video": str(video) if video else None, "video_frames": frames,
@@ -110,7 +110,7 @@ def run_eval(cfg: Config, run_dir: Path, asked: dict[str, Any] | None = None) ->
     return summary
 
 
-def _play(cfg: Config, ckpt: Path, task: dict[str, Any], params: dict[str, Any], filmer: Any,
+def _play(cfg: Config, ckpt: Path, task: TaskConfig, params: dict[str, Any], filmer: Any,
           run_dir: Path) -> tuple[Episodes, Path | None, int]:
     """Rebuild the policy, check the checkpoint fits it, play the episodes (and film one)."""
     e = cfg.eval
@@ -119,14 +119,14 @@ def _play(cfg: Config, ckpt: Path, task: dict[str, Any], params: dict[str, Any],
     torch.manual_seed(cfg.seed)
     env = make_vec_env(task, e.episodes, seed=cfg.seed, sim_threads=1, device=device)
     player = make_player(params, env, device, e.deterministic)
-    check_fits(state, player.model, ckpt, str(task["name"]))
+    check_fits(state, player.model, ckpt, str(task.name))
     restore(player, state)
 
     def act(obs: torch.Tensor) -> torch.Tensor:
         return player.get_action(obs.to(device), e.deterministic)
 
     with contextlib.redirect_stdout(sys.stderr):  # rl-games prints while it plays
-        episodes = play(env, act, max_steps=int(task["max_episode_length"]) + 1)
+        episodes = play(env, act, max_steps=int(task.max_episode_length) + 1)
         if filmer is None:
             return episodes, None, 0
         video = run_dir / "eval.mp4"

@@ -8,11 +8,13 @@ the same policy on the same task without the config being typed again.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from gmiexp.config import TaskConfig
 from gmiexp.errors import ConfigError
 
 RECORD = "gmiexp_policy.yaml"
@@ -25,11 +27,11 @@ def checkpoint_dir(params: dict[str, Any]) -> Path:
     return Path(cfg["train_dir"]) / cfg["full_experiment_name"] / "nn"
 
 
-def write_record(params: dict[str, Any], task: dict[str, Any], plan_id: str = "") -> Path:
+def write_record(params: dict[str, Any], task: TaskConfig, plan_id: str = "") -> Path:
     """Record the task and rl-games params beside the checkpoints this run will write."""
     nn_dir = checkpoint_dir(params)
     nn_dir.mkdir(parents=True, exist_ok=True)
-    doc = {"format": FORMAT, "plan_id": plan_id, "task": dict(task), "params": params}
+    doc = {"format": FORMAT, "plan_id": plan_id, "task": dataclasses.asdict(task), "params": params}
     path = nn_dir / RECORD
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path

@@ -12,18 +12,18 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 
+from gmiexp.config import TaskConfig
 from gmiexp.errors import ConfigError
 
 GL_BACKENDS = ("egl", "osmesa", "glfw")
 
 
-def _refuse(task: dict[str, Any], why: str) -> ConfigError:
-    return ConfigError(f"invalid eval.video=true for task {task['name']} ({task['simulator']} {task['env_id']}): "
+def _refuse(task: TaskConfig, why: str) -> ConfigError:
+    return ConfigError(f"invalid eval.video=true for task {task.name} ({task.simulator} {task.env_id}): "
                        f"{why}; video is available for envpool MuJoCo tasks (Ant, Humanoid, ...), rendered by "
                        "gymnasium's MuJoCo environment offscreen (MUJOCO_GL=egl or osmesa); or drop eval.video")
 
@@ -31,10 +31,10 @@ def _refuse(task: dict[str, Any], why: str) -> ConfigError:
 class Filmer:
     """gymnasium's MuJoCo twin of an envpool task, opened and probed before any episode runs."""
 
-    def __init__(self, task: dict[str, Any], obs_shape: tuple[int, ...], width: int, height: int,
+    def __init__(self, task: TaskConfig, obs_shape: tuple[int, ...], width: int, height: int,
                  max_steps: int) -> None:
-        if task["simulator"] != "envpool":
-            raise _refuse(task, f"the {task['simulator']} simulator cannot render offscreen here")
+        if task.simulator != "envpool":
+            raise _refuse(task, f"the {task.simulator} simulator cannot render offscreen here")
         if not os.environ.get("DISPLAY"):
             os.environ.setdefault("MUJOCO_GL", "egl")  # read when MuJoCo's renderer is first imported
         gl = os.environ.get("MUJOCO_GL", "glfw")
@@ -46,12 +46,12 @@ class Filmer:
             import imageio_ffmpeg  # noqa: F401 - the encoder must be there before anything is filmed
             import mujoco  # noqa: F401
 
-            self.env = gym.make(task["env_id"], render_mode="rgb_array", width=width, height=height,
+            self.env = gym.make(task.env_id, render_mode="rgb_array", width=width, height=height,
                                 max_episode_steps=max_steps)
         except ImportError as e:
             raise _refuse(task, f"{e.name} is not installed (pip install mujoco imageio imageio-ffmpeg)") from e
         except Exception as e:  # noqa: BLE001 - gymnasium has no env of this id
-            raise _refuse(task, f"gymnasium has no renderable {task['env_id']} ({e})") from e
+            raise _refuse(task, f"gymnasium has no renderable {task.env_id} ({e})") from e
         try:
             self.env.reset(seed=0)
             frame = self.env.render()
@@ -62,7 +62,7 @@ class Filmer:
         shape = self.env.observation_space.shape
         if tuple(shape) != tuple(obs_shape):
             self.close()
-            raise _refuse(task, f"gymnasium's {task['env_id']} observes {shape}, envpool's {obs_shape}")
+            raise _refuse(task, f"gymnasium's {task.env_id} observes {shape}, envpool's {obs_shape}")
         self.fps = int(self.env.metadata.get("render_fps", 30))
         self.frame_shape = np.asarray(frame).shape
 

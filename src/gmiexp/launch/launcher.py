@@ -35,7 +35,7 @@ def free_port() -> int:
 
 
 def frames_per_iteration(plan: Plan) -> int:
-    return plan.total_envs() * int(plan.train.get("horizon_length", 1))
+    return plan.total_envs() * int(plan.train.horizon_length)
 
 
 def log_tail(run_dir: Path, gmi: int, lines: int = 25) -> str:
@@ -54,7 +54,7 @@ def _elastic(plan: Plan, run_dir: Path, plan_path: Path) -> None:
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    port = int(plan.launch.get("master_port") or 0) or free_port()
+    port = int(plan.launch.master_port or 0) or free_port()
     config = LaunchConfig(
         min_nodes=1,
         max_nodes=1,
@@ -64,7 +64,7 @@ def _elastic(plan: Plan, run_dir: Path, plan_path: Path) -> None:
         rdzv_endpoint=f"127.0.0.1:{port}",
         local_addr="127.0.0.1",
         max_restarts=0,
-        monitor_interval=float(plan.launch.get("monitor_interval_s", 0.5)),
+        monitor_interval=float(plan.launch.monitor_interval_s),
         start_method="spawn",
         logs_specs=DefaultLogsSpecs(log_dir=str(run_dir / "logs"), redirects=Std.ALL, tee=Std.NONE),
         shutdown_timeout=5,
@@ -88,9 +88,9 @@ def _describe_failure(err: Exception, run_dir: Path, watchdog: Watchdog) -> Laun
 
 def launch(plan: Plan, backend: Backend, run_dir: Path) -> dict[str, Any]:
     """Execute ``plan``; return the summary (also written to ``summary.json``). Raises LaunchError."""
-    from gmiexp.monitor import Monitor
+    from gmiexp.tools.monitor import Monitor
 
-    if plan.launch.get("inprocess") and plan.world_size != 1:
+    if plan.launch.inprocess and plan.world_size != 1:
         from gmiexp.errors import ConfigError
 
         raise ConfigError(f"invalid launch.inprocess=true with {plan.world_size} GMIs; valid: a 1-GMI plan")
@@ -100,11 +100,11 @@ def launch(plan: Plan, backend: Backend, run_dir: Path) -> dict[str, Any]:
     watchdog = Watchdog(
         run_dir=str(run_dir), n_gmis=plan.world_size,
         total_frames=frames_per_iteration(plan) * plan.max_iterations,
-        heartbeat_timeout_s=float(lc.get("heartbeat_timeout_s", 120.0)),
-        interval_s=float(lc.get("monitor_interval_s", 0.5)), progress=bool(lc.get("progress", True)),
-        progress_interval_s=float(lc.get("progress_interval_s", 30.0)),
+        heartbeat_timeout_s=float(lc.heartbeat_timeout_s),
+        interval_s=float(lc.monitor_interval_s), progress=bool(lc.progress),
+        progress_interval_s=float(lc.progress_interval_s),
     )
-    monitor = Monitor(backend.hardware, interval_s=max(0.5, float(lc.get("monitor_interval_s", 0.5))),
+    monitor = Monitor(backend.hardware, interval_s=max(0.5, float(lc.monitor_interval_s)),
                       gmi_devices={g.id: g.device for g in plan.gmis},
                       pids=lambda: status.gmi_pids(run_dir, plan.world_size))
     # shared-memory segments of this run are named /dev/shm/gmiexp_<tag>_*; workers inherit the tag,
@@ -136,7 +136,7 @@ def _run_session(plan: Plan, run_dir: Path, watchdog: Watchdog, monitor: Any, t0
     watchdog.start()
     monitor.start()
     try:
-        if lc.get("inprocess"):
+        if lc.inprocess:
             _inprocess(plan)
         else:
             _elastic(plan, run_dir, plan_path)

@@ -80,12 +80,12 @@ def build_summary(plan: Plan, run_dir: Path, wall_s: float, host_metrics: dict[s
         "started_at": time.time() - wall_s,  # epoch seconds: when the launch began and ended (packed sweeps
         "finished_at": time.time(),  # compare members' times)
         "config": {
-            "task": plan.task.get("name"), "layout": plan.layout, "backend": plan.backend,
+            "task": plan.task.name, "layout": plan.layout, "backend": plan.backend,
             "reduction": plan.reduction, "num_gpus": len(plan.devices),
             "gmis_per_gpu": max(len(ids) for ids in plan.gpu_map()), "gmis": plan.world_size,
             "num_envs": plan.gmis[0].num_envs, "max_iterations": plan.max_iterations, "seed": plan.seed,
             "experiment": plan.experiment, "role": plan.role,
-            **({"channel": plan.channel.name} if plan.channel is not None else {}),
+            **({"channel": str(plan.channel.name)} if plan.channel is not None else {}),
         },
         "metrics": metrics,
         "gmis": {str(k): v for k, v in results.items()},

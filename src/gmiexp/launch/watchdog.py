@@ -9,6 +9,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from gmiexp.config import LaunchConfig
 from gmiexp.launch.progress import Progress, make_progress
 from gmiexp.launch.status import read_status
 
@@ -28,9 +29,9 @@ class Watchdog:
     n_gmis: int
     total_frames: int
     heartbeat_timeout_s: float
-    interval_s: float = 0.5
-    progress: bool = True
-    progress_interval_s: float = 30.0  # plain progress lines when stderr is not a terminal
+    interval_s: float = LaunchConfig.monitor_interval_s  # defaults: the schema's (launch.*)
+    progress: bool = LaunchConfig.progress
+    progress_interval_s: float = LaunchConfig.progress_interval_s  # plain progress lines when stderr is no terminal
     hang: Hang | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None

@@ -14,7 +14,10 @@ import os
 import resource
 import sys
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gmiexp.config import TaskConfig
 
 
 def current_rss_mb() -> float:
@@ -37,7 +40,7 @@ def run_gmi(plan: Any, gmi_id: int, status: Any = None) -> dict[str, Any]:
     torch.set_num_threads(gmi.torch_threads)
     mgr = GMIManager(plan, gmi_id)
     status.beat(force=True, stage="rendezvous")
-    mgr.init(timeout_s=float(plan.launch.get("collective_timeout_s", 300.0)))
+    mgr.init(timeout_s=float(plan.launch.collective_timeout_s))
     red = reductions.build(plan.reduction, mgr, plan.trainer_group)
     ctx = GMIContext(plan=plan, gmi=gmi, mgr=mgr, reduction=red, status=status)
     finished = False
@@ -58,9 +61,9 @@ def run_gmi(plan: Any, gmi_id: int, status: Any = None) -> dict[str, Any]:
         mgr.close(finished=finished)
 
 
-def import_simulator_first(task: dict[str, Any]) -> None:
+def import_simulator_first(task: TaskConfig) -> None:
     """Import a simulator that must precede torch: Isaac Gym's ``gymdeps`` raises once torch is loaded."""
-    if task.get("simulator") != "isaacgym":
+    if task.simulator != "isaacgym":
         return
     if "torch" in sys.modules:
         raise RuntimeError("torch was imported before isaacgym in this GMI; Isaac Gym cannot load after it")

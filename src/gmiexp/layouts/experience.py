@@ -10,8 +10,6 @@ from gmiexp.errors import ConfigError, invalid
 from gmiexp.layouts.base import Layout, LayoutRequest
 from gmiexp.plan import Plan
 
-CHANNELS = ("multi", "uni")
-ON_FULL = ("block", "drop")
 ALGOS = ("a2c", "ppo")
 #: Fields every trainer update reads (PPO and replay also need the behaviour policy's neglogp).
 REQUIRED = ("obs", "actions", "rewards", "values", "dones")
@@ -43,10 +41,6 @@ def check_trainers(req: LayoutRequest, at_most: int | None = None) -> None:
 
 def check_experience(plan: Plan, channel: Any, async_cfg: Any, algo: str) -> None:
     """ConfigError (exit 2) naming the bad value and the valid range."""
-    if channel.name not in CHANNELS:
-        raise invalid("channel", channel.name, CHANNELS)
-    if channel.on_full not in ON_FULL:
-        raise invalid("channel.on_full", channel.on_full, ON_FULL)
     for f in channel.fields:
         if f not in DEFAULT_FIELDS:
             raise invalid("channel.fields entry", f, DEFAULT_FIELDS)
@@ -64,7 +58,7 @@ def check_experience(plan: Plan, channel: Any, async_cfg: Any, algo: str) -> Non
         raise invalid("channel.slots", channel.slots, "an integer >= 1")
     if channel.target_bytes < 64:
         raise invalid("channel.target_bytes", channel.target_bytes, "an integer >= 64 (bytes per transfer)")
-    horizon = plan.train["horizon_length"]
+    horizon = plan.train.horizon_length
     if horizon < 2:
         raise invalid("train.horizon_length", horizon,
                       f">= 2 for layout={plan.layout} (the last step of a rollout bootstraps the returns)")

@@ -92,7 +92,7 @@ class PackedSweep:
                                                                                           strict=True)]
         per_gpu = 1 if self.per_gpu == AUTO else int(self.per_gpu)
         first = slots.make_slots(self.hw, self.gpus, per_gpu)[0]
-        from gmiexp.planner import build_plan
+        from gmiexp.plan.build import build_plan
 
         for o, m, d in zip(self.overrides, self.members, self.run_dirs, strict=True):
             cfg = task_config(self.compose([*o, *self.slot_overrides(first, m, per_gpu)]))

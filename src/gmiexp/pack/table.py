@@ -1,7 +1,7 @@
 """The packed sweep's table: per member overrides, status, wall time, env steps/s, reward; the makespan.
 
 Written as ``pack.json`` and ``pack.csv`` in the multirun directory and printed on stderr;
-``python -m gmiexp.report`` adds it to its report (:func:`markdown`). A sweeper that launches in
+``python -m gmiexp.tools.report`` adds it to its report (:func:`markdown`). A sweeper that launches in
 batches (Optuna's) calls the launcher once per batch: each batch's rows join the earlier ones.
 """
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from gmiexp.search.algorithm import ProfileResult
+from gmiexp.tools.memory import peak_memory_mb
 from gmiexp.tools.runs import RunFailed, gmiexp_command, run_gmiexp
 
 
@@ -35,34 +36,12 @@ def steady_throughput(summary: dict[str, Any], warmup_iterations: int) -> float:
     return float(summary.get("metrics", {}).get("perf/env_steps_per_s", 0.0))
 
 
-def peak_memory_mb(summary: dict[str, Any], gmis: int) -> float:
-    """Per-GMI memory the workload consumes: the GMIs' own peak device memory on a GPU, else the RSS it added.
-
-    On a GPU host the figure is NVML's per-process memory of each GMI on its own device, at its
-    peak (``gmi/<id>/peak_mem_mb``, from :mod:`gmiexp.monitor`), averaged over the GMIs: neither
-    the whole host's GPUs (another job's memory is not this point's) nor a mean over time (which
-    start-up dilutes) measures what a GMI needs.
-
-    On CPU the workload's RSS growth (peak minus the RSS once Python, torch and rl-games were
-    loaded), not the whole RSS, is the analogue of device memory: NVML never counts the ~400 MB of
-    host runtime, and with it in the denominator ``R_mem`` stays near 0 at every step, so
-    ``Sat = R_top / R_mem`` degenerates to the sign of the throughput change. Summaries without
-    the workload metric fall back to the peak RSS.
-    """
-    metrics = summary.get("metrics", {})
-    own = [v for k, v in metrics.items() if k.startswith("gmi/") and k.endswith("/peak_mem_mb")]
-    if own:
-        return float(sum(own)) / len(own)
-    workload = metrics.get("mem/workload_mb")
-    return float(workload if workload is not None else metrics.get("mem/peak_rss_mb", 0.0))
-
-
 def result_from_summary(summary: dict[str, Any], gmis: int, warmup_iterations: int,
                         wall_s: float) -> ProfileResult:
     if summary.get("status") != "ok":
         return ProfileResult(False, wall_s=wall_s, error=f"status={summary.get('status')}")
     top = steady_throughput(summary, warmup_iterations) / gmis
-    return ProfileResult(top > 0, top=top, mem_mb=peak_memory_mb(summary, gmis), wall_s=wall_s)
+    return ProfileResult(top > 0, top=top, mem_mb=peak_memory_mb(summary.get("metrics", {})), wall_s=wall_s)
 
 
 @dataclass

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 from tqdm import tqdm
 
 from gmiexp.config import Config, SearchConfig
-from gmiexp.config_checks import validate as check_ranges
+from gmiexp.config.checks import validate as check_ranges
 from gmiexp.errors import invalid
 from gmiexp.hardware import resolve
 from gmiexp.search import output
@@ -73,7 +73,7 @@ def value_overrides(cfg: Config, overrides: Sequence[str]) -> dict[str, Any]:
         k = _key(o)
         if k not in output.GROUPS and not o.startswith("~"):
             OmegaConf.update(values, k, OmegaConf.select(typed, k), force_add=True)
-    return OmegaConf.to_container(values, resolve=True)
+    return OmegaConf.to_container(values, resolve=True, enum_to_str=True)  # YAML has no enums
 
 
 def cache_key(cfg: Config, overrides: Sequence[str]) -> dict[str, Any]:

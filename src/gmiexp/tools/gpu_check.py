@@ -116,8 +116,8 @@ def evidence(run_dir: Path, mps_seen: dict[int, set[int]] | None) -> dict[str, A
     except (OSError, yaml.YAMLError):
         return out
     n = len(plan["gmis"])
-    if plan.get("notes", {}).get("mig"):
-        out["mig_instances"] = sorted({i["uuid"] for i in plan["notes"]["mig"]["instances"]})
+    if plan.get("mig"):
+        out["mig_instances"] = sorted({i["uuid"] for i in plan["mig"]["instances"]})
     if mps_seen is not None:
         pids = gmi_pids(run_dir, n)
         clients = set().union(*mps_seen.values()) if mps_seen else set()

@@ -173,7 +173,8 @@ def test_off_policy_a2c_weights_the_gradient_ppo_keeps_its_clipped_ratio(ppo: bo
 
 def loop(shared: bool) -> TrainLoop:
     channels = [[0, 2], [1, 2]] + ([[0, 3], [1, 3]] if shared else [])
-    plan = SimpleNamespace(train={"horizon_length": H}, channels=channels, gmi=lambda a: SimpleNamespace(num_envs=N))
+    plan = SimpleNamespace(train=SimpleNamespace(horizon_length=H), channels=channels,
+                           gmi=lambda a: SimpleNamespace(num_envs=N))
     role = SimpleNamespace(plan=plan)
     return TrainLoop(role, None, None, {0: None, 1: None})  # type: ignore[arg-type]
 

@@ -9,8 +9,7 @@ import torch
 from gmitest import compose_config
 
 from gmiexp.device import resolve_device
-from gmiexp.planner import build_plan
-from gmiexp.rl.experience.settings import train_config
+from gmiexp.plan.build import build_plan
 from gmiexp.rl.learner.update import Learner, make_optimiser
 from gmiexp.rl.rlgames.policy import Spaces, build_model
 
@@ -44,7 +43,7 @@ def rollout(horizon: int, n: int) -> dict[str, Any]:
 
 def test_update_step_keeps_the_row_count_on_the_gradients_device(tmp_path: Path) -> None:
     role = OneTrainer(tmp_path)
-    tr = train_config(role.plan)
+    tr = role.plan.train
     update = Learner(role.model, make_optimiser(role.model, tr), tr, role.allreduce, ppo=True, num_minibatches=2,
                      world=1, leader=True, device=role.device, seed=0, max_frames=24)
     before = [p.detach().cpu().clone() for p in role.model.parameters()]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import io
 from pathlib import Path
 from types import SimpleNamespace
@@ -11,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 from gmitest import compose_config
 
-from gmiexp.__main__ import conf_dir
+from gmiexp.config.compose import conf_dir
 from gmiexp.envs import task_dims
 from gmiexp.rl.rlgames.params import build_params, policy_param_count
 
@@ -33,7 +32,7 @@ def rl_games_count(plan: SimpleNamespace) -> int:
 @pytest.mark.parametrize("units", [None, [32], [64, 64, 64, 32]])
 def test_param_count_equals_rl_games_model(task: str, units: list[int] | None, tmp_path: Path) -> None:
     cfg = compose_config(f"task={task}", *([f"task.mlp_units={units}"] if units else []))
-    plan = SimpleNamespace(task=dataclasses.asdict(cfg.task), train=dataclasses.asdict(cfg.train), seed=1,
+    plan = SimpleNamespace(task=cfg.task, train=cfg.train, seed=1,
                            max_iterations=1, run_dir=str(tmp_path),
                            gmis=[SimpleNamespace(id=0, num_envs=16, torch_threads=1)])
     assert policy_param_count(plan) == rl_games_count(plan)

@@ -5,7 +5,6 @@ Dispenser -> Compressor -> Migrator -> Batcher over preallocated shared-memory s
 
 from gmiexp.comm.channels.batcher import Batcher
 from gmiexp.comm.channels.channelset import (
-    MODES,
     ChannelSet,
     MultiChannelSet,
     UniChannelSet,
@@ -20,7 +19,6 @@ from gmiexp.comm.channels.staging import PinnedStaging
 
 __all__ = [
     "DEFAULT_FIELDS",
-    "MODES",
     "Batcher",
     "ChannelClosed",
     "ChannelSet",

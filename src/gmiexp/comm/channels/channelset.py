@@ -9,25 +9,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Literal
 
 import torch
 
 from gmiexp.comm.channels.compressor import Compressor
 from gmiexp.comm.channels.fields import FieldSpec, check_names, field_specs
-from gmiexp.comm.channels.ring import OnFull, RingSpec, SlotRing, memmove
+from gmiexp.comm.channels.ring import RingSpec, SlotRing, memmove
 from gmiexp.comm.channels.sources import RingRowSource, UniDemux, UniRowSource
+from gmiexp.config.enums import ChannelMode, OnFull
 from gmiexp.errors import invalid
 
-Mode = Literal["multi", "uni"]
-MODES = ("multi", "uni")
 RowSource = RingRowSource | UniRowSource
 
 
 class MultiChannelSet:
     """One ring per field; all fields share ``rows_per_transfer`` so transfers stay row-aligned."""
 
-    mode = "multi"
+    mode = ChannelMode.multi
 
     def __init__(self, fields: Sequence[FieldSpec], rings: Sequence[SlotRing]) -> None:
         self.fields, self.rings = list(fields), list(rings)
@@ -49,7 +47,7 @@ class MultiChannelSet:
         return cls(fields, rings)
 
     def __reduce__(self) -> tuple:
-        return (_attach, ("multi", self.fields, [r.spec for r in self.rings], self.rings[0].on_full))
+        return (_attach, (ChannelMode.multi, self.fields, [r.spec for r in self.rings], self.rings[0].on_full))
 
     # producer side
     def send(self, exp: Mapping[str, torch.Tensor]) -> None:
@@ -131,7 +129,7 @@ class MultiChannelSet:
 class UniChannelSet:
     """One generic ring; each step's tensor of each field is its own transfer (tag = field index)."""
 
-    mode = "uni"
+    mode = ChannelMode.uni
 
     def __init__(self, fields: Sequence[FieldSpec], ring: SlotRing) -> None:
         self.fields, self.rings = list(fields), [ring]
@@ -152,7 +150,7 @@ class UniChannelSet:
         return cls(fields, SlotRing.create(f"{name}-uni", n_slots, slot, tag, on_full))
 
     def __reduce__(self) -> tuple:
-        return (_attach, ("uni", self.fields, [self.ring.spec], self.ring.on_full))
+        return (_attach, (ChannelMode.uni, self.fields, [self.ring.spec], self.ring.on_full))
 
     def send(self, exp: Mapping[str, torch.Tensor]) -> None:
         """Send ``exp[f][t]`` (``exp[f]`` shaped ``(T, N, *shape)``) for every step and field on its own."""
@@ -192,7 +190,7 @@ ChannelSet = MultiChannelSet | UniChannelSet
 
 
 def make_channel_set(
-    mode: str,
+    mode: ChannelMode | str,
     fields: Sequence[FieldSpec] | Mapping[str, tuple[tuple[int, ...], torch.dtype]],
     *,
     rows_per_step: int,
@@ -200,7 +198,7 @@ def make_channel_set(
     n_slots: int = 8,
     name: str = "exp",
     tag: str | None = None,
-    on_full: OnFull = "block",
+    on_full: OnFull = OnFull.block,
     batch_rows: int | None = None,
 ) -> ChannelSet:
     """Create the rings from one agent to one trainer.
@@ -212,15 +210,15 @@ def make_channel_set(
     ``batch_rows``, the trainer's batch size, aligns transfers with batches (see
     :func:`aligned_rows`) so the Batcher can hand most batches out as zero-copy views.
     """
-    if mode not in MODES:
-        raise invalid("channel mode", mode, MODES)
+    if mode not in tuple(ChannelMode):
+        raise invalid("channel mode", mode, tuple(ChannelMode))
     specs = field_specs(fields)
     if rows_per_step < 1:
         raise invalid("rows_per_step", rows_per_step, ">= 1")
     widest = max(f.row_bytes for f in specs)
     if target_bytes < widest:
         raise invalid("target_bytes", target_bytes, f">= {widest} (one row of the widest field)")
-    if mode == "multi":
+    if mode == ChannelMode.multi:
         rows = aligned_rows(target_bytes // widest, batch_rows)
         return MultiChannelSet.create(specs, rows, n_slots, name, tag, on_full)
     return UniChannelSet.create(specs, rows_per_step, n_slots * len(specs), name, tag, on_full)
@@ -244,9 +242,9 @@ def aligned_rows(rows: int, batch_rows: int | None) -> int:
     return rows
 
 
-def _attach(mode: str, fields: list[FieldSpec], specs: list[RingSpec], on_full: OnFull) -> ChannelSet:
+def _attach(mode: ChannelMode, fields: list[FieldSpec], specs: list[RingSpec], on_full: OnFull) -> ChannelSet:
     rings = [SlotRing.attach(s, on_full) for s in specs]
-    return MultiChannelSet(fields, rings) if mode == "multi" else UniChannelSet(fields, rings[0])
+    return MultiChannelSet(fields, rings) if mode == ChannelMode.multi else UniChannelSet(fields, rings[0])
 
 
-__all__ = ["MODES", "ChannelSet", "aligned_rows", "MultiChannelSet", "UniChannelSet", "make_channel_set", "check_names"]
+__all__ = ["ChannelSet", "aligned_rows", "MultiChannelSet", "UniChannelSet", "make_channel_set", "check_names"]

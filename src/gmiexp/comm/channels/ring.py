@@ -14,18 +14,15 @@ from __future__ import annotations
 import ctypes
 import os
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import torch
 
+from gmiexp.config.enums import OnFull
 from gmiexp.errors import invalid
 from gmiexp.shm import segment
 from gmiexp.shm.names import segment_name
 from gmiexp.shm.wait import Backoff, PeerDied
-
-OnFull = Literal["block", "drop"]
-ON_FULL = ("block", "drop")
 
 _MAGIC = 0x474D4952494E4731  # "GMIRING1"
 _HDR = 256  # bytes: config words, then head / tail / dropped on their own cache lines
@@ -103,9 +100,9 @@ class SlotRing:
     so items already delivered stay readable after the producer exits or is killed.
     """
 
-    def __init__(self, seg: segment.Segment, on_full: OnFull = "block", backoff: Backoff | None = None) -> None:
-        if on_full not in ON_FULL:
-            raise invalid("on_full", on_full, ON_FULL)
+    def __init__(self, seg: segment.Segment, on_full: OnFull = OnFull.block, backoff: Backoff | None = None) -> None:
+        if on_full not in tuple(OnFull):
+            raise invalid("on_full", on_full, tuple(OnFull))
         self._seg = seg
         self.on_full = on_full
         self.backoff = backoff or Backoff()
@@ -139,7 +136,7 @@ class SlotRing:
         n_slots: int,
         slot_bytes: int,
         tag: str | None = None,
-        on_full: OnFull = "block",
+        on_full: OnFull = OnFull.block,
         backoff: Backoff | None = None,
     ) -> SlotRing:
         """Create a ring segment ``gmiexp_<tag>_<name>_*`` (mode 0600)."""
@@ -147,8 +144,8 @@ class SlotRing:
             raise invalid("n_slots", n_slots, ">= 1")
         if slot_bytes < 1:
             raise invalid("slot_bytes", slot_bytes, ">= 1")
-        if on_full not in ON_FULL:
-            raise invalid("on_full", on_full, ON_FULL)
+        if on_full not in tuple(OnFull):
+            raise invalid("on_full", on_full, tuple(OnFull))
         stride = _round_up(_SLOT_HDR + slot_bytes, _ALIGN)
         seg = segment.create(segment_name(name, tag), _HDR + n_slots * stride)
         w = memoryview(seg.buf).cast("B").cast("Q")
@@ -158,7 +155,7 @@ class SlotRing:
 
     @classmethod
     def attach(
-        cls, spec: RingSpec, on_full: OnFull = "block", backoff: Backoff | None = None, seal: bool = False
+        cls, spec: RingSpec, on_full: OnFull = OnFull.block, backoff: Backoff | None = None, seal: bool = False
     ) -> SlotRing:
         """Attach by name; ``seal=True`` unlinks the name at once (no leftover even after a SIGKILL)."""
         ring = cls(segment.attach(spec.name), on_full, backoff)

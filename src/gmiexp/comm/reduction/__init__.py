@@ -29,8 +29,6 @@ def nccl(name: str) -> bool:
 def serving(plan: Plan) -> list[str]:
     """The concrete strategies that can serve the plan's trainer layout on its backend."""
     ok = ["mpr", "har", "allreduce"]
-    if len({plan.gmi(i).node for i in plan.trainer_group}) > 1:
-        ok.remove("mpr")  # shared memory needs one host
     if mrr_limit(plan.gpu_map(plan.trainer_group)) is None:
         ok.insert(1, "mrr")
     if plan.backend == "mig":

@@ -69,7 +69,7 @@ def serve(role: ExperienceRole, owned: list[Any]) -> dict[str, Any]:
             t2 = time.perf_counter()
             rew, done = as_tensor(rew).float().cpu(), as_tensor(done).cpu()
             rec = {"obs": obs, "actions": out["actions"], "values": out["values"], "neglogp": out["neglogp"],
-                   "rewards": rew * plan.task["reward_scale"], "dones": done.to(torch.uint8),
+                   "rewards": rew * plan.task.reward_scale, "dones": done.to(torch.uint8),
                    "seq": torch.arange(rows, rows + n), "version": torch.full((n,), version)}
             for k, b in buf.items():  # the rollout is staged on the host, next to the channels
                 b[t].copy_(rec[k].reshape(b[t].shape).to(b.device))

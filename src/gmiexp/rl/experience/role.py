@@ -20,7 +20,6 @@ from typing import Any
 
 from gmiexp.config import AsyncConfig, TrainConfig
 from gmiexp.rl.experience import agent, trainer
-from gmiexp.rl.experience.settings import async_config, train_config
 from gmiexp.rl.rlgames.policy import build_model, experience_fields, probe_spaces
 from gmiexp.role import Role
 from gmiexp.shm.cleanup import cleanup_run
@@ -36,8 +35,9 @@ class ExperienceRole(Role):
     def run(self) -> dict[str, Any]:
         plan = self.plan
         self.channel = plan.channel
-        self.acfg = async_config(plan)
-        self.train_cfg = train_config(plan)
+        assert plan.channel is not None and plan.async_train is not None, "an experience layout sets both"
+        self.acfg = plan.async_train
+        self.train_cfg = plan.train
         self.tag = self.ctx.mgr.run_tag
         self.timeout = float(self.acfg.drain_timeout_s)
         self.spaces = probe_spaces(plan)

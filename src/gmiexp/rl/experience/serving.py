@@ -42,7 +42,7 @@ class ServeRole(Role):
         sim_s = inf_s = 0.0
         obs = on_device(env.reset(), self.device)
         for it in range(1, plan.max_iterations + 1):
-            for _ in range(plan.train["horizon_length"]):
+            for _ in range(plan.train.horizon_length):
                 t0 = time.perf_counter()
                 out = policy.act(obs)
                 t1 = time.perf_counter()
@@ -51,7 +51,7 @@ class ServeRole(Role):
                 sim_s += time.perf_counter() - t1
                 inf_s += t1 - t0
                 stats.update(as_tensor(rew), as_tensor(done))
-            n = plan.train["horizon_length"] * gmi.num_envs
+            n = plan.train.horizon_length * gmi.num_envs
             meter.row(it, n, n, **{"reward/mean": stats.mean()})
         return {"wall_s": meter.wall_s, "frames_local": meter.frames, "predictions": policy.predictions,
                 "reward/mean": stats.mean(), "time/sim_s": sim_s, "time/inference_s": inf_s}
@@ -65,7 +65,7 @@ class TDGRole(Role):
         pair = next(p for p in plan.channels if me in p)
         agent, sim = pair
         tag = self.ctx.mgr.run_tag
-        timeout = float(plan.launch.get("heartbeat_timeout_s", 120.0))
+        timeout = float(plan.launch.heartbeat_timeout_s)
         spaces = probe_spaces(plan)
         n = plan.gmi(sim).num_envs
         width = spaces.obs_shape[0] + 2  # obs | reward | done, one float32 row per environment
@@ -100,7 +100,7 @@ class TDGRole(Role):
         done = torch.zeros(gmi.num_envs)
         sim_s = wait_s = 0.0
         for it in range(1, plan.max_iterations + 1):
-            for _ in range(plan.train["horizon_length"]):
+            for _ in range(plan.train.horizon_length):
                 state.put(torch.cat([obs.reshape(gmi.num_envs, -1).cpu(), rew.reshape(-1, 1).float(),
                                      done.reshape(-1, 1).float()], dim=1), timeout=timeout)
                 t0 = time.perf_counter()
@@ -111,7 +111,7 @@ class TDGRole(Role):
                 sim_s += time.perf_counter() - t1
                 wait_s += t1 - t0
                 stats.update(rew, done)
-            meter.row(it, plan.train["horizon_length"] * gmi.num_envs, 0, **{"reward/mean": stats.mean()})
+            meter.row(it, plan.train.horizon_length * gmi.num_envs, 0, **{"reward/mean": stats.mean()})
         state.close_writer()
         return {"wall_s": meter.wall_s, "frames_local": meter.frames, "reward/mean": stats.mean(),
                 "time/sim_s": sim_s, "time/comm_s": wait_s}
@@ -122,7 +122,7 @@ class TDGRole(Role):
         meter, obs_dim = Meter(self), spaces.obs_shape[0]
         inf_s = wait_s = 0.0
         for it in range(1, plan.max_iterations + 1):
-            for _ in range(plan.train["horizon_length"]):
+            for _ in range(plan.train.horizon_length):
                 t0 = time.perf_counter()
                 item = state.recv(timeout=timeout)
                 t1 = time.perf_counter()
@@ -131,7 +131,7 @@ class TDGRole(Role):
                 inf_s += time.perf_counter() - t1
                 wait_s += t1 - t0
                 action.put(policy.env_actions(out["actions"]).cpu(), timeout=timeout)
-            meter.row(it, 0, plan.train["horizon_length"] * n)
+            meter.row(it, 0, plan.train.horizon_length * n)
         action.close_writer()
         return {"wall_s": meter.wall_s, "predictions": policy.predictions, "time/inference_s": inf_s,
                 "time/comm_s": wait_s}

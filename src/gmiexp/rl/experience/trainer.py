@@ -21,7 +21,6 @@ from gmiexp.comm.channels import Batcher
 from gmiexp.rl.experience import links
 from gmiexp.rl.experience.meter import Meter
 from gmiexp.rl.experience.replay import ReplayStore
-from gmiexp.rl.experience.settings import train_config
 from gmiexp.rl.experience.weights import WeightBoard, state_nbytes
 from gmiexp.rl.learner.update import Learner, make_optimiser
 from gmiexp.rl.rlgames import checkpoint
@@ -120,7 +119,7 @@ class TrainLoop:
         self.role, self.update, self.board, self.batchers = role, update, board, batchers
         self.replay = replay
         self.plan = role.plan
-        self.horizon = train_config(self.plan).horizon_length
+        self.horizon = self.plan.train.horizon_length
         self.next_seq = dict.fromkeys(batchers, 0)
         # agents whose Migrator may send a rollout to another trainer: this one sees a subsequence
         self.shared = {a for a in batchers if sum(1 for aa, _ in self.plan.channels if aa == a) > 1}
@@ -271,7 +270,7 @@ class TrainLoop:
         epoch, frame = self.update.epoch0 + updates, self.update.frame0 + trained_all
         saved = ""
         if role.gmi_id == min(self.plan.trainer_group):  # one checkpoint per run, as GMI 0 does in tcg_ex
-            path = Path(self.plan.run_dir) / "rl_games" / "run" / "nn" / self.plan.task["name"]
+            path = Path(self.plan.run_dir) / "rl_games" / "run" / "nn" / self.plan.task.name
             saved = str(checkpoint.save(path, role.model, self.update.opt, epoch, frame))
         out = {"wall_s": meter.wall_s, "updates": updates, "rounds": rounds, "train_samples": trained,
                "rows_received": self.rows_received, "seq_errors": self.seq_errors,

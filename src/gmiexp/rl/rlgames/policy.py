@@ -61,8 +61,8 @@ def build_model(plan: Plan, gmi: GMI, spaces: Spaces, device: torch.device) -> n
         "input_shape": spaces.obs_shape,
         "num_seqs": max(1, gmi.num_envs),
         "value_size": 1,
-        "normalize_value": plan.train["normalize_value"],
-        "normalize_input": plan.train["normalize_input"],
+        "normalize_value": plan.train.normalize_value,
+        "normalize_input": plan.train.normalize_input,
     })
     return model.to(device)
 

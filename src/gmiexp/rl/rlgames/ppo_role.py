@@ -9,6 +9,7 @@ from typing import Any
 from rl_games.common import env_configurations, vecenv
 from rl_games.torch_runner import Runner
 
+from gmiexp.config import TaskConfig
 from gmiexp.envs import make_vec_env
 from gmiexp.eval.record import write_record
 from gmiexp.rl.rlgames.agent import GMIContinuousAgent, GMIDiscreteAgent, GMISyncMixin
@@ -17,12 +18,12 @@ from gmiexp.rl.rlgames.params import ENV_NAME, build_params
 from gmiexp.role import Role
 
 
-def register_env(task: dict[str, Any], sim_threads: int, device: str, holder: dict[str, Any]) -> None:
+def register_env(task: TaskConfig, sim_threads: int, device: str, holder: dict[str, Any]) -> None:
     """Register gmiexp's simulator with rl-games' env and vec-env registries."""
 
     def create(config_name: str, num_actors: int, **kwargs: Any) -> Any:
         env = make_vec_env(task, num_actors, seed=int(kwargs.get("seed", 0)), sim_threads=sim_threads,
-                           device=device, states=bool(task.get("central_value")))
+                           device=device, states=bool(task.central_value))
         holder["env"] = env
         return env
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from gmitest import NEEDS, compose_config, run_cli
 
-from gmiexp.__main__ import conf_dir
-from gmiexp.config import GROUP_SCHEMAS, Config
+from gmiexp.config.compose import conf_dir
+from gmiexp.config.schema import BACKEND_SCHEMAS, GROUP_SCHEMAS, Config
 
 
 def group_options() -> list[tuple[str, str]]:
@@ -22,6 +22,8 @@ def test_every_group_option_composes(group: str, option: str) -> None:
     assert isinstance(cfg, Config)
     node = getattr(cfg, group)
     assert isinstance(node, GROUP_SCHEMAS[group])
+    if group == "backend":  # each backend option has its own schema (conf/backend/<option>.yaml extends it)
+        assert type(node) is BACKEND_SCHEMAS[option]
     if hasattr(node, "name") and group not in ("task", "search", "train"):
         assert node.name == option
 

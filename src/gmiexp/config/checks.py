@@ -9,7 +9,7 @@ A schema class in :mod:`gmiexp.config` lists a check for each of its fields::
 :func:`validate` walks a composed :class:`~gmiexp.config.Config` and raises
 :func:`gmiexp.errors.invalid` (exit 2) naming the field, the bad value and the
 declared range. Each check also offers ``bad_examples()``, so the table-driven
-test in ``tests/test_config_checks.py`` proves every field refuses bad input,
+test in ``tests/config/test_config_checks.py`` proves every field refuses bad input,
 and fails when a new field is added without a declared range. Boolean fields
 need no entry: their type is their range, and OmegaConf enforces it.
 """
@@ -315,4 +315,4 @@ def check_keys(cfg: DictConfig, schema: type) -> None:
     unknown = unknown_keys(cfg, schema)
     if unknown:
         path, valid = unknown[0]
-        raise invalid("key", path, valid, "a new key needs a field in its schema (src/gmiexp/config.py)")
+        raise invalid("key", path, valid, "a new key needs a field in its schema (src/gmiexp/config/schema.py)")

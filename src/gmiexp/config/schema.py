@@ -10,10 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING
 
-from gmiexp.config_checks import (
+from gmiexp.config.checks import (
     Anything,
     AtLeast,
     Between,
@@ -25,30 +24,47 @@ from gmiexp.config_checks import (
     OneOf,
     Positive,
     Text,
+    declared,
     ranges,
 )
+from gmiexp.config.enums import ChannelMode, Mode, OnFull
 
-MODES = ("train", "plan", "search", "doctor", "eval")
 #: rl-games' activations (``network_builder.NetworkBuilder.BaseNetwork``)
 ACTIVATIONS = ("relu", "tanh", "sigmoid", "elu", "selu", "swish", "gelu", "softplus", "None")
 
 
-@ranges(
-    name=OneOf(registry="gmiexp.backends:BACKENDS"),
-    sm_percent=Maybe(Items(Between(1, 100, unit="percent"), min_len=1)),
-    role_sm_percent=Mapping(OneOf(registry="gmiexp.plan:ROLES"), Between(1, 100, unit="percent")),
-    memory_limit=Maybe(Text(r"\d+(\.\d+)?\s*([KMGT]i?B?)?", "a size such as 512M, 10G or 10GB")),
-    profile=Maybe(Text(r"\dg\.\d+gb(\+me)?", "a MIG profile such as 3g.40gb (checked against the GPU's table)")),
+BACKEND_RANGES = dict(name=OneOf(registry="gmiexp.backends:BACKENDS"))
+MPS_RANGES = dict(
     daemon=OneOf(registry="gmiexp.backends.mps_daemon:DAEMON_MODES"),
+    role_sm_percent=Mapping(OneOf(registry="gmiexp.plan.model:ROLES"), Between(1, 100, unit="percent")),
+    memory_limit=Maybe(Text(r"\d+(\.\d+)?\s*([KMGT]i?B?)?", "a size such as 512M, 10G or 10GB")),
 )
+
+
+@ranges(**BACKEND_RANGES)
 @dataclass
 class BackendConfig:
-    """How GMIs are realised on a device: direct | mps | mig | auto."""
+    """How GMIs are realised on a device: direct | mps | mig | auto. Each option has its own schema below."""
 
     name: str = "direct"
-    pin_cores: bool = False  # direct/CPU: pin each GMI to its own cores (os.sched_setaffinity)
-    pin_devices: bool = False  # direct: each device's GMIs share that device's cores (logical GPUs on CPU)
-    # mps
+    pin_cores: bool = False  # pin each GMI to its own cores (os.sched_setaffinity)
+
+
+@ranges(**BACKEND_RANGES)
+@dataclass
+class DirectBackendConfig(BackendConfig):
+    """backend=direct: GMIs share the device by time-slicing (CPU threads split among them)."""
+
+    name: str = "direct"
+    pin_devices: bool = False  # each device's GMIs share that device's cores (logical GPUs on CPU)
+
+
+@ranges(**BACKEND_RANGES, **MPS_RANGES, sm_percent=Maybe(Items(Between(1, 100, unit="percent"), min_len=1)))
+@dataclass
+class MpsBackendConfig(BackendConfig):
+    """backend=mps: one MPS control daemon; each GMI gets an active-thread share and a memory limit."""
+
+    name: str = "mps"
     # MPS control daemon: private (this run starts and quits its own) | shared (one per host, user and
     # GPU set, started by the first concurrent gmiexp run and quit by the last: packed runs share one
     # MPS server instead of being time-sliced) | existing (join a daemon already serving, e.g. the
@@ -57,10 +73,39 @@ class BackendConfig:
     sm_percent: list[int] | None = None  # per-GMI active thread % (by local index); None = even split
     role_sm_percent: dict[str, int] = field(default_factory=dict)  # e.g. {trainer: 60}
     memory_limit: str | None = None  # per-GMI pinned device memory, e.g. "10G"
-    # mig
+
+
+MIG_RANGES = dict(
+    profile=Maybe(Text(r"\dg\.\d+gb(\+me)?", "a MIG profile such as 3g.40gb (checked against the GPU's table)")),
+)
+
+
+@ranges(**BACKEND_RANGES, **MPS_RANGES, **MIG_RANGES)
+@dataclass
+class MigBackendConfig(BackendConfig):
+    """backend=mig: one MIG instance per GMI, or GMIs sharing instances through MPS (mps_in_mig)."""
+
+    name: str = "mig"
     profile: str | None = None  # MIG profile per GMI, e.g. "3g.40gb"; None = largest that fits gmis_per_gpu
     create_instances: bool = False  # run the nvidia-smi mig commands (needs admin rights)
     mps_in_mig: bool = False  # GMIs share MIG instances through one MPS daemon per instance (backend.daemon)
+    daemon: str = "private"  # mps_in_mig: the daemons' mode (as backend=mps's daemon)
+    role_sm_percent: dict[str, int] = field(default_factory=dict)  # mps_in_mig: active thread % by role
+    memory_limit: str | None = None  # mps_in_mig: per-GMI pinned device memory, e.g. "10G"
+
+
+@ranges(**{**declared(DirectBackendConfig), **declared(MpsBackendConfig), **declared(MigBackendConfig)})
+@dataclass
+class AutoBackendConfig(MigBackendConfig, MpsBackendConfig, DirectBackendConfig):
+    """backend=auto: the paper's rule picks direct, mps or mig; the chosen one reads its own fields from here."""
+
+    name: str = "auto"
+
+
+#: backend name -> its schema (``backends`` builds the chosen backend's config from it)
+BACKEND_SCHEMAS: dict[str, type[BackendConfig]] = {
+    "direct": DirectBackendConfig, "mps": MpsBackendConfig, "mig": MigBackendConfig, "auto": AutoBackendConfig,
+}
 
 
 @ranges(name=OneOf(registry="gmiexp.layouts:LAYOUTS"), trainers_per_gpu=AtLeast(1),
@@ -84,23 +129,23 @@ class ReductionConfig:
 
 
 @ranges(
-    name=OneOf(registry="gmiexp.layouts.experience:CHANNELS"),
+    name=OneOf(tuple(ChannelMode)),
     fields=Items(OneOf(registry="gmiexp.comm.channels.fields:DEFAULT_FIELDS"), min_len=1),
     target_bytes=AtLeast(64, "bytes"), slots=AtLeast(1), store_capacity=AtLeast(1, "rows"),
-    on_full=OneOf(registry="gmiexp.layouts.experience:ON_FULL"),
+    on_full=OneOf(tuple(OnFull)),
 )
 @dataclass
 class ChannelConfig:
     """Experience sharing between agent and trainer GMIs (paper section 4.2)."""
 
-    name: str = "multi"  # multi | uni
+    name: ChannelMode = ChannelMode.multi  # multi (one ring per field) | uni (one packed ring)
     fields: list[str] = field(
         default_factory=lambda: ["obs", "actions", "rewards", "values", "dones", "neglogp"]
     )
     target_bytes: int = 1 << 20  # compressor: concatenate pieces up to this size
     slots: int = 64  # slots per channel ring
     store_capacity: int = 65536  # rows in the experience store
-    on_full: str = "block"  # block | drop
+    on_full: OnFull = OnFull.block  # block (wait for a free slot) | drop (discard the piece)
 
 
 @ranges(
@@ -238,12 +283,14 @@ class LoggerConfig:
 
 
 @ranges(heartbeat_timeout_s=Positive("seconds"), monitor_interval_s=Positive("seconds"),
-        progress_interval_s=Positive("seconds"), master_port=Between(0, 65535))
+        progress_interval_s=Positive("seconds"), master_port=Between(0, 65535),
+        collective_timeout_s=Positive("seconds"))
 @dataclass
 class LaunchConfig:
     """Process management around torch.distributed.elastic."""
 
     heartbeat_timeout_s: float = 120.0  # a GMI silent this long is declared hung
+    collective_timeout_s: float = 300.0  # torch.distributed's timeout for one collective among the GMIs
     monitor_interval_s: float = 0.5
     progress: bool = True  # progress on stderr: a bar on a terminal, else a plain line every progress_interval_s
     progress_interval_s: float = 30.0  # seconds between plain progress lines when stderr is not a terminal (> 0)
@@ -309,7 +356,7 @@ class EvalConfig:
 
 
 @ranges(
-    mode=OneOf(MODES), seed=Between(0, 2**32 - 1), num_envs=AtLeast(1, "environments per GMI"),
+    mode=OneOf(tuple(Mode)), seed=Between(0, 2**32 - 1), num_envs=AtLeast(1, "environments per GMI"),
     max_iterations=AtLeast(1), num_gpus=AtLeast(1), gmis_per_gpu=AtLeast(1),
     role=Text(what="ppo or <module>:<Class>"), checkpoint=ExistingFile("rl-games .pth file"),
     experiment=Text(r"[^/\s]+", "a name without spaces or slashes"),
@@ -321,7 +368,7 @@ class EvalConfig:
 class Config:
     """Top level, IsaacGymEnvs style: a few run-wide knobs plus the config groups."""
 
-    mode: str = "train"  # train | plan | search | doctor | eval
+    mode: Mode = Mode.train  # train | plan | search | doctor | eval
     seed: int = 42
     num_envs: int = 64  # environments per GMI
     max_iterations: int = 100  # PPO epochs
@@ -361,10 +408,19 @@ GROUP_SCHEMAS: dict[str, type] = {
 
 def register_configs() -> None:
     """Store the schemas so ``conf/config.yaml`` and every group YAML extend them."""
-    from gmiexp.rlgames_yaml import register_resolver
+    from hydra.core.config_store import ConfigStore
+    from omegaconf import OmegaConf
+
+    from gmiexp.config.help import help_text
+    from gmiexp.config.rlgames_yaml import register_resolver
 
     register_resolver()  # ${rlgames:...}: train=rlgames imports an rl-games YAML at compose time
+    OmegaConf.register_new_resolver("gmiexp_fields", help_text, replace=True)  # --help (conf/config.yaml)
     cs = ConfigStore.instance()
     cs.store(name="gmiexp_schema", node=Config)
+    # At the top level, not in the groups: a schema stored in a group would be listed (and selectable) as one
+    # of its options. A group's YAML extends its schema with ``defaults: [/<group>_schema@_here_]``.
     for group, schema in GROUP_SCHEMAS.items():
-        cs.store(group=group, name=f"{group}_schema", node=schema)
+        cs.store(name=f"{group}_schema", node=schema)
+    for option, schema in BACKEND_SCHEMAS.items():
+        cs.store(name=f"backend_{option}_schema", node=schema)

@@ -13,12 +13,12 @@ import torch
 import yaml
 from gmitest import cli_env, compose_config, run_cli
 
+from gmiexp.config.rlgames_yaml import DERIVED_DST, FIELDS, leaves, locate
 from gmiexp.errors import ConfigError
-from gmiexp.planner import build_plan
+from gmiexp.plan.build import build_plan
 from gmiexp.rl.rlgames.params import ENV_NAME, build_params
-from gmiexp.rlgames_yaml import DERIVED_DST, FIELDS, leaves, locate
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ["rl_games:configs/mujoco/ant_envpool.yaml", "rl_games:configs/mujoco/humanoid_envpool.yaml"]
 ANT = SHIPPED[0]
 
@@ -39,14 +39,14 @@ def test_every_key_of_the_shipped_file_round_trips_into_the_params_gmiexp_gives_
     plan, _ = build_plan(cfg, tmp_path)
     params = build_params(plan, plan.gmis[0])
     # keys gmiexp translates rather than copies: where each one lands instead
-    translated = {"config.env_name": ENV_NAME, "config.env_config.env_name": plan.task["env_id"]}
+    translated = {"config.env_name": ENV_NAME, "config.env_config.env_name": plan.task.env_id}
     player = {"config.player.render": cfg.eval.video, "config.player.deterministic": cfg.eval.deterministic,
               "config.player.games_num": cfg.eval.episodes}
     file_leaves = dict(leaves(yaml.safe_load(locate(spec).read_text())["params"]))
     assert len(file_leaves) > 40
     for key, value in file_leaves.items():
         if key in translated:
-            assert key != "config.env_config.env_name" or plan.task["env_id"] == value
+            assert key != "config.env_config.env_name" or plan.task.env_id == value
             continue
         got = player[key] if key in player else at(params, key)
         want = float(value) if key == "config.learning_rate" else value  # PyYAML reads 3e-4 as a string

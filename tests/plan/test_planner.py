@@ -9,9 +9,9 @@ import pytest
 import yaml
 from gmitest import compose_config, run_cli
 
-from gmiexp import planner
 from gmiexp.errors import ConfigError
 from gmiexp.hardware import GPUInfo, Hardware, MigDevice
+from gmiexp.plan import build as planner
 
 
 def test_hardware_gpus_moves_the_gmis_onto_that_gpu(tmp_path: Path) -> None:

@@ -25,8 +25,8 @@ GIB = 1 << 30
 def bytes_per_env(plan: Plan) -> int:
     """Rollout bytes one environment of a GMI costs (see the module docstring)."""
     obs, act = task_dims(plan.task)
-    action_floats = 3 * act if plan.task.get("continuous", True) else 1
-    return FLOAT_BYTES * int(plan.train.get("horizon_length", 16)) * (obs + action_floats + STEP_SCALARS)
+    action_floats = 3 * act if plan.task.continuous else 1
+    return FLOAT_BYTES * int(plan.train.horizon_length) * (obs + action_floats + STEP_SCALARS)
 
 
 def host_memory_bytes() -> int:
@@ -60,5 +60,5 @@ def check_footprint(plan: Plan, hw: Hardware) -> None:
             raise invalid("num_envs", biggest, f"at most about {fit:,} per GMI on this host",
                           f"{envs:,} environments on {name} need at least {need / GIB:,.1f} GiB for rollout "
                           f"buffers alone ({per_env:,} bytes each: train.horizon_length="
-                          f"{plan.train.get('horizon_length')} steps of the task's observations, actions and "
+                          f"{plan.train.horizon_length} steps of the task's observations, actions and "
                           f"six scalars; {gmis} GMI(s)); {name} has {cap / GIB:,.1f} GiB")

@@ -1,4 +1,4 @@
-"""Comparison report of runs: ``python -m gmiexp.report <multirun dir> [--out DIR] [--baseline K=V]``.
+"""Comparison report of runs: ``python -m gmiexp.tools.report <multirun dir> [--out DIR] [--baseline K=V]``.
 
 Reads every ``summary.json`` below the directory, or with ``--wandb-group G``
 every W&B run of that group (the launcher logs summary.json's metrics under
@@ -28,6 +28,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from gmiexp.pack import table as pack_table  # noqa: E402  (a packed sweep's table: makespan, slots)
+from gmiexp.tools.memory import on_device, peak_memory_mb  # noqa: E402
 
 CONFIG_KEYS = ("task", "layout", "backend", "reduction", "num_gpus", "gmis_per_gpu", "num_envs",
                "max_iterations", "seed", "experiment")
@@ -60,8 +61,7 @@ class Run:
 
     @property
     def peak_mem_mb(self) -> float:
-        gpu = [v for k, v in self.metrics.items() if k.startswith("gpu/") and k.endswith("/mem_mb")]
-        return float(sum(gpu)) if gpu else float(self.metrics.get("mem/peak_rss_mb") or 0.0)
+        return peak_memory_mb(self.metrics)
 
 
 def job_order(path: Path) -> tuple:
@@ -167,8 +167,8 @@ def plot_memory(runs: Sequence[Run], out: Path) -> Path:
     fig, ax = plt.subplots(figsize=(max(5, 0.8 * len(runs) + 2), 4))
     ax.bar(range(len(runs)), [r.peak_mem_mb for r in runs], color="tab:orange")
     ax.set_xticks(range(len(runs)), [r.label for r in runs], rotation=30, ha="right", fontsize=8)
-    gpu = any(k.startswith("gpu/") for r in runs for k in r.metrics)
-    ax.set_ylabel("GPU memory (MB)" if gpu else "peak process RSS per GMI (MB)")
+    gpu = any(on_device(r.metrics) for r in runs)
+    ax.set_ylabel("peak GPU memory per GMI (MB)" if gpu else "process memory per GMI (MB)")
     ax.set_title("Peak memory")
     return save(fig, out / "memory.png")
 
@@ -287,7 +287,7 @@ def build(root: Path, out: Path, selector: dict[str, str], project: str = "gmiex
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m gmiexp.report", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m gmiexp.tools.report", description=__doc__.splitlines()[0])
     p.add_argument("root", type=Path, nargs="?", help="a run or multirun directory (searched for summary.json)")
     p.add_argument("--wandb-group", help="compare the W&B runs of this group (an experiment) instead of a directory")
     p.add_argument("--out", type=Path, help="output directory (default: <root>/report, or ./report-<group>)")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from gmiexp.config import TaskConfig
 from gmiexp.errors import ConfigError
 from gmiexp.plan import GMI, Plan
 
@@ -14,7 +15,7 @@ def make_plan(n: int = 3) -> Plan:
     gmis = [GMI(id=i, device=i // 2, local_index=i % 2, roles=["simulator", "agent", "trainer"], num_envs=8)
             for i in range(n)]
     return Plan(gmis=gmis, layout="tcg_ex", backend="direct", reduction="allreduce",
-                trainer_group=list(range(n)), task={"name": "Cartpole"})
+                trainer_group=list(range(n)), task=TaskConfig(name="Cartpole"))
 
 
 def test_yaml_round_trip(tmp_path: Path) -> None:
@@ -69,7 +70,8 @@ def test_unknown_field_in_yaml_is_rejected() -> None:
 
 def test_planning_a_builtin_role_does_not_import_rl_games(tmp_path: Path) -> None:
     """The launcher process never runs a role; importing rl-games there costs every launch ~1.5 s."""
-    code = ("import sys, pathlib; from gmiexp.compose import compose_config; from gmiexp.planner import build_plan; "
+    code = ("import sys, pathlib; from gmiexp.config.compose import compose_config; "
+            "from gmiexp.plan.build import build_plan; "
             f"build_plan(compose_config('task=Cartpole', 'hardware=cpu'), pathlib.Path({str(tmp_path)!r})); "
             "print(sorted(m for m in sys.modules if m.startswith(('rl_games.torch_runner', 'rl_games.algos_torch', "
             "'rl_games.common.env_configurations', 'torch._dynamo'))))")

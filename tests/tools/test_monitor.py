@@ -3,7 +3,7 @@ import time
 
 from fakes import nvml as fake_nvml
 from gmiexp.hardware import cpu_only, discover, preset
-from gmiexp.monitor import Monitor
+from gmiexp.tools.monitor import Monitor
 
 
 def test_metric_names_per_gpu_and_mig_instance():

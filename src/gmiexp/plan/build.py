@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 import os
 from pathlib import Path
 
@@ -10,14 +10,14 @@ from gmiexp import backends, layouts
 from gmiexp.backends.base import Backend
 from gmiexp.comm import reduction as reductions
 from gmiexp.config import Config
-from gmiexp.config_checks import validate
+from gmiexp.config.checks import validate
 from gmiexp.device import check_device, check_device_role
 from gmiexp.envs import check_task
 from gmiexp.errors import ConfigError, invalid
-from gmiexp.footprint import check_footprint
 from gmiexp.hardware import Hardware, resolve, with_mig
 from gmiexp.layouts.base import LayoutRequest
 from gmiexp.plan import Plan
+from gmiexp.plan.footprint import check_footprint
 from gmiexp.rl.learner.support import refused
 from gmiexp.role import check_role
 
@@ -32,7 +32,7 @@ def check_rlgames_only(cfg: Config) -> None:
 
 
 def check_config(cfg: Config) -> None:
-    """Every field in its declared range (``@ranges`` in gmiexp.config), then cross-field rules (exit 2)."""
+    """Every field in its declared range (``@ranges`` in gmiexp.config.schema), then cross-field rules (exit 2)."""
     validate(cfg)
     check_rlgames_only(cfg)
 
@@ -88,12 +88,10 @@ def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> 
     req = LayoutRequest(layout=cfg.layout, hardware=hw, num_gpus=cfg.num_gpus,
                         gmis_per_gpu=cfg.gmis_per_gpu, num_envs=cfg.num_envs)
     plan = layouts.get(cfg.layout.name).build(req)
-    check_task(dataclasses.asdict(cfg.task))
+    check_task(cfg.task)
     check_role(layouts.choose_role(cfg.layout.name, cfg.role))
-    plan.task = dataclasses.asdict(cfg.task)
-    plan.train = dataclasses.asdict(cfg.train)
-    plan.logger = dataclasses.asdict(cfg.logger)
-    plan.launch = dataclasses.asdict(cfg.launch)
+    plan.task, plan.train = copy.deepcopy(cfg.task), copy.deepcopy(cfg.train)  # the Plan owns its sections
+    plan.logger, plan.launch = copy.deepcopy(cfg.logger), copy.deepcopy(cfg.launch)
     plan.hardware = hw.summary()
     plan.seed, plan.max_iterations = cfg.seed, cfg.max_iterations
     layouts.configure(plan, cfg)  # role by layout (when role=ppo), the layout's own settings, cost model

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from gmitest import NEEDS, compose_config
 
-from gmiexp.__main__ import conf_dir
 from gmiexp.app import run
-from gmiexp.config import GROUP_SCHEMAS, Config
-from gmiexp.config_checks import declared, undeclared, validate
+from gmiexp.config.checks import declared, undeclared, validate
+from gmiexp.config.compose import conf_dir
+from gmiexp.config.schema import BACKEND_SCHEMAS, GROUP_SCHEMAS, Config
 
 
 def schema_fields(node: object, prefix: str = "") -> list[tuple[str, type, str]]:
@@ -30,7 +30,7 @@ def schema_fields(node: object, prefix: str = "") -> list[tuple[str, type, str]]
 
 DEFAULT = compose_config()
 FIELDS = schema_fields(DEFAULT)
-SCHEMAS = sorted({schema for _, schema, _ in FIELDS} | {Config}, key=lambda s: s.__name__)
+SCHEMAS = sorted({schema for _, schema, _ in FIELDS} | {Config, *BACKEND_SCHEMAS.values()}, key=lambda s: s.__name__)
 BAD = [(path, bad) for path, schema, name in FIELDS if name in declared(schema)
        for bad in declared(schema)[name].bad_examples()]
 
@@ -67,6 +67,19 @@ def test_bad_value_exits_2_naming_field_and_range(path: str, bad: object, tmp_pa
     shown = "nan" if isinstance(bad, float) and math.isnan(bad) else repr(bad)
     assert f"invalid {path}: {shown}; valid: " in err
     assert not (tmp_path / "plan.yaml").exists() and not (tmp_path / "gmis").exists()
+
+
+@pytest.mark.parametrize("option", sorted(BACKEND_SCHEMAS))
+def test_every_backend_option_refuses_bad_values(option: str, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """The fields of mps, mig and auto, which the default (direct) config above does not have."""
+    base = compose_config(f"backend={option}")
+    for name, check in declared(type(base.backend)).items():
+        for bad in check.bad_examples():
+            cfg = copy.deepcopy(base)
+            setattr(cfg.backend, name, bad)
+            assert run(cfg, tmp_path) == 2
+            assert f"invalid backend.{name}: " in capsys.readouterr().err
 
 
 def group_options() -> list[tuple[str, str]]:

@@ -1,7 +1,7 @@
 import os
 
 from fakes import nvml as fake_nvml
-from gmiexp.doctor import doctor, format_doctor
+from gmiexp.tools.doctor import doctor, format_doctor
 
 
 def fake_which(name):

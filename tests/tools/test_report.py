@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from gmiexp import report
+from gmiexp.tools import report
 
 
 def summary(gmis, num_envs, steps, rss, status="ok"):

@@ -2,14 +2,18 @@
 
 Layout templates build it, backends realise it on hardware, the launcher
 executes it, and every worker reads its own GMI from it by rank. Nothing
-downstream of the Plan reads the raw Hydra config.
+downstream of the Plan reads the raw Hydra config: the Plan holds the typed
+config sections themselves (``plan.train.gamma``), and what the backend set up
+(MPS daemons, MIG instances) as typed state. ``notes`` is for people only.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import hashlib
 import json
+import typing
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from gmiexp.config import AsyncConfig, ChannelConfig
+from gmiexp.config.schema import AsyncConfig, ChannelConfig, LaunchConfig, LoggerConfig, TaskConfig, TrainConfig
 from gmiexp.errors import ConfigError, invalid
 
 ROLES = ("simulator", "agent", "trainer")
@@ -39,10 +43,26 @@ class GMI:
     sim_threads: int = 1  # simulator worker threads (envpool)
     cpus: list[int] | None = None  # core affinity; None = not pinned
     env: dict[str, str] = field(default_factory=dict)  # environment applied before CUDA initialises
-    node: int = 0
 
     def has(self, role: str) -> bool:
         return role in self.roles
+
+
+@dataclass
+class MpsState:
+    """The MPS control daemons a run uses (backend=mps, or backend=mig with mps_in_mig)."""
+
+    daemon: str  # backend.daemon: private | shared | existing
+    daemons: list[dict[str, Any]] = field(default_factory=list)  # mps_daemon.Daemon fields, one per daemon
+
+
+@dataclass
+class MigState:
+    """The MIG instances a run uses (backend=mig); ``create`` holds the commands for missing ones."""
+
+    instances: list[dict[str, Any]] = field(default_factory=list)  # gmi, gpu, profile, uuid, mig_index
+    create: list[list[str]] = field(default_factory=list)  # nvidia-smi mig commands, run by the session
+    create_instances: bool = False  # backend.create_instances: gmiexp may run them
 
 
 @dataclass
@@ -55,11 +75,15 @@ class Plan:
     reduction: str
     trainer_group: list[int]
     channels: list[list[int]] = field(default_factory=list)  # [agent_gmi, trainer_gmi] pairs
-    task: dict[str, Any] = field(default_factory=dict)
-    train: dict[str, Any] = field(default_factory=dict)
-    logger: dict[str, Any] = field(default_factory=dict)
-    launch: dict[str, Any] = field(default_factory=dict)
-    hardware: dict[str, Any] = field(default_factory=dict)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    launch: LaunchConfig = field(default_factory=LaunchConfig)
+    hardware: dict[str, Any] = field(default_factory=dict)  # Hardware.summary(): shown, and read by the cost model
+    channel: ChannelConfig | None = None  # experience layouts (tdg_ex, decoupled_async) only
+    async_train: AsyncConfig | None = None  # experience layouts only
+    mps: MpsState | None = None  # set by the backend when the run uses MPS daemons
+    mig: MigState | None = None  # set by backend=mig
     role: str = "ppo"
     seed: int = 42
     max_iterations: int = 100
@@ -70,9 +94,7 @@ class Plan:
     reduction_reason: str = ""
     setup_commands: list[str] = field(default_factory=list)
     teardown_commands: list[str] = field(default_factory=list)
-    channel: ChannelConfig | None = None  # experience layouts: the agent-to-trainer channels
-    async_train: AsyncConfig | None = None  # experience layouts: the trainers' settings
-    notes: dict[str, Any] = field(default_factory=dict)  # cost model, calibration, decisions
+    notes: dict[str, Any] = field(default_factory=dict)  # for people (mode=plan prints it); no code reads it
     version: int = PLAN_VERSION
 
     # ---- queries -------------------------------------------------------
@@ -145,24 +167,16 @@ class Plan:
 
     # ---- serialisation -------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Plain data (enums as their strings): what plan.yaml holds."""
+        return _plain(dataclasses.asdict(self))
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=None, width=100)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Plan:
-        d = dict(d)
-        gmis = [GMI(**g) for g in d.pop("gmis")]
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise invalid("plan field", sorted(unknown)[0], sorted(known))
-        if isinstance(d.get("channel"), dict):
-            d["channel"] = ChannelConfig(**d["channel"])
-        if isinstance(d.get("async_train"), dict):
-            d["async_train"] = AsyncConfig(**d["async_train"])
-        return cls(gmis=gmis, **d)
+        """The inverse of :meth:`to_dict`; an unknown key raises ConfigError naming it."""
+        return _build(cls, d, "plan")
 
     @classmethod
     def from_yaml(cls, text: str) -> Plan:
@@ -179,3 +193,40 @@ class Plan:
     @classmethod
     def load(cls, path: str | Path) -> Plan:
         return cls.from_yaml(Path(path).read_text())
+
+
+def _plain(value: Any) -> Any:
+    """``dataclasses.asdict`` output with enums replaced by their values (YAML has no enums)."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _build(cls: type, d: dict[str, Any], where: str) -> Any:
+    """A dataclass from plain data: nested dataclasses (also optional ones and lists of them) and enums."""
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(d) - known
+    if unknown:
+        raise invalid(f"{where} field", sorted(unknown)[0], sorted(known))
+    return cls(**{k: _typed(hints[k], v, f"{where}.{k}") for k, v in d.items()})
+
+
+def _typed(hint: Any, value: Any, where: str) -> Any:
+    if value is None:
+        return None
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    origin = typing.get_origin(hint)
+    if origin is list and args and dataclasses.is_dataclass(args[0]):
+        return [_build(args[0], v, where) for v in value]
+    if origin is not None and origin is not list and origin is not dict and len(args) == 1:
+        hint = args[0]  # X | None
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return _build(hint, value, where)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return hint(value)
+    return value

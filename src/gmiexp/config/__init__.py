@@ -1,0 +1,35 @@
+"""The typed config: schemas (``schema``), their declared ranges (``checks``), enums, composition."""
+
+from gmiexp.config.schema import (
+    AsyncConfig,
+    BackendConfig,
+    ChannelConfig,
+    Config,
+    EvalConfig,
+    HardwareConfig,
+    LaunchConfig,
+    LayoutConfig,
+    LoggerConfig,
+    ReductionConfig,
+    SearchConfig,
+    TaskConfig,
+    TrainConfig,
+    register_configs,
+)
+
+__all__ = [
+    "AsyncConfig",
+    "BackendConfig",
+    "ChannelConfig",
+    "Config",
+    "EvalConfig",
+    "HardwareConfig",
+    "LaunchConfig",
+    "LayoutConfig",
+    "LoggerConfig",
+    "ReductionConfig",
+    "SearchConfig",
+    "TaskConfig",
+    "TrainConfig",
+    "register_configs",
+]
