@@ -54,6 +54,16 @@ def popen_cli(*args: str) -> subprocess.Popen:
                             preexec_fn=terminal_signals)
 
 
+def fake_python(tmp_path: Path, source: str) -> str:
+    """An executable standing in for ``python``: whatever it is asked to run, it runs ``source`` instead."""
+    script = tmp_path / "fake_python.py"
+    script.write_text(source)
+    wrapper = tmp_path / "python"
+    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {script} \"$@\"\n")
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
 def descendants_alive(pid: int) -> list[psutil.Process]:
     try:
         return [p for p in psutil.Process(pid).children(recursive=True) if p.is_running()]

@@ -1,10 +1,10 @@
 """Subprocess profiler against a fake CLI: summary parsing; crash, timeout and missing-summary detection."""
 
 import json
-import sys
 import textwrap
 
 import pytest
+from gmitest import fake_python
 
 from gmiexp.search.algorithm import ProfileResult
 from gmiexp.search.profiler import SubprocessProfiler, result_from_summary, steady_throughput
@@ -61,13 +61,8 @@ FAKE_CLI = textwrap.dedent("""
 
 @pytest.fixture
 def profiler(tmp_path):
-    script = tmp_path / "fake_python.py"
-    script.write_text(FAKE_CLI)
-    wrapper = tmp_path / "python"
-    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {script} \"$@\"\n")
-    wrapper.chmod(0o755)
     return SubprocessProfiler(workdir=tmp_path / "runs", overrides=["task=Cartpole"], timeout_s=2.0,
-                              python=str(wrapper))
+                              python=fake_python(tmp_path, FAKE_CLI))
 
 
 def test_command_line_carries_the_contract(profiler, tmp_path):

@@ -5,6 +5,7 @@ import sys
 import textwrap
 
 import pytest
+from gmitest import fake_python
 
 from gmiexp.tools.runs import RunFailed, gmiexp_command, run_gmiexp, run_summary, write_csv
 
@@ -24,12 +25,7 @@ FAKE_GMIEXP = textwrap.dedent("""
 
 @pytest.fixture
 def python(tmp_path):
-    script = tmp_path / "fake_gmiexp.py"
-    script.write_text(FAKE_GMIEXP)
-    wrapper = tmp_path / "python"
-    wrapper.write_text(f"#!/bin/sh\nexec {sys.executable} {script} \"$@\"\n")
-    wrapper.chmod(0o755)
-    return str(wrapper)
+    return fake_python(tmp_path, FAKE_GMIEXP)
 
 
 def test_command_is_python_m_gmiexp_with_the_run_dir_last(tmp_path):

@@ -106,7 +106,7 @@ def test_zero_copy_batches_are_views_valid_until_next_call(tag):
 
 def test_batcher_stacks_rows_from_several_agents(tag):
     a = make_channel_set("multi", FIELDS, rows_per_step=2, target_bytes=64, n_slots=16, name="a", tag=tag)
-    c = make_channel_set("uni", FIELDS, rows_per_step=2, n_slots=16, name="b", tag=tag)
+    c = make_channel_set("uni", FIELDS, rows_per_step=2, target_bytes=64, n_slots=16, name="b", tag=tag)
     try:
         for cs, start in ((a, 0), (c, 1000)):
             d = Dispenser(FIELDS, Migrator.single(cs))
@@ -155,9 +155,9 @@ def test_dispenser_rejects_bad_batches(tag):
 
 def test_make_channel_set_bad_input(tag):
     with pytest.raises(ConfigError, match="valid: multi, uni"):
-        make_channel_set("tri", FIELDS, rows_per_step=1, tag=tag)
+        make_channel_set("tri", FIELDS, rows_per_step=1, target_bytes=64, tag=tag)
     with pytest.raises(ConfigError, match="at least one field"):
-        make_channel_set("multi", [], rows_per_step=1, tag=tag)
+        make_channel_set("multi", [], rows_per_step=1, target_bytes=64, tag=tag)
     with pytest.raises(ConfigError, match="target_bytes"):
         make_channel_set("multi", FIELDS, rows_per_step=1, target_bytes=4, tag=tag)
     with pytest.raises(ConfigError, match="trainer count"):

@@ -194,7 +194,7 @@ def make_channel_set(
     fields: Sequence[FieldSpec] | Mapping[str, tuple[tuple[int, ...], torch.dtype]],
     *,
     rows_per_step: int,
-    target_bytes: int = 1 << 20,
+    target_bytes: int,
     n_slots: int = 8,
     name: str = "exp",
     tag: str | None = None,
