@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -42,7 +41,7 @@ def test_cost_terms_use_the_simulators_sizes(task: str) -> None:
     cfg = compose_config(f"task={task}", "num_envs=8")
     plan = get("tcg_ex").build(LayoutRequest(layout=cfg.layout, hardware=preset("cpu"), num_gpus=1,
                                              gmis_per_gpu=2, num_envs=8))
-    plan.task, plan.train = dataclasses.asdict(cfg.task), dataclasses.asdict(cfg.train)
+    plan.task, plan.train = cfg.task, cfg.train
     terms = terms_for(plan)
     obs, act = task_dims(plan.task)
     assert (terms.S, terms.A, terms.W) == (4.0 * obs * 8, 4.0 * act * 8, 4.0 * 8)
