@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.timeout(1200)
 def test_search_profiles_mjlab_cartpole(tmp_path):
     env = {**os.environ, "GMIEXP_CACHE_DIR": str(tmp_path / "cache"), "GMIEXP_PRESET_DIR": str(tmp_path / "p")}
-    args = ["mode=search", "task=MjlabCartpole", "search.max_gmis_per_gpu=1", "search.num_envs=[16,32]",
+    args = ["mode=search", "task=MjlabCartpole", "search.variant=paper", "search.max_gmis_per_gpu=1",
+            "search.num_envs=[16,32]",
             "search.warmup_iterations=1", "search.profile_iterations=2", "search.min_profile_steps=0",
             "search.timeout_s=400", f"hydra.run.dir={tmp_path / 's'}"]
     r = subprocess.run([sys.executable, "-m", "gmiexp", *args], cwd=ROOT, env=env, capture_output=True, text=True,

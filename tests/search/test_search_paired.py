@@ -6,6 +6,7 @@ import statistics
 import pytest
 from noisy_host import MAX_GMIS, NUM_ENVS, NoisyHost, cost
 
+from gmiexp.errors import ConfigError
 from gmiexp.search import ProfileResult, SearchOutcome, algorithm2, grid
 from gmiexp.search.algorithm import Step
 from gmiexp.search.paired import (
@@ -213,6 +214,14 @@ def test_measured_launch_is_wall_time_beyond_the_steps_at_the_measured_rate():
         out.record(Step(2, 100, ProfileResult(True, top=250.0, wall_s=wall), "pair", length=0.5))
     out.record(Step(2, 200, ProfileResult(False, wall_s=3.0), "unrunnable"))
     assert measured_launch_steps(out, lambda g, n, length: g * n * 10 * length) == pytest.approx(7 * 500)
+
+
+def test_a_space_too_small_for_the_budget_is_refused_by_name():
+    """Two points whose launch dominates their cost: the budget cannot buy one profile, so the search says so
+    (exit 2) instead of ending with no pick (seen with the slow suite's two-point mjlab search)."""
+    price = launch_and_steps(lambda g, n, length: g * n * length, 500.0)
+    with pytest.raises(ConfigError, match="search.budget"):
+        paired_search(analytic, 1, [16, 32], 1, alpha=0.05, cost=price)
 
 
 def test_budget_is_a_fraction_of_the_grids_modelled_cost():

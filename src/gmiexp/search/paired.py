@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gmiexp.config import SearchConfig
+from gmiexp.errors import ConfigError
 from gmiexp.search.algorithm import METHODS, ProfileResult, SearchOutcome, Step
 
 Point = tuple[int, int]  # (gmis_per_gpu, num_envs)
@@ -396,6 +397,11 @@ def paired_search(profile: LengthProfiler, max_gmis_per_gpu: int, num_envs: Sequ
     """Run the paired search; the outcome carries its comparisons and cost for search.json."""
     rule = rule or PairRule.of()
     total = grid_cost(cost, max_gmis_per_gpu, num_envs)
+    first = cost(1, num_envs[0], rule.length)
+    if first > rule.budget * total:  # a space of a few points, where one launch outweighs the budget's share
+        raise ConfigError(f"invalid search.budget={rule.budget:g} for this space: one paired profile costs "
+                          f"{first / total:.0%} of the grid's profiling; valid: a larger budget (up to 1), "
+                          "search.grid=true or search.variant=paper for a space this small")
     search = PairedSearch(profile, cost, rule, alpha, min_gain, total)
     best = search.run(max_gmis_per_gpu, num_envs)
     out = search.out
