@@ -32,7 +32,7 @@ from gmiexp.rl.rlgames.ppo_role import register_env
 
 
 class RateObserver(AlgoObserver):
-    """Records (wall time, global frames) every epoch, like gmiexp's history."""
+    """Per epoch, like gmiexp's history: wall time, global frames, mean episode reward (rl-games' game_rewards)."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -27,33 +27,11 @@ import torch
 import yaml
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
-from rl_games.common.algo_observer import AlgoObserver
 from rl_games.torch_runner import Runner
+from run_baseline import RateObserver  # the one per-epoch observer of these baselines (a sibling script)
 
 from gmiexp.config.rlgames_yaml import locate
 from gmiexp.launch.summary import one_line, steady_rate
-
-
-class EpochObserver(AlgoObserver):
-    """Per epoch: wall time, global frames and the mean episode reward (rl-games' ``game_rewards``)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.rows: list[dict[str, Any]] = []
-        self.t0 = time.perf_counter()
-        self.algo: Any = None
-
-    def after_init(self, algo: Any) -> None:
-        self.algo = algo
-        self.t0 = time.perf_counter()
-
-    def after_print_stats(self, frame: int, epoch_num: int, total_time: float) -> None:
-        if self.rows and self.rows[-1]["iteration"] == epoch_num:
-            return
-        a = self.algo
-        reward = float(a.game_rewards.get_mean()[0]) if a.game_rewards.current_size else None
-        self.rows.append({"iteration": epoch_num, "wall_s": time.perf_counter() - self.t0,
-                          "frames": int(a.frame), "reward/mean": reward})
 
 
 def file_params(spec: str, num_actors: int | None, max_epochs: int | None, minibatch_size: int | None,
@@ -78,7 +56,7 @@ def file_params(spec: str, num_actors: int | None, max_epochs: int | None, minib
 def run(run_dir: Path, spec: str, num_actors: int | None = None, max_epochs: int | None = None,
         minibatch_size: int | None = None) -> dict[str, Any]:
     params = file_params(spec, num_actors, max_epochs, minibatch_size, run_dir / "rl_games")
-    obs = EpochObserver()
+    obs = RateObserver()
     runner = Runner(algo_observer=obs)
     t0 = time.perf_counter()
     with contextlib.redirect_stdout(sys.stderr):  # rl-games' own prints are logs
