@@ -103,8 +103,9 @@ def kept_by(plan: Plan, gmi_id: int) -> list[mps_daemon.Daemon]:
     for d in planned_daemons(plan):
         if d.mode != "private":
             continue
-        clients = [g.id for g in plan.gmis if g.env.get("CUDA_MPS_PIPE_DIRECTORY") == d.pipe_dir]
-        if min(clients or [g.id for g in plan.gmis]) == gmi_id:
+        local = plan.local_gmis  # another node's GMIs with the same pipe directory use that node's daemon
+        clients = [g.id for g in local if g.env.get("CUDA_MPS_PIPE_DIRECTORY") == d.pipe_dir]
+        if min(clients or [g.id for g in local]) == gmi_id:
             kept.append(d)
     return kept
 

@@ -284,10 +284,18 @@ class LoggerConfig:
 
 @ranges(heartbeat_timeout_s=Positive("seconds"), monitor_interval_s=Positive("seconds"),
         progress_interval_s=Positive("seconds"), master_port=Between(0, 65535),
-        collective_timeout_s=Positive("seconds"))
+        collective_timeout_s=Positive("seconds"), nnodes=AtLeast(1, "nodes"), node_rank=Maybe(AtLeast(0)),
+        rdzv_endpoint=Maybe(Text(r"\[?[\w.:-]+\]?:\d{1,5}", "host:port of node 0, e.g. node001:29400")),
+        rdzv_id=Maybe(Text(r"[\w.-]+", "a job id such as the Slurm job id")),
+        local_addr=Maybe(Text(r"\S+", "this node's address as the other nodes reach it")),
+        rdzv_timeout_s=Positive("seconds"))
 @dataclass
 class LaunchConfig:
-    """Process management around torch.distributed.elastic."""
+    """Process management around torch.distributed.elastic; ``nnodes > 1`` runs one launcher per node.
+
+    Every node runs the same command; ``node_rank`` (else ``SLURM_NODEID``, else torchrun's ``PET_NODE_RANK``)
+    says which node's GMIs this launcher starts. Resolved values are in the Plan (gmiexp.plan.nodes).
+    """
 
     heartbeat_timeout_s: float = 120.0  # a GMI silent this long is declared hung
     collective_timeout_s: float = 300.0  # torch.distributed's timeout for one collective among the GMIs
@@ -295,7 +303,14 @@ class LaunchConfig:
     progress: bool = True  # progress on stderr: a bar on a terminal, else a plain line every progress_interval_s
     progress_interval_s: float = 30.0  # seconds between plain progress lines when stderr is not a terminal (> 0)
     inprocess: bool = False  # run a 1-GMI plan in this process (tests, debugging)
-    master_port: int = 0  # 0 = pick a free port
+    master_port: int = 0  # 0 = pick a free port (one node); with nnodes > 1 the port is rdzv_endpoint's
+    nnodes: int = 1  # nodes of the run (homogeneous: each runs the single-node layout described by hardware)
+    node_rank: int | None = None  # this node, 0..nnodes-1; None = SLURM_NODEID, PET_NODE_RANK, or 0
+    rdzv_endpoint: str | None = None  # host:port of node 0, where the c10d rendezvous store listens (nnodes > 1)
+    rdzv_id: str | None = None  # the same on every node; None = SLURM_JOB_ID, PET_RDZV_ID, or the plan id
+    local_addr: str | None = None  # this node's address for the others; None = 127.0.0.1 for a loopback
+    #   endpoint, else the host's name (torch elastic's default)
+    rdzv_timeout_s: float = 600.0  # how long node launchers wait for each other at the rendezvous
 
 
 @ranges(

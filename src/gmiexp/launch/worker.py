@@ -99,9 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     from gmiexp.launch.gmi_env import apply_gmi_environment
     from gmiexp.launch.status import StatusWriter
     from gmiexp.plan import Plan
+    from gmiexp.plan.nodes import gmi_for_local_rank
 
     plan = Plan.load(argv[0])
-    rank = int(os.environ.get("RANK", "0"))
+    # this node's local_rank-th GMI; not elastic's RANK, which follows the rendezvous's order of nodes
+    rank = gmi_for_local_rank(plan, int(os.environ.get("LOCAL_RANK", "0")))
     status = StatusWriter(plan.run_dir, rank)  # pid and a first beat before the slow imports (the watchdog's view)
     apply_gmi_environment(plan.gmi(rank))
     import_simulator_first(plan.task)

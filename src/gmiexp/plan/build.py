@@ -18,6 +18,7 @@ from gmiexp.hardware import Hardware, resolve, with_mig
 from gmiexp.layouts.base import LayoutRequest
 from gmiexp.plan import Plan
 from gmiexp.plan.footprint import check_footprint
+from gmiexp.plan.nodes import replicate, resolve_nodes
 from gmiexp.rl.learner.support import refused
 from gmiexp.role import check_role
 
@@ -83,6 +84,7 @@ def place_devices(plan: Plan, gpus: list[int] | None, hw: Hardware) -> None:
 def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> tuple[Plan, Backend]:
     """Everything a launch needs, validated; raises ConfigError (exit 2) before anything starts."""
     check_config(cfg)
+    resolve_nodes(cfg.launch)  # node_rank from the scheduler, rendezvous fields checked (exit 2)
     hw = hardware or host(cfg)
     check_device(cfg.train.device, hw)
     req = LayoutRequest(layout=cfg.layout, hardware=hw, num_gpus=cfg.num_gpus,
@@ -91,7 +93,7 @@ def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> 
     check_task(cfg.task)
     check_role(layouts.choose_role(cfg.layout.name, cfg.role))
     plan.task, plan.train = copy.deepcopy(cfg.task), copy.deepcopy(cfg.train)  # the Plan owns its sections
-    plan.logger, plan.launch = copy.deepcopy(cfg.logger), copy.deepcopy(cfg.launch)
+    plan.logger = copy.deepcopy(cfg.logger)
     plan.hardware = hw.summary()
     plan.seed, plan.max_iterations = cfg.seed, cfg.max_iterations
     layouts.configure(plan, cfg)  # role by layout (when role=ppo), the layout's own settings, cost model
@@ -101,8 +103,10 @@ def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> 
     place_devices(plan, cfg.hardware.gpus, hw)
     backend = backends.get(cfg.backend, hw)
     backend.realise(plan, run_dir.resolve())  # first: which reductions can run depends on the backend (MIG)
+    check_footprint(plan, hw)  # one node's GMIs on one node's devices
+    plan.launch = copy.deepcopy(cfg.launch)  # from here on the Plan knows its nodes
+    replicate(plan)  # every node's GMIs, numbered node-major (launch.nnodes > 1)
     plan.reduction, plan.reduction_reason = reductions.resolve(layouts.reduction_for(plan, cfg.reduction.name), plan)
     if not plan.trainer_group:
         plan.reduction_reason = f"no trainer GMIs (layout={plan.layout}): nothing is reduced"
-    check_footprint(plan, hw)
     return plan.validate(), backend

@@ -32,8 +32,8 @@ PLAN_VERSION = 1
 class GMI:
     """One GPU multiplexing instance: one OS process pinned to a slice of one device."""
 
-    id: int
-    device: int  # physical GPU index, or a logical one on a CPU-only host
+    id: int  # global: GMI i of node n is n * (GMIs per node) + i
+    device: int  # physical GPU index on its node, or a logical one on a CPU-only host
     roles: list[str]
     num_envs: int = 0  # environments this GMI steps (0 for trainer-only GMIs)
     local_index: int = 0  # position among the GMIs on the same device
@@ -43,6 +43,7 @@ class GMI:
     sim_threads: int = 1  # simulator worker threads (envpool)
     cpus: list[int] | None = None  # core affinity; None = not pinned
     env: dict[str, str] = field(default_factory=dict)  # environment applied before CUDA initialises
+    node: int = 0  # the node (launch.node_rank) whose launcher starts it
 
     def has(self, role: str) -> bool:
         return role in self.roles
@@ -104,7 +105,25 @@ class Plan:
 
     @property
     def devices(self) -> list[int]:
-        return sorted({g.device for g in self.gmis})
+        """Device indices of this node (every node has the same ones: nodes are homogeneous)."""
+        return sorted({g.device for g in self.local_gmis})
+
+    @property
+    def nnodes(self) -> int:
+        return int(self.launch.nnodes)
+
+    @property
+    def node_rank(self) -> int:
+        """The node this copy of the Plan was built on (each node's launcher builds and saves its own)."""
+        return int(self.launch.node_rank or 0)
+
+    def node_gmis(self, node: int) -> list[GMI]:
+        return [g for g in self.gmis if g.node == node]
+
+    @property
+    def local_gmis(self) -> list[GMI]:
+        """The GMIs this node's launcher starts, in local-rank order."""
+        return self.node_gmis(self.node_rank)
 
     def gmi(self, gmi_id: int) -> GMI:
         for g in self.gmis:
@@ -113,13 +132,19 @@ class Plan:
         raise invalid("GMI id", gmi_id, [g.id for g in self.gmis])
 
     def gpu_map(self, ids: Iterable[int] | None = None) -> list[list[int]]:
-        """GMI-to-GPU mapping list (the MPL input of the paper's Algorithm 1)."""
+        """GMI-to-GPU mapping list (the MPL input of the paper's Algorithm 1), node-major over every node's GPUs."""
         wanted = set(ids) if ids is not None else {g.id for g in self.gmis}
-        by_dev: dict[int, list[int]] = {}
+        by_dev: dict[tuple[int, int], list[int]] = {}
         for g in self.gmis:
             if g.id in wanted:
-                by_dev.setdefault(g.device, []).append(g.id)
+                by_dev.setdefault((g.node, g.device), []).append(g.id)
         return [sorted(by_dev[d]) for d in sorted(by_dev)]
+
+    def node_map(self, ids: Iterable[int] | None = None) -> list[list[list[int]]]:
+        """:meth:`gpu_map` split by node: ``[node][gpu] -> GMI ids`` (nodes without a wanted GMI left out)."""
+        wanted = set(ids) if ids is not None else {g.id for g in self.gmis}
+        nodes = sorted({g.node for g in self.gmis if g.id in wanted})
+        return [self.gpu_map(g.id for g in self.node_gmis(n) if g.id in wanted) for n in nodes]
 
     def total_envs(self) -> int:
         return sum(g.num_envs for g in self.gmis if g.has("simulator"))
@@ -130,6 +155,8 @@ class Plan:
         d = self.to_dict()
         for volatile in ("run_dir", "checkpoint"):
             d.pop(volatile, None)
+        for per_node in ("node_rank", "local_addr"):  # the same run on every node has the same id
+            d["launch"].pop(per_node, None)
         for g in d["gmis"]:
             g["env"] = {k: v for k, v in g["env"].items() if not k.startswith("CUDA_MPS_")}
         blob = json.dumps(d, sort_keys=True, default=str).encode()
@@ -155,6 +182,8 @@ class Plan:
                 raise invalid(f"device of GMI {g.id}", g.device, "a GPU index >= 0")
             if g.torch_threads < 1:
                 raise invalid(f"torch_threads of GMI {g.id}", g.torch_threads, "an integer >= 1")
+            if not 0 <= g.node < self.nnodes:
+                raise invalid(f"node of GMI {g.id}", g.node, f"0..{self.nnodes - 1} (launch.nnodes={self.nnodes})")
         for t in self.trainer_group:
             if t not in ids:
                 raise invalid("trainer_group member", t, ids)
@@ -163,6 +192,8 @@ class Plan:
         for pair in self.channels:
             if len(pair) != 2 or any(p not in ids for p in pair):
                 raise invalid("channel", pair, f"[agent_id, trainer_id] with ids in {ids}")
+            if self.gmi(pair[0]).node != self.gmi(pair[1]).node:
+                raise invalid("channel", pair, "an agent and a trainer on the same node (channels are shared memory)")
         return self
 
     # ---- serialisation -------------------------------------------------
