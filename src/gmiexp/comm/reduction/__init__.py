@@ -45,6 +45,14 @@ def _mig_refusal(name: str, plan: Plan) -> ConfigError:
     )
 
 
+def mpl_text(mpl: list[list[int]], nodes: int = 1) -> str:
+    """``MPL=[[...], ...]`` for reasons and errors; a long map is shortened to its ends."""
+    where = f" ({len(mpl)} GPUs on {nodes} nodes)" if nodes > 1 else ""
+    if len(mpl) <= 8:
+        return f"MPL={mpl}{where}"
+    return f"MPL=[{', '.join(map(str, mpl[:2]))}, ..., {mpl[-1]}]{where}"
+
+
 def resolve(name: str, plan: Plan) -> tuple[str, str]:
     """The concrete strategy for ``plan`` and why (``auto`` runs Algorithm 1).
 
@@ -53,6 +61,7 @@ def resolve(name: str, plan: Plan) -> tuple[str, str]:
     if name != AUTO and name not in REDUCTIONS:
         raise invalid("reduction", name, [*REDUCTIONS, AUTO])
     mpl = plan.gpu_map(plan.trainer_group)
+    shown = mpl_text(mpl, len(plan.node_map(plan.trainer_group)))
     if name == AUTO:
         nodes = plan.node_map(plan.trainer_group)
         if len(nodes) > 1:
@@ -63,8 +72,8 @@ def resolve(name: str, plan: Plan) -> tuple[str, str]:
             choice, reason = select(mpl)
         if plan.backend == "mig" and nccl(choice):
             return "allreduce", (f"{reason}, but NCCL cannot join MIG instances (backend=mig): allreduce "
-                                 f"through host memory (gloo) instead (MPL={mpl})")
-        return choice, f"{reason} (MPL={mpl})"
+                                 f"through host memory (gloo) instead ({shown})")
+        return choice, f"{reason} ({shown})"
     if plan.backend == "mig" and nccl(name) and len(plan.trainer_group) > 1:
         raise _mig_refusal(name, plan)
     if name == "mrr":
@@ -72,7 +81,7 @@ def resolve(name: str, plan: Plan) -> tuple[str, str]:
         if why is not None:
             ok = ", ".join(serving(plan))
             raise ConfigError(
-                f"invalid reduction: 'mrr' cannot serve this layout: {why} (MPL={mpl}); "
+                f"invalid reduction: 'mrr' cannot serve this layout: {why} ({shown}); "
                 f"valid for this layout: {ok}, auto"
             )
     if name == "mpr" and "mpr" not in serving(plan):
@@ -82,7 +91,7 @@ def resolve(name: str, plan: Plan) -> tuple[str, str]:
             f"reduces through one host's shared memory and stays inside a node; "
             f"valid for this layout: {', '.join(serving(plan))}, auto"
         )
-    return name, f"reduction={name} requested (MPL={mpl})"
+    return name, f"reduction={name} requested ({shown})"
 
 
 def build(name: str, mgr: GMIManager, members: list[int]) -> Reduction:
