@@ -60,10 +60,9 @@ def resolve(name: str, plan: Plan) -> tuple[str, str]:
     """
     if name != AUTO and name not in REDUCTIONS:
         raise invalid("reduction", name, [*REDUCTIONS, AUTO])
-    mpl = plan.gpu_map(plan.trainer_group)
-    shown = mpl_text(mpl, len(plan.node_map(plan.trainer_group)))
+    mpl, nodes = plan.gpu_map(plan.trainer_group), plan.node_map(plan.trainer_group)
+    shown = mpl_text(mpl, len(nodes))
     if name == AUTO:
-        nodes = plan.node_map(plan.trainer_group)
         if len(nodes) > 1:
             from gmiexp.cost.reduction import estimate_s  # Table 2 imports this package's algorithm1
 
@@ -85,9 +84,8 @@ def resolve(name: str, plan: Plan) -> tuple[str, str]:
                 f"valid for this layout: {ok}, auto"
             )
     if name == "mpr" and "mpr" not in serving(plan):
-        nodes = len(plan.node_map(plan.trainer_group))
         raise ConfigError(
-            f"invalid reduction: 'mpr' with trainer GMIs on {nodes} nodes (launch.nnodes={plan.nnodes}): MPR "
+            f"invalid reduction: 'mpr' with trainer GMIs on {len(nodes)} nodes (launch.nnodes={plan.nnodes}): MPR "
             f"reduces through one host's shared memory and stays inside a node; "
             f"valid for this layout: {', '.join(serving(plan))}, auto"
         )
