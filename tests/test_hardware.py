@@ -40,3 +40,19 @@ def test_this_machine_discovers_cleanly() -> None:
     hw = hardware.discover()
     assert hw.cpu_count >= 1
     assert hw.describe()
+
+
+def test_network_bandwidth_of_presets_and_hosts(tmp_path) -> None:
+    from gmitest import compose_config
+
+    from gmiexp.plan.build import build_plan, host
+
+    assert [hardware.preset(n).network_gbps for n in ("dgx_a100", "h100x8", "h200x1")] == [200.0, 400.0, 400.0]
+    assert hardware.preset("cpu").network_gbps is None  # not known: the cost model assumes one and says so
+    assert host(compose_config("hardware=cpu", "hardware.network_gbps=25")).network_gbps == 25.0
+    assert host(compose_config("hardware=dgx_a100", "hardware.network_gbps=1600")).network_gbps == 1600.0
+    plan, _ = build_plan(compose_config("mode=plan", "hardware=cpu", "task=Cartpole", "hardware.network_gbps=10"),
+                         tmp_path)
+    assert plan.hardware["network_gbps"] == 10.0  # the Plan carries it to the cost model
+    with pytest.raises(ConfigError, match="hardware.network_gbps"):
+        build_plan(compose_config("mode=plan", "hardware=cpu", "hardware.network_gbps=0"), tmp_path)

@@ -39,10 +39,15 @@ def run_train(cfg: Config, run_dir: Path) -> dict:
     return summary
 
 
-def run_plan(cfg: Config, run_dir: Path) -> dict:
-    """Print the Plan (YAML on stdout, the cost model on stderr); launch nothing."""
+def run_plan(cfg: Config, run_dir: Path, overrides: list[str] | None = None) -> dict:
+    """Print the Plan (YAML on stdout; the cost model, the reduction and the per-node commands on stderr).
+
+    ``overrides``: the user's command line for the per-node commands; None = Hydra's, when Hydra runs this.
+    Launches nothing.
+    """
     from gmiexp.cost.reduction import format_cost, reduction_cost
     from gmiexp.plan.build import build_plan
+    from gmiexp.plan.commands import format_commands, node_commands
     from gmiexp.rl.rlgames.params import policy_param_count
 
     plan, _backend = build_plan(cfg, run_dir)
@@ -53,9 +58,25 @@ def run_plan(cfg: Config, run_dir: Path) -> dict:
     plan.notes["policy_params"] = n_params
     cost = reduction_cost(plan, params=n_params, calibrate_bandwidth=cfg.reduction.calibrate)
     plan.notes["reduction_cost"] = cost
+    cmds = node_commands(plan, _hydra_overrides() if overrides is None else overrides) if plan.nnodes > 1 else None
+    if cmds:
+        plan.notes["node_commands"] = cmds
     print(plan.to_yaml(), end="", flush=True)
+    per_node = len(plan.local_gmis)
+    print(f"plan: {plan.world_size} GMIs on {plan.nnodes} node{'s' if plan.nnodes > 1 else ''} "
+          f"({per_node} per node on {len(plan.devices)} GPU{'s' if len(plan.devices) != 1 else ''}); "
+          f"reduction {plan.reduction}: {plan.reduction_reason}", file=sys.stderr, flush=True)
     print(format_cost(cost), file=sys.stderr, flush=True)
+    if cmds:
+        print(format_commands(cmds), file=sys.stderr, flush=True)
     return {"status": "ok", "plan_id": plan.plan_id}
+
+
+def _hydra_overrides() -> list[str]:
+    """The command line's overrides when Hydra runs this job (none otherwise: tests call run() directly)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
 
 
 def run_doctor(cfg: Config, run_dir: Path) -> dict:

@@ -54,6 +54,9 @@ class Hardware:
     cuda_version: str = ""
     note: str = ""
     cpu_ids: list[int] = field(default_factory=list)  # usable core ids (affinity); empty = 0..cpu_count-1
+    # inter-node bandwidth of one node in Gb/s (Table 2's inter-node term); None = not known (NVML cannot
+    # tell; set hardware.network_gbps), the cost model then assumes one and says so
+    network_gbps: float | None = None
 
     @property
     def has_gpu(self) -> bool:
@@ -81,11 +84,14 @@ def _gpu(index: int, name: str, cc: tuple[int, int], mem_mb: int, mig: bool | No
                    memory_mb=mem_mb, mig_mode=mig)
 
 
-# Presets let a user plan a DGX run from a laptop (mode=plan hardware=dgx_a100).
+# Presets let a user plan a DGX run from a laptop (mode=plan hardware=dgx_a100). ``net`` is one node's
+# inter-node bandwidth in Gb/s counted as ONE network port per node: an HDR InfiniBand port (200) on the
+# DGX A100, an NDR port (400) on the H100 and H200 hosts. Nodes wired with one port per GPU (a DGX has
+# eight compute ports) have that many times more: plan them with hardware.network_gbps=<the sum>.
 PRESETS: dict[str, dict[str, Any]] = {
-    "dgx_a100": dict(n=8, name="NVIDIA A100-SXM4-40GB", cc=(8, 0), mem=40960, mig=True, cpus=128),
-    "h100x8": dict(n=8, name="NVIDIA H100 80GB HBM3", cc=(9, 0), mem=81559, mig=True, cpus=112),
-    "h200x1": dict(n=1, name="NVIDIA H200", cc=(9, 0), mem=143771, mig=True, cpus=16),
+    "dgx_a100": dict(n=8, name="NVIDIA A100-SXM4-40GB", cc=(8, 0), mem=40960, mig=True, cpus=128, net=200.0),
+    "h100x8": dict(n=8, name="NVIDIA H100 80GB HBM3", cc=(9, 0), mem=81559, mig=True, cpus=112, net=400.0),
+    "h200x1": dict(n=1, name="NVIDIA H200", cc=(9, 0), mem=143771, mig=True, cpus=16, net=400.0),
 }
 HARDWARE_CHOICES = ("auto", "cpu", *PRESETS)
 
@@ -98,7 +104,7 @@ def preset(name: str) -> Hardware:
     p = PRESETS[name]
     gpus = [_gpu(i, p["name"], p["cc"], p["mem"], p["mig"]) for i in range(p["n"])]
     return Hardware(source=f"preset:{name}", cpu_count=p["cpus"], gpus=gpus,
-                    driver_version="preset", cuda_version="preset")
+                    driver_version="preset", cuda_version="preset", network_gbps=p["net"])
 
 
 def with_mig(hw: Hardware, on: bool) -> Hardware:

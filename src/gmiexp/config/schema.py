@@ -252,7 +252,7 @@ class TrainConfig:
 @ranges(name=OneOf(registry="gmiexp.hardware:HARDWARE_CHOICES"), cpu_cores=Maybe(AtLeast(1)),
         mig=OneOf((None, True, False)),
         cpus=Maybe(Items(AtLeast(0, "core id"), min_len=1)), gpus=Maybe(Items(AtLeast(0, "GPU index"), min_len=1)),
-        mig_instances=Maybe(Items(Text(what="a MIG device UUID"), min_len=1)))
+        mig_instances=Maybe(Items(Text(what="a MIG device UUID"), min_len=1)), network_gbps=Maybe(Positive("Gb/s")))
 @dataclass
 class HardwareConfig:
     """Where the run executes: auto (NVML, CPU fallback), cpu, or a preset for planning."""
@@ -266,6 +266,7 @@ class HardwareConfig:
     cpus: list[int] | None = None  # cores this run and every process it starts may use; None = all
     gpus: list[int] | None = None  # physical GPU indices; GMI device d runs on gpus[d]; None = 0..num_gpus-1
     mig_instances: list[str] | None = None  # MIG device UUIDs the mig backend may use; None = every instance
+    network_gbps: float | None = None  # one node's inter-node bandwidth (Gb/s, > 0); None = the preset's, else unknown
 
 
 @ranges(name=OneOf(("none", "wandb")), project=Text(), entity=Maybe(Text()),

@@ -48,6 +48,8 @@ def host(cfg: Config) -> Hardware:
         hw.cpu_count = cfg.hardware.cpu_cores
     if cfg.hardware.mig is not None:
         with_mig(hw, cfg.hardware.mig)
+    if cfg.hardware.network_gbps is not None:
+        hw.network_gbps = float(cfg.hardware.network_gbps)
     if cfg.hardware.mig_instances is not None:
         keep = set(cfg.hardware.mig_instances)
         known = [d.uuid for g in hw.gpus for d in g.mig_devices]

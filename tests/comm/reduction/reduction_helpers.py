@@ -14,18 +14,21 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from gmiexp.config import LaunchConfig
 from gmiexp.plan import GMI, Plan
 
 
-def plan_of(counts: list[int], trainers: list[int] | None = None) -> Plan:
-    """GPU-major plan with ``counts[d]`` GMIs on logical GPU d."""
+def plan_of(counts: list[int], trainers: list[int] | None = None, nnodes: int = 1) -> Plan:
+    """GPU-major plan with ``counts[d]`` GMIs on logical GPU d of every one of ``nnodes`` nodes (node-major ids)."""
     gmis, k = [], 0
-    for d, c in enumerate(counts):
-        for i in range(c):
-            gmis.append(GMI(id=k, device=d, local_index=i, roles=["trainer"]))
-            k += 1
+    for node in range(nnodes):
+        for d, c in enumerate(counts):
+            for i in range(c):
+                gmis.append(GMI(id=k, device=d, local_index=i, roles=["trainer"], node=node))
+                k += 1
     group = list(range(k)) if trainers is None else trainers
-    return Plan(gmis=gmis, layout="tcg_ex", backend="direct", reduction="", trainer_group=group)
+    launch = LaunchConfig(nnodes=nnodes, rdzv_endpoint="127.0.0.1:29400" if nnodes > 1 else None)
+    return Plan(gmis=gmis, layout="tcg_ex", backend="direct", reduction="", trainer_group=group, launch=launch)
 
 
 def inputs_for(world: int, numel: int, seed: int) -> list[torch.Tensor]:
@@ -83,10 +86,32 @@ def make(strategy: str, mgr, members, coll, timeout_s: float = 20.0):
     raise ValueError(strategy)
 
 
-def run_threads(plan: Plan, strategy: str, inputs: list[torch.Tensor], average: bool = True,
-                calls: int = 1) -> dict[int, torch.Tensor]:
-    """Every GMI of ``plan`` as a thread of this process, with shared memory and a LocalCollective."""
+def node_tags(tag: str, nnodes: int) -> list[str]:
+    """The run tag each node's launcher sets (GMIEXP_RUN_TAG): a different one per node, as on real nodes."""
+    return [tag if nnodes == 1 else f"{tag}n{n}" for n in range(nnodes)]
+
+
+def node_manager(plan: Plan, rank: int, tags: list[str] | None):
+    """GMI ``rank``'s manager; with ``tags`` it names segments with its node's tag (GMIs of a node share one)."""
     from gmiexp.comm.manager import GMIManager
+
+    if tags is None:
+        return GMIManager(plan, rank)
+
+    class NodeManager(GMIManager):
+        @property
+        def run_tag(self) -> str:
+            return tags[self.gmi.node]
+
+    return NodeManager(plan, rank)
+
+
+def run_threads(plan: Plan, strategy: str, inputs: list[torch.Tensor], average: bool = True,
+                calls: int = 1, tags: list[str] | None = None) -> dict[int, torch.Tensor]:
+    """Every GMI of ``plan`` as a thread of this process, with shared memory and a LocalCollective.
+
+    ``tags``: one run tag per node, so GMIs of different nodes can never open each other's segments.
+    """
     from gmiexp.comm.reduction.collective import LocalWorld
 
     world = LocalWorld(plan.world_size, timeout_s=30)
@@ -95,7 +120,7 @@ def run_threads(plan: Plan, strategy: str, inputs: list[torch.Tensor], average: 
 
     def member(rank: int) -> None:
         try:
-            mgr = GMIManager(plan, rank)
+            mgr = node_manager(plan, rank, tags)
             red = make(strategy, mgr, plan.trainer_group, world.collective(rank))
             try:
                 for _ in range(calls):
@@ -119,9 +144,13 @@ def run_threads(plan: Plan, strategy: str, inputs: list[torch.Tensor], average: 
 
 # ---- real processes (spawned) ------------------------------------------------
 def proc_main(rank: int, counts: list[int], port: int, tag: str, out: str, strategies: list[str],
-              numel: int, kill_rank: int = -1, timeout_s: float = 20.0) -> None:
-    """One GMI: gloo default group, build() each strategy, reduce twice, save results."""
-    os.environ["GMIEXP_RUN_TAG"] = tag
+              numel: int, kill_rank: int = -1, timeout_s: float = 20.0, nnodes: int = 1) -> None:
+    """One GMI: gloo default group, build() each strategy, reduce twice, save results.
+
+    With ``nnodes`` > 1 the GMI takes its node's run tag, as a GMI started by that node's launcher would.
+    """
+    plan = plan_of(counts, nnodes=nnodes)
+    os.environ["GMIEXP_RUN_TAG"] = node_tags(tag, nnodes)[plan.gmi(rank).node]
     os.environ["GMIEXP_REDUCTION_TIMEOUT_S"] = str(timeout_s)
     import signal
 
@@ -132,7 +161,6 @@ def proc_main(rank: int, counts: list[int], port: int, tag: str, out: str, strat
 
     shm.DEFAULT_TIMEOUT_S = timeout_s
     torch.set_num_threads(1)
-    plan = plan_of(counts)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=plan.world_size)
     mgr = GMIManager(plan, rank)

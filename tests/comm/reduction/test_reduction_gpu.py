@@ -17,3 +17,15 @@ def test_cuda_gradients_through_shared_memory(strategy):
     assert all(r.is_cuda for r in res.values())
     check({k: v.cpu() for k, v in res.items()}, xs, plan.trainer_group, True)
     assert shm_leftovers(tag) == []
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_gradients_through_har_across_nodes():
+    from reduction_helpers import new_tag, node_tags
+
+    plan = plan_of([2, 2], nnodes=2)
+    xs = inputs_for(8, 300_001, 6)
+    tag = new_tag()
+    res = run_threads(plan, "har", [x.cuda() for x in xs], tags=node_tags(tag, 2))
+    check({k: v.cpu() for k, v in res.items()}, xs, plan.trainer_group, True)
+    assert shm_leftovers(tag) == []

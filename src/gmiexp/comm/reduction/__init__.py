@@ -3,17 +3,17 @@
 Each strategy module registers its class in :data:`REDUCTIONS` (importing this package imports them):
 
 * ``allreduce``: one flat gloo all-reduce (what rl-games does);
-* ``mpr``: multi-process reduction through host shared memory;
-* ``mrr``: multi-ring reduction (GMIs per GPU <= GPUs, even);
-* ``har``: hierarchical reduction (any layout);
-* ``auto``: the paper's Algorithm 1 over the plan's GMI-to-GPU map.
+* ``mpr``: multi-process reduction through host shared memory (its members on one node);
+* ``mrr``: multi-ring reduction (GMIs per GPU <= GPUs of all nodes, even);
+* ``har``: hierarchical reduction (any layout; a third level across nodes);
+* ``auto``: the paper's Algorithm 1 over the plan's GMI-to-GPU map (with Table 2 across nodes).
 """
 
 from __future__ import annotations
 
 from gmiexp.comm.manager import GMIManager
 from gmiexp.comm.reduction import allreduce, har, mpr, mrr  # noqa: F401 - they register themselves
-from gmiexp.comm.reduction.algorithm1 import mrr_limit, select
+from gmiexp.comm.reduction.algorithm1 import mrr_limit, select, select_nodes
 from gmiexp.comm.reduction.base import REDUCTIONS, Reduction
 from gmiexp.errors import ConfigError, invalid
 from gmiexp.plan import Plan
@@ -28,9 +28,9 @@ def nccl(name: str) -> bool:
 
 def serving(plan: Plan) -> list[str]:
     """The concrete strategies that can serve the plan's trainer layout on its backend."""
-    ok = ["mpr", "har", "allreduce"]
+    ok = ["mpr", "har", "allreduce"] if len(plan.node_map(plan.trainer_group)) <= 1 else ["har", "allreduce"]
     if mrr_limit(plan.gpu_map(plan.trainer_group)) is None:
-        ok.insert(1, "mrr")
+        ok.insert(ok.index("har"), "mrr")
     if plan.backend == "mig":
         ok = [s for s in ok if not nccl(s)]
     return ok
@@ -45,6 +45,14 @@ def _mig_refusal(name: str, plan: Plan) -> ConfigError:
     )
 
 
+def mpl_text(mpl: list[list[int]], nodes: int = 1) -> str:
+    """``MPL=[[...], ...]`` for reasons and errors; a long map is shortened to its ends."""
+    where = f" ({len(mpl)} GPUs on {nodes} nodes)" if nodes > 1 else ""
+    if len(mpl) <= 8:
+        return f"MPL={mpl}{where}"
+    return f"MPL=[{', '.join(map(str, mpl[:2]))}, ..., {mpl[-1]}]{where}"
+
+
 def resolve(name: str, plan: Plan) -> tuple[str, str]:
     """The concrete strategy for ``plan`` and why (``auto`` runs Algorithm 1).
 
@@ -52,13 +60,19 @@ def resolve(name: str, plan: Plan) -> tuple[str, str]:
     """
     if name != AUTO and name not in REDUCTIONS:
         raise invalid("reduction", name, [*REDUCTIONS, AUTO])
-    mpl = plan.gpu_map(plan.trainer_group)
+    mpl, nodes = plan.gpu_map(plan.trainer_group), plan.node_map(plan.trainer_group)
+    shown = mpl_text(mpl, len(nodes))
     if name == AUTO:
-        choice, reason = select(mpl)
+        if len(nodes) > 1:
+            from gmiexp.cost.reduction import estimate_s  # Table 2 imports this package's algorithm1
+
+            choice, reason = select_nodes(nodes, estimate_s(plan))
+        else:
+            choice, reason = select(mpl)
         if plan.backend == "mig" and nccl(choice):
             return "allreduce", (f"{reason}, but NCCL cannot join MIG instances (backend=mig): allreduce "
-                                 f"through host memory (gloo) instead (MPL={mpl})")
-        return choice, f"{reason} (MPL={mpl})"
+                                 f"through host memory (gloo) instead ({shown})")
+        return choice, f"{reason} ({shown})"
     if plan.backend == "mig" and nccl(name) and len(plan.trainer_group) > 1:
         raise _mig_refusal(name, plan)
     if name == "mrr":
@@ -66,15 +80,16 @@ def resolve(name: str, plan: Plan) -> tuple[str, str]:
         if why is not None:
             ok = ", ".join(serving(plan))
             raise ConfigError(
-                f"invalid reduction: 'mrr' cannot serve this layout: {why} (MPL={mpl}); "
+                f"invalid reduction: 'mrr' cannot serve this layout: {why} ({shown}); "
                 f"valid for this layout: {ok}, auto"
             )
     if name == "mpr" and "mpr" not in serving(plan):
         raise ConfigError(
-            f"invalid reduction: 'mpr' needs every trainer GMI on one host; "
+            f"invalid reduction: 'mpr' with trainer GMIs on {len(nodes)} nodes (launch.nnodes={plan.nnodes}): MPR "
+            f"reduces through one host's shared memory and stays inside a node; "
             f"valid for this layout: {', '.join(serving(plan))}, auto"
         )
-    return name, f"reduction={name} requested (MPL={mpl})"
+    return name, f"reduction={name} requested ({shown})"
 
 
 def build(name: str, mgr: GMIManager, members: list[int]) -> Reduction:

@@ -1,8 +1,16 @@
-"""The paper's Algorithm 1 (communication strategy selection) and the layout limits of each strategy."""
+"""The paper's Algorithm 1 (communication strategy selection) and the layout limits of each strategy.
+
+The paper writes Algorithm 1 for one node. Across nodes (:func:`select_nodes`) gmiexp keeps its first
+lines (MPR only when every trainer shares one GPU, which then is one GPU of one node; HAR for uneven
+layouts and for ``t > G``) over the global map of all ``G`` GPUs of all nodes, and replaces its last
+line, "MRR whenever it can serve", by Table 2 with the inter-node term: MRR sends one gradient per
+ring through every node's network port and HAR one per node, so which one wins depends on the network
+bandwidth, not on the layout alone.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 
 def select(mpl: Sequence[Sequence[int]]) -> tuple[str, str]:
@@ -22,6 +30,30 @@ def select(mpl: Sequence[Sequence[int]]) -> tuple[str, str]:
     if t > g:  # lines 11-13
         return "har", f"auto (Algorithm 1): {t} GMIs per GPU > {g} GPUs, so MRR cannot serve it -> HAR"
     return "mrr", f"auto (Algorithm 1): {t} GMIs per GPU <= {g} GPUs -> MRR"  # line 14
+
+
+def select_nodes(nodes: Sequence[Sequence[Sequence[int]]],
+                 estimate: Mapping[str, float | None]) -> tuple[str, str]:
+    """Algorithm 1 over the per-node map ``nodes[n][d]``; ``estimate`` is Table 2 (any unit) across nodes.
+
+    One node is the paper's Algorithm 1 unchanged. ``estimate`` is only read when both MRR and HAR can serve.
+    """
+    if len(nodes) <= 1:
+        return select(nodes[0] if nodes else [])
+    mpl = [li for node in nodes for li in node]
+    g, n = len(mpl), len(nodes)
+    counts = [len(li) for li in mpl]
+    if len(set(counts)) > 1:
+        return "har", f"auto (Algorithm 1 across {n} nodes): uneven GMIs per GPU {counts} on {g} GPUs -> HAR"
+    t = counts[0]
+    if t > g:
+        return "har", (f"auto (Algorithm 1 across {n} nodes): {t} GMIs per GPU > {g} GPUs, so MRR cannot "
+                       "serve it -> HAR")
+    mrr, har = estimate["mrr"], estimate["har"]
+    assert mrr is not None and har is not None
+    pick = "mrr" if mrr <= har else "har"
+    return pick, (f"auto (Algorithm 1 across {n} nodes): {t} GMIs per GPU <= {g} GPUs, so MRR can serve it; "
+                  f"Table 2 with the inter-node term: MRR {mrr / har:.2f}x HAR's time -> {pick.upper()}")
 
 
 def mrr_limit(mpl: Sequence[Sequence[int]]) -> str | None:

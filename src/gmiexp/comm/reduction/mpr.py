@@ -1,6 +1,6 @@
 """MPR, multi-process reduction: all members reduce through host shared memory (paper section 4.1).
 
-The generic strategy: it serves any layout whose members share one host.
+The generic strategy inside a node: it serves any layout whose members share one host (one node).
 On a GPU the gradient is copied to pinned host memory (the shared segment
 is registered with CUDA), reduced on the CPU, and copied back.
 """
@@ -17,6 +17,7 @@ from gmiexp.comm.manager import GMIManager
 from gmiexp.comm.reduction.base import REDUCTIONS, Reduction
 from gmiexp.comm.reduction.collective import Collective, TorchCollective
 from gmiexp.comm.reduction.shm import ShmArena
+from gmiexp.errors import ConfigError
 from gmiexp.shm.names import segment_name
 
 _instances: dict[tuple[str, int], itertools.count] = {}
@@ -69,6 +70,9 @@ class MPR(Reduction):
         timeout_s: float | None = None,
     ) -> None:
         super().__init__(mgr, members)
+        nodes = {mgr.plan.gmi(m).node for m in self.members}
+        if len(nodes) > 1:  # resolve() refuses it before launch; a direct construction must not attach across
+            raise ConfigError(f"invalid reduction: 'mpr' over GMIs of nodes {sorted(nodes)}: MPR stays inside a node")
         coll = collective or TorchCollective(mgr)
         self.arena = open_arena(arena_name(mgr, "mpr"), self.members, mgr.rank, coll, timeout_s)
 
