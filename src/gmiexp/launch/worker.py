@@ -110,9 +110,11 @@ def main(argv: list[str] | None = None) -> int:
     bind_to_launcher(plan, rank)
     try:
         run_gmi(plan, rank, status)
-    except Exception:
+    except Exception as e:
         traceback.print_exc()
-        return 1
+        from gmiexp.launch.failure import COMM_EXIT_CODE, is_comm_error
+
+        return COMM_EXIT_CODE if is_comm_error(e) else 1  # a peer's failure, seen in a collective: not the root
     return 0
 
 
