@@ -2,14 +2,17 @@
 
 When one GMI dies, its peers fail at once in their next collective (gloo: "Connection closed by peer"), on
 every node. Those are secondary failures: a worker whose exception is a torch.distributed communication error
-exits with :data:`COMM_EXIT_CODE`, a worker whose launcher vanished with the lifeline's code, and GMIs a
-launcher stopped itself are marked secondary too. The error names the earliest root failure; only when no
-node reports one does it fall back to the earliest secondary failure.
+exits with :data:`COMM_EXIT_CODE`, a worker whose launcher vanished with the lifeline's code. GMIs a launcher
+killed itself (still running when another node failed) are secondary too, and so are those elastic stopped
+with SIGTERM after the first failure (it lists them among the failures "for bookkeeping"). The error names the
+earliest root failure; only when no node reports one does it fall back to the earliest secondary failure.
 """
 
 from __future__ import annotations
 
 import re
+import signal
+from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +20,7 @@ from typing import Any
 from gmiexp.launch import lifeline
 
 COMM_EXIT_CODE = 71  # the worker failed in a collective or a store call: a consequence of another failure
-SECONDARY_EXIT_CODES = (COMM_EXIT_CODE, lifeline.EXIT_CODE)
+SECONDARY_EXIT_CODES = (COMM_EXIT_CODE, lifeline.EXIT_CODE, -signal.SIGTERM)
 _COMM_TEXT = re.compile(r"gloo|Connection (closed|reset) by peer|Broken pipe|Connection refused|"
                         r"monitoredBarrier|Socket Timeout|Failed to recv")
 
@@ -68,15 +71,16 @@ def log_tail(run_dir: Path, local_rank: int, lines: int = 25) -> str:
 
 
 def process_failures(err: Exception, gmi_of_local_rank: dict[int, int], node: int, nnodes: int, run_dir: Path,
-                     stopped: bool) -> list[Failure]:
-    """Elastic's ChildFailedError as Failures; ``stopped``: this launcher killed its GMIs (all secondary)."""
+                     killed: Collection[int] | bool) -> list[Failure]:
+    """Elastic's ChildFailedError as Failures; ``killed``: pids this launcher killed (True: all of them)."""
     out = []
     for f in (getattr(err, "failures", {}) or {}).values():
         gmi = gmi_of_local_rank.get(f.local_rank, f.local_rank)
         pid = f", pid {f.pid}" if nnodes == 1 else ""
         out.append(Failure(node=node, gmi=gmi, head=f"{where(gmi, node, nnodes)} failed (exit code {f.exitcode}{pid})",
                            tail=log_tail(run_dir, f.local_rank), time=float(f.timestamp),
-                           secondary=stopped or f.exitcode in SECONDARY_EXIT_CODES))
+                           secondary=killed is True or (killed is not False and f.pid in killed)
+                           or f.exitcode in SECONDARY_EXIT_CODES))
     return out
 
 

@@ -81,16 +81,20 @@ def _elastic(plan: Plan, run_dir: Path, plan_path: Path) -> None:
     elastic_launch(config, sys.executable)("-u", "-m", "gmiexp.launch.worker", str(plan_path))
 
 
-def kill_local_gmis() -> None:
-    """SIGKILL this launcher's GMI workers (elastic then stops and returns, as after any GMI failure)."""
+def kill_local_gmis(killed: set[int]) -> None:
+    """SIGKILL this launcher's running GMI workers, adding their pids to ``killed`` (elastic then stops).
+
+    A GMI that already died on its own (a zombie until elastic reaps it) is left out: its failure may be the root.
+    """
     for p in psutil.Process().children(recursive=True):
         with contextlib.suppress(psutil.Error):
-            if "gmiexp.launch.worker" in " ".join(p.cmdline()):
+            if "gmiexp.launch.worker" in " ".join(p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE:
+                killed.add(p.pid)
                 p.kill()
 
 
 def _describe_failure(err: Exception, plan: Plan, run_dir: Path, watchdog: Watchdog,
-                      coord: Coordinator | None) -> LaunchError:
+                      coord: Coordinator | None, killed: set[int]) -> LaunchError:
     node, nnodes = plan.node_rank, plan.nnodes
     local_rank = {g.id: i for i, g in enumerate(plan.local_gmis)}
     failures: list[Failure] = []
@@ -100,8 +104,8 @@ def _describe_failure(err: Exception, plan: Plan, run_dir: Path, watchdog: Watch
             node=node, gmi=h.gmi, secondary=False, time=time.time(), tail=log_tail(run_dir, local_rank[h.gmi]),
             head=(f"{where(h.gmi, node, nnodes)} hung: no heartbeat for {h.silent_s:.1f}s (stage '{h.stage}', "
                   f"limit launch.heartbeat_timeout_s={watchdog.heartbeat_timeout_s:g})")))
-    stopped = watchdog.hang is not None or (coord is not None and coord.cause is not None)
-    failures += process_failures(err, {i: g for g, i in local_rank.items()}, node, nnodes, run_dir, stopped)
+    failures += process_failures(err, {i: g for g, i in local_rank.items()}, node, nnodes, run_dir,
+                                 killed=watchdog.hang is not None or killed)
     msg = coord.describe(failures) if coord is not None else describe(failures, nnodes)
     return LaunchError(msg or f"launch failed: {err}")
 
@@ -154,7 +158,8 @@ def _run_session(plan: Plan, run_dir: Path, watchdog: Watchdog, monitor: Any, t0
 
     lc = plan.launch
     plan_path = plan.save(run_dir / "plan.yaml")  # after set-up: MIG creation fills instance UUIDs
-    coord = Coordinator(plan, stop_local=kill_local_gmis).start() if plan.nnodes > 1 else None
+    killed: set[int] = set()  # GMIs this launcher killed because another node failed
+    coord = Coordinator(plan, stop_local=lambda: kill_local_gmis(killed)).start() if plan.nnodes > 1 else None
     try:
         watchdog.start()
         monitor.start()
@@ -170,12 +175,12 @@ def _run_session(plan: Plan, run_dir: Path, watchdog: Watchdog, monitor: Any, t0
             _tell_others(coord, plan, f"node {plan.node_rank}'s launcher was interrupted (Ctrl-C)")
             raise Interrupted("interrupted (Ctrl-C); every GMI was stopped") from None
         except Exception as err:  # ChildFailedError and friends
-            raise _describe_failure(err, plan, run_dir, watchdog, coord) from None
+            raise _describe_failure(err, plan, run_dir, watchdog, coord, killed) from None
         finally:
             watchdog.stop()
             host_metrics = monitor.stop()
         if watchdog.hang is not None:
-            raise _describe_failure(RuntimeError("hang"), plan, run_dir, watchdog, coord)
+            raise _describe_failure(RuntimeError("hang"), plan, run_dir, watchdog, coord, killed)
         summary = build_summary(plan, run_dir, time.perf_counter() - t0, host_metrics)
         if coord is None:
             return summary
