@@ -27,6 +27,11 @@ from gmiexp.plan import Plan
 REPORT_WAIT_S = 5.0  # how long a failed node waits for the other nodes' reports before naming the root cause
 
 
+def store_gone(st: store.NodeStore, err: Exception) -> str:
+    return (f"node 0 is gone: its store at launch.rdzv_endpoint={st.endpoint} stopped answering "
+            f"({str(err).splitlines()[0][:120]})")
+
+
 class Coordinator:
     """A node's side of the cross-node watch; ``stop_local`` kills this node's GMIs (elastic then returns)."""
 
@@ -40,6 +45,7 @@ class Coordinator:
         self.gone_cause: str | None = None  # how the first of them was found gone
         self.store = store.host(plan) if self.node == 0 else store.connect(plan)
         self._done = threading.Event()
+        self._failed = False  # this node's own failure is being reported: its GMIs are stopped already
         self._thread: threading.Thread | None = None
 
     @property
@@ -74,15 +80,14 @@ class Coordinator:
                                     f"(launch.heartbeat_timeout_s={self.timeout_s:g})", gone=n)
             except Exception as e:  # noqa: BLE001 - DistNetworkError and friends: the store's host is gone
                 if self.node != 0:
-                    self._alarm(f"node 0 is gone: its store at launch.rdzv_endpoint={st.endpoint} stopped answering "
-                                f"({str(e).splitlines()[0][:120]})", gone=0)
+                    self._alarm(store_gone(st, e), gone=0)
                 return
 
-    def _alarm(self, cause: str, gone: int | None = None, force: bool = False) -> None:
+    def _alarm(self, cause: str, gone: int | None = None) -> None:
         if gone is not None:
             self.gone.add(gone)
             self.gone_cause = self.gone_cause or cause
-        if (self._done.is_set() and not force) or self.cause is not None:
+        if self._done.is_set() or self._failed or self.cause is not None:
             return
         self.cause = cause
         self.stop_local()
@@ -105,6 +110,7 @@ class Coordinator:
         Waits up to REPORT_WAIT_S; longer (until the heartbeat timeout declares the silent ones gone) while no
         root failure is known, so a node killed with its launcher is named rather than its peers' gloo errors.
         """
+        self._failed = True  # the watch goes on (it tells silent nodes), but stops no more GMIs
         reports: dict[int, list[Failure]] = {self.node: failures}
         t0 = time.monotonic()
         try:
@@ -121,8 +127,8 @@ class Coordinator:
                 time.sleep(0.1)
         except Exception as e:  # noqa: BLE001 - the store's host is gone
             if self.node != 0:
-                self._alarm(f"node 0 is gone: its store at launch.rdzv_endpoint={self.store.endpoint} stopped "
-                            f"answering ({str(e).splitlines()[0][:120]})", gone=0, force=True)
+                self.gone.add(0)
+                self.gone_cause = self.gone_cause or store_gone(self.store, e)
         self.stop()
         return [f for fs in reports.values() for f in fs]
 
