@@ -123,6 +123,7 @@ def test_kill_9_of_node_1s_launcher_stops_node_0_within_the_heartbeat_timeout(tm
     assert_nothing_left(procs, pids)
 
 
+@pytest.mark.slow
 def test_a_gmi_killed_while_training_is_named_over_its_peers_gloo_errors(tmp_path: Path, no_orphans: None) -> None:
     """Its peers on both nodes fail at once in their next all-reduce: every node's error still names GMI 2.
 
