@@ -119,7 +119,7 @@ def test_kill_9_of_node_1s_launcher_stops_node_0_within_the_heartbeat_timeout(tm
         finish(procs, timeout=0.1)
     assert procs[0].returncode == 1, err0[-3000:]
     assert "node 1 is gone: its launcher sent no heartbeat" in err0, err0[-3000:]
-    assert elapsed < timeout_s + 4, f"node 0 took {elapsed:.1f}s to stop"
+    assert elapsed < timeout_s + 5, f"node 0 took {elapsed:.1f}s to stop"
     assert_nothing_left(procs, pids)
 
 
@@ -145,3 +145,21 @@ def test_a_gmi_killed_while_training_is_named_over_its_peers_gloo_errors(tmp_pat
     assert elapsed < 10, f"took {elapsed:.1f}s to stop"
     for err in errs:
         assert "GMI 2 on node 1 failed (exit code -9); every GMI on every node was stopped" in err, err[-3000:]
+
+
+@pytest.mark.slow
+def test_kill_9_of_node_0s_launcher_stops_node_1(tmp_path: Path, no_orphans: None) -> None:
+    """Node 0's launcher serves the store: node 1 finds it gone and stops, naming node 0."""
+    procs = start_nodes(tmp_path, "role=user_roles:SleepRole", *FAST)
+    try:
+        pids = [int(wait_stage(node_dir(tmp_path, g // 2), g, "sleeping")["pid"]) for g in range(4)]
+        t0 = time.time()
+        procs[0].send_signal(signal.SIGKILL)
+        err1 = finish(procs[1:], timeout=60)[0]
+        elapsed = time.time() - t0
+    finally:
+        finish(procs, timeout=0.1)
+    assert procs[1].returncode == 1, err1[-3000:]
+    assert "node 0 is gone: its store at launch.rdzv_endpoint=127.0.0.1:" in err1, err1[-3000:]
+    assert elapsed < 10, f"node 1 took {elapsed:.1f}s to stop"
+    assert_nothing_left(procs, pids)

@@ -111,7 +111,11 @@ def _describe_failure(err: Exception, plan: Plan, run_dir: Path, watchdog: Watch
 
 
 def launch(plan: Plan, backend: Backend, run_dir: Path) -> dict[str, Any]:
-    """Execute ``plan``; return the summary (also written to ``summary.json``). Raises LaunchError."""
+    """Execute this node's part of ``plan``; return the summary (also written to ``summary.json``).
+
+    ``run_dir`` is the node's directory (:func:`node_run_dir`); node 0 of several returns the run's summary, merged
+    from every node's and written to the parent directory. Raises LaunchError.
+    """
     from gmiexp.tools.monitor import Monitor
 
     if plan.launch.inprocess and plan.world_size != 1:
