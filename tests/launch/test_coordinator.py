@@ -62,7 +62,7 @@ def test_a_silent_node_is_declared_gone_after_the_heartbeat_timeout(nodes: tuple
     t0 = time.monotonic()
     n1.coord.stop()  # its launcher stops beating, as after kill -9
     assert n0.stopped.wait(TIMEOUT_S + 3)
-    assert TIMEOUT_S <= time.monotonic() - t0 < TIMEOUT_S + 2
+    assert TIMEOUT_S - 0.5 <= time.monotonic() - t0 < TIMEOUT_S + 2  # silent since its last beat, before t0
     assert (n0.coord.cause or "").startswith("node 1 is gone: its launcher sent no heartbeat")
 
 
