@@ -135,7 +135,12 @@ def one_line(summary: dict[str, Any]) -> str:
                     if k.startswith("perf/gmi/") and k.endswith("env_steps_per_s"))
     reward = m.get("reward/mean")
     rtxt = f"{reward:.2f}" if isinstance(reward, (int, float)) else "n/a"
-    return (f"gmiexp {summary['status']}: task={c['task']} layout={c['layout']} backend={c['backend']} "
+    nodes = ""  # a node's own line names it; node 0's (the run's) counts the nodes
+    if "node" in summary:
+        nodes = f"node={summary['node']} of {c['nnodes']} (its GMIs' figures) "
+    elif c.get("nnodes", 1) > 1:
+        nodes = f"nodes={c['nnodes']} "
+    return (f"gmiexp {summary['status']}: {nodes}task={c['task']} layout={c['layout']} backend={c['backend']} "
             f"reduction={c['reduction']} gmis={c['gmis']} num_envs={c['num_envs']} | "
             f"env_steps/s={m['perf/env_steps_per_s']:,.0f} ({per}) | reward={rtxt} | "
             f"wall={summary['wall_s']:.1f}s | {summary['run_dir']}")
