@@ -47,6 +47,7 @@ class Coordinator:
         self._done = threading.Event()
         self._failed = False  # this node's own failure is being reported: its GMIs are stopped already
         self._thread: threading.Thread | None = None
+        self._reports: dict[int, list[Failure]] = {}  # other nodes' failure reports the watch has read
 
     @property
     def others(self) -> list[int]:
@@ -68,7 +69,9 @@ class Coordinator:
                 for n in self.others:
                     if st.get("summary", n) is not None:
                         continue  # finished: it beats no more
-                    if st.get("report", n) is not None:
+                    rep = st.get("report", n)
+                    if rep is not None:  # kept: node 0 may close the store before this node reads it again
+                        self._reports.setdefault(n, [Failure(**f) for f in rep["failures"]])
                         self._alarm(f"node {n} reported a failure")
                         continue
                     count, t = seen[n]
@@ -111,7 +114,7 @@ class Coordinator:
         root failure is known, so a node killed with its launcher is named rather than its peers' gloo errors.
         """
         self._failed = True  # the watch goes on (it tells silent nodes), but stops no more GMIs
-        reports: dict[int, list[Failure]] = {self.node: failures}
+        reports: dict[int, list[Failure]] = {**self._reports, self.node: failures}
         t0 = time.monotonic()
         try:
             self.store.put("report", self.node, {"failures": [f.to_dict() for f in failures], "cause": self.cause})
