@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
-from typing import Any
-
-from torch.distributed import TCPStore
+from typing import TYPE_CHECKING, Any
 
 from gmiexp.errors import LaunchError
 from gmiexp.plan import Plan
 from gmiexp.plan.nodes import endpoint_host, endpoint_port
+
+if TYPE_CHECKING:
+    from torch.distributed import TCPStore
 
 
 class NodeStore:
@@ -47,6 +48,8 @@ class NodeStore:
 
 def host(plan: Plan) -> NodeStore:
     """Node 0: serve the store on the endpoint's port (the rendezvous joins it as a client)."""
+    from torch.distributed import TCPStore
+
     ep = str(plan.launch.rdzv_endpoint)
     try:
         store = TCPStore(endpoint_host(ep), endpoint_port(ep), is_master=True, multi_tenant=True,
@@ -58,6 +61,8 @@ def host(plan: Plan) -> NodeStore:
 
 def connect(plan: Plan, timeout_s: float | None = None) -> NodeStore:
     """A client of node 0's store; waits up to ``timeout_s`` (``launch.rdzv_timeout_s``) for node 0 to serve it."""
+    from torch.distributed import TCPStore
+
     ep = str(plan.launch.rdzv_endpoint)
     timeout_s = float(plan.launch.rdzv_timeout_s) if timeout_s is None else timeout_s
     try:
