@@ -17,24 +17,28 @@ from gmiexp.errors import ConfigError, GmiexpError, Interrupted, LaunchError
 
 
 def run_train(cfg: Config, run_dir: Path) -> dict:
-    from gmiexp.launch.launcher import launch
+    from gmiexp.launch.launcher import launch, node_run_dir
     from gmiexp.launch.summary import one_line
     from gmiexp.metrics import publish
     from gmiexp.plan.build import build_plan
 
-    plan, backend = build_plan(cfg, run_dir)
+    node_dir = node_run_dir(cfg.launch, run_dir)  # run_dir itself for one node, else run_dir/node<R>
+    plan, backend = build_plan(cfg, node_dir)
     if backend.hardware.is_preset:
         raise ConfigError(f"invalid hardware={cfg.hardware.name} for mode=train: presets only plan (mode=plan); "
                           "valid for running: auto, cpu")
     try:
-        summary = launch(plan, backend, run_dir)
+        summary = launch(plan, backend, node_dir)
     except (LaunchError, Interrupted) as e:
         failed = {"status": "failed", "error": str(e).splitlines()[0], "run_dir": str(run_dir),
                   "plan_id": plan.plan_id}
-        (run_dir / "summary.json").write_text(json.dumps(failed, indent=2))
-        publish(plan, run_dir, failed)
+        for d in {node_dir, run_dir} if plan.node_rank == 0 else {node_dir}:  # node 0 speaks for the run
+            (d / "summary.json").write_text(json.dumps(failed, indent=2))
+        if plan.node_rank == 0:
+            publish(plan, node_dir, failed)
         raise
-    publish(plan, run_dir, summary)
+    if plan.node_rank == 0:
+        publish(plan, node_dir, summary)
     print(one_line(summary), flush=True)
     return summary
 

@@ -1,10 +1,12 @@
-"""Run a Plan: backend session around torch.distributed.elastic, one process per GMI.
+"""Run a Plan: backend session around torch.distributed.elastic, one process per GMI of this node.
 
 elastic (the engine behind torchrun) spawns the workers, gives them ranks and
-a rendezvous on 127.0.0.1, captures their logs and stops them all when one
-fails. gmiexp adds the backend's set-up/tear-down, heartbeats (a hung GMI is
-killed, which elastic then treats as a failure), the progress bar and the
-summary.
+a rendezvous (on 127.0.0.1 for one node; at node 0's ``launch.rdzv_endpoint``
+for several, one agent per node), captures their logs and stops them all when
+one fails. gmiexp adds the backend's set-up/tear-down, heartbeats (a hung GMI
+is killed, which elastic then treats as a failure), the progress bar and the
+summary; across nodes, the launchers watch each other through node 0's store
+(:mod:`gmiexp.launch.coordinator`).
 """
 
 from __future__ import annotations
@@ -18,12 +20,18 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from gmiexp.backends.base import Backend
+from gmiexp.config import LaunchConfig as LaunchSection
 from gmiexp.errors import Interrupted, LaunchError
 from gmiexp.launch import lifeline, status
-from gmiexp.launch.summary import build_summary
+from gmiexp.launch.coordinator import Coordinator
+from gmiexp.launch.failure import Failure, describe, log_tail, process_failures, where
+from gmiexp.launch.summary import build_summary, merge_nodes
 from gmiexp.launch.watchdog import Watchdog
 from gmiexp.plan import Plan
+from gmiexp.plan.nodes import resolve_nodes
 from gmiexp.shm.cleanup import cleanup_run, sweep_dead_runs
 from gmiexp.shm.names import launcher_tag
 
@@ -38,56 +46,76 @@ def frames_per_iteration(plan: Plan) -> int:
     return plan.total_envs() * int(plan.train.horizon_length)
 
 
-def log_tail(run_dir: Path, gmi: int, lines: int = 25) -> str:
-    """Last lines of a GMI's captured stderr+stdout (elastic writes <log_dir>/<run>/attempt_0/<rank>/)."""
-    chunks = []
-    for name in ("stderr.log", "stdout.log"):
-        for p in sorted((run_dir / "logs").glob(f"*/attempt_*/{gmi}/{name}")):
-            text = p.read_text(errors="replace").splitlines()
-            if text:
-                chunks.append(f"--- {p.relative_to(run_dir)} (last {min(lines, len(text))} lines) ---")
-                chunks.extend(text[-lines:])
-    return "\n".join(chunks) or "(no log output)"
+def node_run_dir(launch_cfg: LaunchSection, run_dir: Path) -> Path:
+    """Where this node's files go: ``run_dir`` for one node, ``run_dir/node<R>`` with several.
+
+    Nodes may share ``run_dir`` (the tasks of one Slurm job do). Resolves the node's rank (ConfigError, exit 2).
+    """
+    resolve_nodes(launch_cfg)
+    return run_dir if int(launch_cfg.nnodes) == 1 else run_dir / f"node{launch_cfg.node_rank}"
 
 
 def _elastic(plan: Plan, run_dir: Path, plan_path: Path) -> None:
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    port = int(plan.launch.master_port or 0) or free_port()
+    lc = plan.launch
+    if plan.nnodes > 1:  # node 0's launcher already serves the store on the endpoint: every agent is its client
+        rdzv = dict(run_id=str(lc.rdzv_id), rdzv_endpoint=str(lc.rdzv_endpoint), local_addr=lc.local_addr,
+                    rdzv_configs={"is_host": False, "join_timeout": int(float(lc.rdzv_timeout_s))})
+    else:
+        port = int(lc.master_port or 0) or free_port()
+        rdzv = dict(run_id=f"gmiexp-{uuid.uuid4().hex[:8]}", rdzv_endpoint=f"127.0.0.1:{port}", local_addr="127.0.0.1")
     config = LaunchConfig(
-        min_nodes=1,
-        max_nodes=1,
-        nproc_per_node=plan.world_size,
-        run_id=f"gmiexp-{uuid.uuid4().hex[:8]}",
+        min_nodes=plan.nnodes,
+        max_nodes=plan.nnodes,
+        nproc_per_node=len(plan.local_gmis),
         rdzv_backend="c10d",
-        rdzv_endpoint=f"127.0.0.1:{port}",
-        local_addr="127.0.0.1",
         max_restarts=0,
-        monitor_interval=float(plan.launch.monitor_interval_s),
+        monitor_interval=float(lc.monitor_interval_s),
         start_method="spawn",
         logs_specs=DefaultLogsSpecs(log_dir=str(run_dir / "logs"), redirects=Std.ALL, tee=Std.NONE),
         shutdown_timeout=5,
+        **rdzv,
     )
     elastic_launch(config, sys.executable)("-u", "-m", "gmiexp.launch.worker", str(plan_path))
 
 
-def _describe_failure(err: Exception, run_dir: Path, watchdog: Watchdog) -> LaunchError:
+def kill_local_gmis(killed: set[int]) -> None:
+    """SIGKILL this launcher's running GMI workers, adding their pids to ``killed`` (elastic then stops).
+
+    A GMI that already died on its own (a zombie until elastic reaps it) is left out: its failure may be the root.
+    """
+    for p in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if "gmiexp.launch.worker" in " ".join(p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE:
+                killed.add(p.pid)
+                p.kill()
+
+
+def _describe_failure(err: Exception, plan: Plan, run_dir: Path, watchdog: Watchdog,
+                      coord: Coordinator | None, killed: set[int]) -> LaunchError:
+    node, nnodes = plan.node_rank, plan.nnodes
+    local_rank = {g.id: i for i, g in enumerate(plan.local_gmis)}
+    failures: list[Failure] = []
     if watchdog.hang is not None:
         h = watchdog.hang
-        head = (f"GMI {h.gmi} hung: no heartbeat for {h.silent_s:.1f}s (stage '{h.stage}', "
-                f"limit launch.heartbeat_timeout_s={watchdog.heartbeat_timeout_s:g}); every GMI was stopped")
-        return LaunchError(f"{head}\n{log_tail(run_dir, h.gmi)}")
-    failures = getattr(err, "failures", {}) or {}
-    if failures:
-        rank, f = min(failures.items(), key=lambda kv: kv[1].timestamp)
-        head = f"GMI {rank} failed (exit code {f.exitcode}, pid {f.pid}); every GMI was stopped"
-        return LaunchError(f"{head}\n{log_tail(run_dir, rank)}")
-    return LaunchError(f"launch failed: {err}")
+        failures.append(Failure(
+            node=node, gmi=h.gmi, secondary=False, time=time.time(), tail=log_tail(run_dir, local_rank[h.gmi]),
+            head=(f"{where(h.gmi, node, nnodes)} hung: no heartbeat for {h.silent_s:.1f}s (stage '{h.stage}', "
+                  f"limit launch.heartbeat_timeout_s={watchdog.heartbeat_timeout_s:g})")))
+    failures += process_failures(err, {i: g for g, i in local_rank.items()}, node, nnodes, run_dir,
+                                 killed=watchdog.hang is not None or killed)
+    msg = coord.describe(failures) if coord is not None else describe(failures, nnodes)
+    return LaunchError(msg or f"launch failed: {err}")
 
 
 def launch(plan: Plan, backend: Backend, run_dir: Path) -> dict[str, Any]:
-    """Execute ``plan``; return the summary (also written to ``summary.json``). Raises LaunchError."""
+    """Execute this node's part of ``plan``; return the summary (also written to ``summary.json``).
+
+    ``run_dir`` is the node's directory (:func:`node_run_dir`); node 0 of several returns the run's summary, merged
+    from every node's and written to the parent directory. Raises LaunchError.
+    """
     from gmiexp.tools.monitor import Monitor
 
     if plan.launch.inprocess and plan.world_size != 1:
@@ -97,16 +125,17 @@ def launch(plan: Plan, backend: Backend, run_dir: Path) -> dict[str, Any]:
     run_dir.mkdir(parents=True, exist_ok=True)
     status.reset(run_dir)
     lc = plan.launch
+    local = [g.id for g in plan.local_gmis]  # ids are global; this launcher watches its node's GMIs
     watchdog = Watchdog(
-        run_dir=str(run_dir), n_gmis=plan.world_size,
+        run_dir=str(run_dir), gmis=local,
         total_frames=frames_per_iteration(plan) * plan.max_iterations,
         heartbeat_timeout_s=float(lc.heartbeat_timeout_s),
-        interval_s=float(lc.monitor_interval_s), progress=bool(lc.progress),
+        interval_s=float(lc.monitor_interval_s), progress=bool(lc.progress) and plan.node_rank == 0,
         progress_interval_s=float(lc.progress_interval_s),
     )
     monitor = Monitor(backend.hardware, interval_s=max(0.5, float(lc.monitor_interval_s)),
-                      gmi_devices={g.id: g.device for g in plan.gmis},
-                      pids=lambda: status.gmi_pids(run_dir, plan.world_size))
+                      gmi_devices={g.id: g.device for g in plan.local_gmis},
+                      pids=lambda: status.gmi_pids(run_dir, local))
     # shared-memory segments of this run are named /dev/shm/gmiexp_<tag>_*; workers inherit the tag,
     # and the launcher's identity, so they die with it (launch/lifeline.py)
     swept = sweep_dead_runs()
@@ -133,25 +162,45 @@ def _run_session(plan: Plan, run_dir: Path, watchdog: Watchdog, monitor: Any, t0
 
     lc = plan.launch
     plan_path = plan.save(run_dir / "plan.yaml")  # after set-up: MIG creation fills instance UUIDs
-    watchdog.start()
-    monitor.start()
+    killed: set[int] = set()  # GMIs this launcher killed because another node failed
+    coord = Coordinator(plan, stop_local=lambda: kill_local_gmis(killed)).start() if plan.nnodes > 1 else None
     try:
-        if lc.inprocess:
-            _inprocess(plan)
-        else:
-            _elastic(plan, run_dir, plan_path)
-    except SignalException as sig:
-        raise Interrupted(f"stopped by signal {sig.sigval.name}; every GMI was stopped") from None
-    except KeyboardInterrupt:
-        raise Interrupted("interrupted (Ctrl-C); every GMI was stopped") from None
-    except Exception as err:  # ChildFailedError and friends
-        raise _describe_failure(err, run_dir, watchdog) from None
+        watchdog.start()
+        monitor.start()
+        try:
+            if lc.inprocess:
+                _inprocess(plan)
+            else:
+                _elastic(plan, run_dir, plan_path)
+        except SignalException as sig:
+            _tell_others(coord, plan, f"node {plan.node_rank}'s launcher was stopped by signal {sig.sigval.name}")
+            raise Interrupted(f"stopped by signal {sig.sigval.name}; every GMI was stopped") from None
+        except KeyboardInterrupt:
+            _tell_others(coord, plan, f"node {plan.node_rank}'s launcher was interrupted (Ctrl-C)")
+            raise Interrupted("interrupted (Ctrl-C); every GMI was stopped") from None
+        except Exception as err:  # ChildFailedError and friends
+            raise _describe_failure(err, plan, run_dir, watchdog, coord, killed) from None
+        finally:
+            watchdog.stop()
+            host_metrics = monitor.stop()
+        if watchdog.hang is not None:
+            raise _describe_failure(RuntimeError("hang"), plan, run_dir, watchdog, coord, killed)
+        summary = build_summary(plan, run_dir, time.perf_counter() - t0, host_metrics)
+        if coord is None:
+            return summary
+        nodes = coord.gather(summary, timeout_s=float(lc.rdzv_timeout_s))
+        return merge_nodes(plan, run_dir.parent, nodes, time.perf_counter() - t0) if plan.node_rank == 0 else summary
     finally:
-        watchdog.stop()
-        host_metrics = monitor.stop()
-    if watchdog.hang is not None:
-        raise _describe_failure(RuntimeError("hang"), run_dir, watchdog)
-    return build_summary(plan, run_dir, time.perf_counter() - t0, host_metrics)
+        if coord is not None:
+            coord.close()
+
+
+def _tell_others(coord: Coordinator | None, plan: Plan, what: str) -> None:
+    """Post an interrupted launcher as this node's root failure, so the other nodes stop and name it."""
+    if coord is not None:
+        coord.stop()
+        coord.report([Failure(node=plan.node_rank, gmi=-1, head=what, tail="", secondary=False, time=time.time())],
+                     wait=False)
 
 
 def _inprocess(plan: Plan) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +47,10 @@ def read_json(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def gmi_pids(run_dir: str | Path, n_gmis: int) -> dict[int, int]:
-    """GMI id -> process id of every GMI that has written its status so far."""
+def gmi_pids(run_dir: str | Path, gmis: int | Iterable[int]) -> dict[int, int]:
+    """GMI id -> process id of every GMI (``gmis``: their ids, or a count from 0) that has written its status."""
     out = {}
-    for g in range(n_gmis):
+    for g in range(gmis) if isinstance(gmis, int) else gmis:
         s = read_json(gmi_dir(run_dir, g) / "status.json")
         if s and s.get("pid"):
             out[g] = int(s["pid"])

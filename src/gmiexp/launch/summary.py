@@ -11,6 +11,7 @@ from gmiexp.launch.status import read_history, read_result
 from gmiexp.plan import Plan
 
 TIME_KEYS = ("time/sim_s", "time/inference_s", "time/train_s", "time/comm_s")
+ASYNC_KEYS = ("async/predictions_per_s", "async/train_samples_per_s")
 
 
 def steady_rate(rows: list[dict[str, Any]], frames_key: str, cumulative: bool) -> float:
@@ -32,7 +33,7 @@ def async_metrics(histories: dict[int, list[dict[str, Any]]]) -> dict[str, float
     Only runs whose roles write those keys (serving and experience-sharing layouts) get them.
     """
     out: dict[str, float] = {}
-    for key, metric in (("predictions", "async/predictions_per_s"), ("train_samples", "async/train_samples_per_s")):
+    for key, metric in zip(("predictions", "train_samples"), ASYNC_KEYS, strict=True):
         rates = [steady_rate(rows, key, cumulative=False) for rows in histories.values()
                  if rows and all(key in r for r in rows) and any(r[key] for r in rows)]
         if rates:
@@ -52,9 +53,10 @@ def lead_gmi(histories: dict[int, list[dict[str, Any]]]) -> int:
 
 
 def build_summary(plan: Plan, run_dir: Path, wall_s: float, host_metrics: dict[str, float]) -> dict[str, Any]:
+    """A node's summary (the run's, for one node) from its GMIs' status files; written to ``summary.json``."""
     metrics: dict[str, Any] = {}
-    results = {g.id: read_result(run_dir, g.id) or {} for g in plan.gmis}
-    histories = {g.id: read_history(run_dir, g.id) for g in plan.gmis}
+    results = {g.id: read_result(run_dir, g.id) or {} for g in plan.local_gmis}
+    histories = {g.id: read_history(run_dir, g.id) for g in plan.local_gmis}
     lead = lead_gmi(histories)
     per_gmi = {}
     for gid, rows in histories.items():
@@ -84,16 +86,46 @@ def build_summary(plan: Plan, run_dir: Path, wall_s: float, host_metrics: dict[s
             "reduction": plan.reduction, "num_gpus": len(plan.devices),
             "gmis_per_gpu": max(len(ids) for ids in plan.gpu_map()), "gmis": plan.world_size,
             "num_envs": plan.gmis[0].num_envs, "max_iterations": plan.max_iterations, "seed": plan.seed,
-            "experiment": plan.experiment, "role": plan.role,
+            "experiment": plan.experiment, "role": plan.role, "nnodes": plan.nnodes,
             **({"channel": str(plan.channel.name)} if plan.channel is not None else {}),
         },
         "metrics": metrics,
         "gmis": {str(k): v for k, v in results.items()},
         "lead_gmi": lead,
         "history": histories.get(lead, []),
+        **({"node": plan.node_rank} if plan.nnodes > 1 else {}),
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     return summary
+
+
+def merge_nodes(plan: Plan, run_dir: Path, nodes: dict[int, dict[str, Any]], wall_s: float) -> dict[str, Any]:
+    """The run's summary from every node's (node 0 writes it to ``<run_dir>/summary.json``).
+
+    Global figures: env steps/s and per-GMI rates over all GMIs, time/* averaged over all GMIs (nodes carry the
+    same number), memory peaks the largest; ``nodes`` keeps each node's own metrics (host figures included).
+    """
+    merged = dict(nodes[0])
+    metrics: dict[str, Any] = dict(nodes[0]["metrics"])
+    per_gmi = {k: v for s in nodes.values() for k, v in s["metrics"].items() if k.startswith("perf/gmi/")}
+    metrics.update(per_gmi)
+    metrics["perf/env_steps_per_s"] = sum(s["metrics"]["perf/env_steps_per_s"] for s in nodes.values())
+    for k in (*TIME_KEYS, *ASYNC_KEYS):
+        vals = [s["metrics"][k] for s in nodes.values() if k in s["metrics"]]
+        if vals:
+            metrics[k] = sum(vals) / len(vals) if k in TIME_KEYS else sum(vals)
+    for k in ("mem/peak_rss_mb", "mem/workload_mb"):
+        vals = [s["metrics"][k] for s in nodes.values() if s["metrics"].get(k) is not None]
+        metrics[k] = max(vals) if vals else None
+    merged.update(
+        run_dir=str(run_dir), wall_s=wall_s, metrics=metrics,
+        gmis={k: v for s in nodes.values() for k, v in s["gmis"].items()},
+        nodes={str(n): {"run_dir": s["run_dir"], "wall_s": s["wall_s"], "metrics": s["metrics"]}
+               for n, s in sorted(nodes.items())},
+    )
+    merged.pop("node", None)
+    (run_dir / "summary.json").write_text(json.dumps(merged, indent=2, default=str))
+    return merged
 
 
 def one_line(summary: dict[str, Any]) -> str:
@@ -103,7 +135,12 @@ def one_line(summary: dict[str, Any]) -> str:
                     if k.startswith("perf/gmi/") and k.endswith("env_steps_per_s"))
     reward = m.get("reward/mean")
     rtxt = f"{reward:.2f}" if isinstance(reward, (int, float)) else "n/a"
-    return (f"gmiexp {summary['status']}: task={c['task']} layout={c['layout']} backend={c['backend']} "
+    nodes = ""  # a node's own line names it; node 0's (the run's) counts the nodes
+    if "node" in summary:
+        nodes = f"node={summary['node']} of {c['nnodes']} (its GMIs' figures) "
+    elif c.get("nnodes", 1) > 1:
+        nodes = f"nodes={c['nnodes']} "
+    return (f"gmiexp {summary['status']}: {nodes}task={c['task']} layout={c['layout']} backend={c['backend']} "
             f"reduction={c['reduction']} gmis={c['gmis']} num_envs={c['num_envs']} | "
             f"env_steps/s={m['perf/env_steps_per_s']:,.0f} ({per}) | reward={rtxt} | "
             f"wall={summary['wall_s']:.1f}s | {summary['run_dir']}")

@@ -26,7 +26,7 @@ class Watchdog:
     """Heartbeat monitor (Sample Factory style) and progress aggregation for one launch."""
 
     run_dir: str
-    n_gmis: int
+    gmis: list[int]  # this node's GMI ids (global ids: node 1's start after node 0's)
     total_frames: int
     heartbeat_timeout_s: float
     interval_s: float = LaunchConfig.monitor_interval_s  # defaults: the schema's (launch.*)
@@ -51,11 +51,11 @@ class Watchdog:
         t_start = time.time()
         try:
             while not self._stop.wait(self.interval_s):
-                statuses = [read_status(self.run_dir, i) for i in range(self.n_gmis)]
+                statuses = [read_status(self.run_dir, i) for i in self.gmis]
                 if self.hang is None:
                     self._check_heartbeats(statuses, t_start)
                 self._show(display, statuses)
-            self._show(display, [read_status(self.run_dir, 0)])  # the final state, for the last line
+            self._show(display, [read_status(self.run_dir, self.gmis[0])])  # the final state, for the last line
         finally:
             display.close()
 
@@ -65,7 +65,8 @@ class Watchdog:
             return
         try:
             reward = s0.get("reward")
-            frames, rate = int(s0.get("frames", 0)), float(s0.get("steps_per_s", 0.0))  # GMI 0: the global rate
+            # the node's first GMI (GMI 0 on node 0) carries the run's global frames and rate
+            frames, rate = int(s0.get("frames", 0)), float(s0.get("steps_per_s", 0.0))
             iteration = int(s0.get("iteration", 0))
         except (TypeError, ValueError):  # a half-written field must not stop the watchdog
             return
@@ -79,7 +80,7 @@ class Watchdog:
         stop watching with nothing killed while a really hung GMI ran on.
         """
         now = time.time()
-        for gmi, s in enumerate(statuses):
+        for gmi, s in zip(self.gmis, statuses, strict=True):
             if not s or not s.get("pid") or s.get("stage") == "done":
                 continue
             silent = now - float(s.get("time", t_start))

@@ -1,11 +1,14 @@
 """Entry point of one GMI process: ``python -m gmiexp.launch.worker <plan.yaml>``.
 
-torch.distributed.elastic starts it with RANK/WORLD_SIZE/MASTER_* set; the
-rank is the GMI id. The GMI's environment is applied before torch is
-imported, so MPS/MIG variables are in place before CUDA initialises; an
-Isaac Gym task imports ``isaacgym`` before torch too (it refuses to load
-after); then the GMI binds its life to the launcher's (:mod:`gmiexp.launch.lifeline`), and
-one GMI per private MPS daemon quits that daemon if the launcher is killed.
+torch.distributed.elastic starts it with LOCAL_RANK/WORLD_SIZE/MASTER_* set;
+its GMI is this node's LOCAL_RANK-th (:func:`gmiexp.plan.nodes.gmi_for_local_rank`).
+The GMI's environment is applied before torch is imported, so MPS/MIG
+variables are in place before CUDA initialises; an Isaac Gym task imports
+``isaacgym`` before torch too (it refuses to load after); then the GMI binds
+its life to the launcher's (:mod:`gmiexp.launch.lifeline`), and one GMI per
+private MPS daemon quits that daemon if the launcher is killed. A failure it
+only saw in a collective (a peer died) exits with
+:data:`gmiexp.launch.failure.COMM_EXIT_CODE`, so launchers name the root cause.
 """
 
 from __future__ import annotations
@@ -110,9 +113,11 @@ def main(argv: list[str] | None = None) -> int:
     bind_to_launcher(plan, rank)
     try:
         run_gmi(plan, rank, status)
-    except Exception:
+    except Exception as e:
         traceback.print_exc()
-        return 1
+        from gmiexp.launch.failure import COMM_EXIT_CODE, is_comm_error
+
+        return COMM_EXIT_CODE if is_comm_error(e) else 1  # a peer's failure, seen in a collective: not the root
     return 0
 
 

@@ -1,0 +1,105 @@
+"""Which GMI failure is the root cause, and how the error names it.
+
+When one GMI dies, its peers fail at once in their next collective (gloo: "Connection closed by peer"), on
+every node. Those are secondary failures: a worker whose exception is a torch.distributed communication error
+exits with :data:`COMM_EXIT_CODE`, a worker whose launcher vanished with the lifeline's code. GMIs a launcher
+killed itself (still running when another node failed) are secondary too, and so are those elastic stopped
+with SIGTERM after the first failure (it lists them among the failures "for bookkeeping"). The error names the
+earliest root failure; only when no node reports one does it fall back to the earliest secondary failure.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from collections.abc import Collection
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from gmiexp.launch import lifeline
+
+COMM_EXIT_CODE = 71  # the worker failed in a collective or a store call: a consequence of another failure
+SECONDARY_EXIT_CODES = (COMM_EXIT_CODE, lifeline.EXIT_CODE, -signal.SIGTERM)
+_COMM_TEXT = re.compile(r"gloo|Connection (closed|reset) by peer|Broken pipe|Connection refused|"
+                        r"monitoredBarrier|Socket Timeout|Failed to recv")
+
+
+def is_comm_error(exc: BaseException | None) -> bool:
+    """True when ``exc`` (or what it was raised from) is a torch.distributed communication error."""
+    import torch.distributed as dist
+
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, dist.DistError) or (isinstance(exc, RuntimeError) and _COMM_TEXT.search(str(exc))):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+@dataclass
+class Failure:
+    """One failed GMI as a node reports it to the others."""
+
+    node: int
+    gmi: int
+    head: str  # "GMI 3 on node 1 failed (exit code -9)"
+    tail: str  # its log tail
+    secondary: bool
+    time: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def where(gmi: int, node: int, nnodes: int) -> str:
+    """"GMI 3 on node 1", or "GMI 3" in a one-node run (messages as they always were)."""
+    return f"GMI {gmi} on node {node}" if nnodes > 1 else f"GMI {gmi}"
+
+
+def log_tail(run_dir: Path, local_rank: int, lines: int = 25) -> str:
+    """Last lines of a GMI's captured stderr+stdout (elastic writes <log_dir>/<run>/attempt_0/<local rank>/)."""
+    chunks = []
+    for name in ("stderr.log", "stdout.log"):
+        for p in sorted((run_dir / "logs").glob(f"*/attempt_*/{local_rank}/{name}")):
+            text = p.read_text(errors="replace").splitlines()
+            if text:
+                chunks.append(f"--- {p.relative_to(run_dir)} (last {min(lines, len(text))} lines) ---")
+                chunks.extend(text[-lines:])
+    return "\n".join(chunks) or "(no log output)"
+
+
+def process_failures(err: Exception, gmi_of_local_rank: dict[int, int], node: int, nnodes: int, run_dir: Path,
+                     killed: Collection[int] | bool) -> list[Failure]:
+    """Elastic's ChildFailedError as Failures; ``killed``: pids this launcher killed (True: all of them)."""
+    out = []
+    for f in (getattr(err, "failures", {}) or {}).values():
+        gmi = gmi_of_local_rank.get(f.local_rank, f.local_rank)
+        pid = f", pid {f.pid}" if nnodes == 1 else ""
+        out.append(Failure(node=node, gmi=gmi, head=f"{where(gmi, node, nnodes)} failed (exit code {f.exitcode}{pid})",
+                           tail=log_tail(run_dir, f.local_rank), time=float(f.timestamp),
+                           secondary=killed is True or (killed is not False and f.pid in killed)
+                           or f.exitcode in SECONDARY_EXIT_CODES))
+    return out
+
+
+def root_cause(failures: list[Failure]) -> Failure | None:
+    """The earliest root failure, else the earliest secondary one (None when there is none)."""
+    if not failures:
+        return None
+    return min(failures, key=lambda f: (f.secondary, f.time, f.node, f.gmi))
+
+
+def describe(failures: list[Failure], nnodes: int, cause: str | None = None, node_gone: bool = False) -> str | None:
+    """The error of a failed launch: its root failure with log tail, or None when nothing is known.
+
+    ``cause`` (a node found gone, when ``node_gone``) wins over secondary failures.
+    """
+    everyone = "every GMI on every node was stopped" if nnodes > 1 else "every GMI was stopped"
+    root = root_cause(failures)
+    if root is not None and (not root.secondary or not (cause and node_gone)):
+        return f"{root.head}; {everyone}\n{root.tail}"
+    if cause:
+        return f"{cause}; {everyone}"
+    return None

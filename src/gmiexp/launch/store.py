@@ -1,0 +1,74 @@
+"""The run's coordination store across nodes: one ``torch.distributed.TCPStore`` on ``launch.rdzv_endpoint``.
+
+Node 0's launcher hosts the server before its elastic agent starts, and every agent's c10d rendezvous
+(``rdzv_configs is_host=False``) connects to that same server, so the rendezvous and gmiexp's own keys share one
+port. gmiexp's keys live under ``gmiexp/<rdzv_id>/``: a heartbeat counter per node, a failure report per node,
+a summary per node. Values are JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from gmiexp.errors import LaunchError
+from gmiexp.plan import Plan
+from gmiexp.plan.nodes import endpoint_host, endpoint_port
+
+if TYPE_CHECKING:
+    from torch.distributed import TCPStore
+
+
+class NodeStore:
+    """One connection to the run's store, with gmiexp's key names; one per thread (a client is one socket)."""
+
+    def __init__(self, store: TCPStore, run_id: str, endpoint: str) -> None:
+        self.store, self.prefix, self.endpoint = store, f"gmiexp/{run_id}", endpoint
+
+    def key(self, kind: str, node: int) -> str:
+        return f"{self.prefix}/{kind}/{node}"
+
+    def beat(self, node: int) -> int:
+        return int(self.store.add(self.key("beat", node), 1))
+
+    def beats(self, node: int) -> int:
+        return int(self.store.add(self.key("beat", node), 0))
+
+    def put(self, kind: str, node: int, value: dict[str, Any]) -> None:
+        self.store.set(self.key(kind, node), json.dumps(value, default=str))
+
+    def get(self, kind: str, node: int) -> dict[str, Any] | None:
+        """The value, or None when the node has not posted it yet (never blocks)."""
+        k = self.key(kind, node)
+        if not self.store.check([k]):
+            return None
+        return json.loads(self.store.get(k))
+
+
+def host(plan: Plan) -> NodeStore:
+    """Node 0: serve the store on the endpoint's port (the rendezvous joins it as a client)."""
+    from torch.distributed import TCPStore
+
+    ep = str(plan.launch.rdzv_endpoint)
+    try:
+        store = TCPStore(endpoint_host(ep), endpoint_port(ep), is_master=True, multi_tenant=True,
+                         wait_for_workers=False, timeout=timedelta(seconds=float(plan.launch.rdzv_timeout_s)))
+    except (RuntimeError, ValueError) as e:  # DistNetworkError: the port is taken
+        raise LaunchError(f"node 0 cannot serve the rendezvous store on launch.rdzv_endpoint={ep}: {e}") from None
+    return NodeStore(store, str(plan.launch.rdzv_id), ep)
+
+
+def connect(plan: Plan, timeout_s: float | None = None) -> NodeStore:
+    """A client of node 0's store; waits up to ``timeout_s`` (``launch.rdzv_timeout_s``) for node 0 to serve it."""
+    from torch.distributed import TCPStore
+
+    ep = str(plan.launch.rdzv_endpoint)
+    timeout_s = float(plan.launch.rdzv_timeout_s) if timeout_s is None else timeout_s
+    try:
+        store = TCPStore(endpoint_host(ep), endpoint_port(ep), is_master=False,
+                         timeout=timedelta(seconds=timeout_s))
+    except (RuntimeError, ValueError) as e:
+        raise LaunchError(f"node {plan.node_rank} cannot reach node 0's store at launch.rdzv_endpoint={ep} "
+                          f"within {timeout_s:g}s (launch.rdzv_timeout_s): {e}") from None
+    return NodeStore(store, str(plan.launch.rdzv_id), ep)
