@@ -35,8 +35,10 @@ def in_sweep_process() -> bool:
 
 
 def exit_code() -> int:
-    """0, or (after naming the failed jobs on stderr) 130 if a job was interrupted, 2 if one was refused
-    as bad input, else 1."""
+    """The sweep's exit code: 0, or 130 (a job interrupted), 2 (one refused as bad input), else 1.
+
+    Names the failed jobs on stderr first.
+    """
     failed = state["failed"]
     if not failed:
         return 0

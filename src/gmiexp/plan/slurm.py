@@ -26,7 +26,7 @@ def nodelist(env: Mapping[str, str]) -> str:
 
 
 def job_id(env: Mapping[str, str]) -> str:
-    """submitit's job id: ``<array job>_<array task>`` for an array task (a sweep member), else SLURM_JOB_ID."""
+    """The job id as submitit names it: ``<array job>_<array task>`` for an array task, else SLURM_JOB_ID."""
     if env.get("SLURM_ARRAY_JOB_ID") and env.get("SLURM_ARRAY_TASK_ID"):
         return f"{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}"
     return env.get("SLURM_JOB_ID", "")
