@@ -24,8 +24,9 @@ def hydra_main(cfg: DictConfig) -> float | None:
 
     A failed multirun job raises: Hydra records the job as failed, the basic sweeper finishes its batch and then
     stops, and Optuna marks the trial failed (``hydra.sweeper.max_failure_rate`` decides whether the study goes on).
-    Bad input (2) and an interrupt (130) stop a sweep run in this process at once; a job in a process of its own
-    (hydra-submitit-launcher) raises instead, so its launcher gets a result (:class:`gmiexp.multirun.JobFailed`).
+    Bad input (2) and an interrupt (130) stop a sweep run in this process at once. A job in a process of its own
+    (hydra-submitit-launcher) raises for bad input too, so its launcher gets a result
+    (:class:`gmiexp.multirun.JobFailed`); an interrupted one leaves none (Slurm may requeue it: preemption).
     """
     from gmiexp.app import objective, run_job
     from gmiexp.errors import LaunchError
@@ -34,8 +35,8 @@ def hydra_main(cfg: DictConfig) -> float | None:
     hc = HydraConfig.get()
     out = hc.runtime.output_dir
     code, result = run_job(cfg, Path(out))
-    if code and (hc.mode != RunMode.MULTIRUN or (code in (2, 130) and multirun.in_sweep_process())):
-        sys.exit(code)
+    if code and (hc.mode != RunMode.MULTIRUN or code == 130 or (code == 2 and multirun.in_sweep_process())):
+        sys.exit(code)  # 130 in a submitit job: no result, so a job Slurm requeues is waited for again
     if code:  # a failed job does not stop the sweep; main() exits non-zero naming it once every job ran
         raise multirun.failed(out, code)
     if hc.mode != RunMode.MULTIRUN:
@@ -52,7 +53,7 @@ def main() -> None:
     try:
         hydra_main()
     except SystemExit as e:
-        if e.code == 1 and not multirun.state["ran"]:
+        if e.code == 1 and not multirun.state["ran"] and not multirun.ended_elsewhere(e):
             sys.exit(2)  # Hydra rejected the config (unknown group option, typo, wrong type)
         if e.code:
             code = multirun.exit_code()  # names the failed jobs; a job in another process says why here

@@ -63,6 +63,20 @@ def _arrived(run_dir: str, code: int, message: str) -> JobFailed:
     return JobFailed(run_dir, code, message)
 
 
+def ended_elsewhere(exc: BaseException) -> bool:
+    """True when ``exc`` (Hydra's exit) arose from a job that ended in another process without a result.
+
+    submitit raises its own errors in the sweep's process for a job that died (killed, out of memory) or was
+    cancelled; Hydra prints them and exits 1 with them as the exit's context. A job ran: not a config error.
+    """
+    seen: BaseException | None = exc
+    while seen is not None:
+        if type(seen).__module__.split(".")[0] == "submitit":
+            return True
+        seen = seen.__context__
+    return False
+
+
 def failed(run_dir: str, code: int, message: str = "") -> JobFailed:
     """Record a job's failure in this process and return the exception that reports it to Hydra."""
     record_failure(run_dir, code)

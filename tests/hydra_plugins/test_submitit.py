@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
-from gmitest import FAST, run_cli
+from gmitest import FAST, cli_env, gmiexp_workers, run_cli
 
 submitit = pytest.importorskip("submitit")
 
@@ -83,3 +88,27 @@ def test_a_failed_submitit_job_is_named_with_its_exit_code(tmp_path: Path, bad: 
     assert r.returncode == code, r.stderr[-3000:]
     assert f"2 multirun job(s) failed: {tmp_path / '0'}, {tmp_path / '1'}" in r.stderr
     assert "UncompletedJobError" not in r.stderr
+
+
+@pytest.mark.slow  # submitit gives a job's missing result 15 s to appear
+def test_a_submitit_job_killed_without_a_result_fails_the_sweep_with_1(tmp_path: Path) -> None:
+    """Its node launcher killed (kill -9): submitit reports a job without output; that is no config error (2)."""
+    cmd = [sys.executable, "-m", "gmiexp", "-m", "hydra/launcher=submitit_local", "hardware=cpu", *FAST,
+           "max_iterations=500", "num_gpus=1", "gmis_per_gpu=1", "seed=1", f"hydra.sweep.dir={tmp_path}"]
+    main = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(),
+                            start_new_session=True)
+    try:
+        deadline = time.time() + 120
+        while not (tmp_path / "0" / "gmis" / "0" / "history.jsonl").exists() and time.time() < deadline:
+            time.sleep(0.1)
+        task = next(p for p in psutil.Process(main.pid).children(recursive=True)
+                    if "submitit.core._submit" in " ".join(p.cmdline()))
+        task.kill()
+        _, err = main.communicate(timeout=120)
+    finally:
+        if main.poll() is None:
+            os.killpg(main.pid, signal.SIGKILL)
+            main.wait()
+    assert main.returncode == 1, err[-3000:]
+    assert "has not produced any output" in err
+    assert not gmiexp_workers(tmp_path / "0")  # its GMI went with it (launch.lifeline)
