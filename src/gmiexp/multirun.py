@@ -78,6 +78,17 @@ def ended_elsewhere(exc: BaseException) -> bool:
 
 
 def failed(run_dir: str, code: int, message: str = "") -> JobFailed:
-    """Record a job's failure in this process and return the exception that reports it to Hydra."""
+    """Record a job's failure in this process and return the exception that reports it to Hydra.
+
+    A job in a submitit process names its log there: what it printed (the error) is not on the sweep's stderr.
+    """
     record_failure(run_dir, code)
-    return JobFailed(run_dir, code, message)
+    text = message or f"job failed (exit code {code}): {run_dir}"
+    if not in_sweep_process():
+        try:
+            import submitit
+
+            text += f" (its output: {submitit.JobEnvironment().paths.stderr})"
+        except (ImportError, RuntimeError, KeyError):  # not a submitit job
+            pass
+    return JobFailed(run_dir, code, text)

@@ -55,9 +55,9 @@ def sbatch_script(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, params: dict)
 
 def test_gmiexp_slurm_submits_launch_nnodes_nodes_with_one_launcher_each(monkeypatch: pytest.MonkeyPatch,
                                                                           tmp_path: Path) -> None:
-    params = slurm_launcher_params(tmp_path, "launch.nnodes=4", "hydra.launcher.gpus_per_node=8",
-                                   "hydra.launcher.partition=gpu")
+    params = slurm_launcher_params(tmp_path, "launch.nnodes=4", "num_gpus=8", "hydra.launcher.partition=gpu")
     assert (params["nodes"], params["tasks_per_node"], params["gpus_per_node"]) == (4, 1, 8)
+    assert params["max_num_timeout"] == 3  # gmiexp resumes a requeued job: a time limit may requeue it
     script = sbatch_script(monkeypatch, tmp_path, params)
     for line in ("#SBATCH --nodes=4", "#SBATCH --ntasks-per-node=1", "#SBATCH --gpus-per-node=8",
                  "#SBATCH --partition=gpu", "#SBATCH --signal=USR2@120"):
@@ -70,6 +70,7 @@ def test_the_cli_shows_the_launcher_tied_to_launch_nnodes() -> None:
     r = run_cli("hydra/launcher=gmiexp_slurm", "launch.nnodes=3", "--cfg", "hydra", "--package", "hydra.launcher")
     assert r.returncode == 0, r.stderr
     assert "nodes: ${launch.nnodes}" in r.stdout and "tasks_per_node: 1" in r.stdout
+    assert "gpus_per_node: ${num_gpus}" in r.stdout
     assert "SlurmLauncher" in r.stdout
 
 
