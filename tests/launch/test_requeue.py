@@ -46,6 +46,9 @@ def test_the_latest_checkpoint_is_the_highest_epoch_named_or_inside(tmp_path: Pa
                         ("Cartpole.pth", 14), ("last_Cartpole_ep_9_rew__2.5_.pth", 9)):
         torch.save({"epoch": epoch, "frame": 0}, nn / name)
     assert latest_checkpoint(nn) == (nn / "Cartpole.pth", 14)  # the best-reward file, saved at a later epoch
+    (nn / "last_Cartpole_ep_15_rew_3.0.pth").write_bytes((nn / "Cartpole.pth").read_bytes()[:20])  # killed mid-write
+    (nn / "Cartpole.pth").write_bytes(b"")
+    assert latest_checkpoint(nn) == (nn / "last_Cartpole_ep_12_rew_2.0.pth", 12)  # the latest that loads
     assert latest_checkpoint(tmp_path / "none") is None
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -71,12 +72,25 @@ def read(path: Path) -> dict[str, Any]:
 
 
 def latest_checkpoint(nn_dir: Path) -> tuple[Path, int] | None:
-    """The checkpoint of the highest epoch (the newest file among equals), with that epoch."""
-    found = [(epoch_of(p), p.stat().st_mtime, p) for p in nn_dir.glob("*.pth")] if nn_dir.is_dir() else []
-    if not found:
-        return None
-    epoch, _, path = max(found)
-    return path, epoch
+    """The checkpoint of the highest epoch (the newest file among equals) that loads, with that epoch.
+
+    A job killed while rl-games wrote a checkpoint leaves a truncated file: it is passed over (named on stderr)
+    for the one before, or every requeue of the job would fail on it.
+    """
+    found = []
+    for p in nn_dir.glob("*.pth") if nn_dir.is_dir() else []:
+        try:
+            found.append((epoch_of(p), p.stat().st_mtime, p))
+        except Exception as e:  # noqa: BLE001 - unreadable: torch and pickle raise many kinds
+            print(f"gmiexp: passing over checkpoint {p} (unreadable: {e})", file=sys.stderr, flush=True)
+    for epoch, _, path in sorted(found, reverse=True):
+        try:
+            read(path)
+        except Exception as e:  # noqa: BLE001
+            print(f"gmiexp: passing over checkpoint {path} (unreadable: {e})", file=sys.stderr, flush=True)
+            continue
+        return path, epoch
+    return None
 
 
 def resume(plan: Plan, run_dir: Path, mode: str) -> Plan:
