@@ -113,3 +113,15 @@ def test_a_submitit_job_killed_without_a_result_fails_the_sweep_with_1(tmp_path:
     assert main.returncode == 1, err[-3000:]
     assert "has not produced any output" in err
     assert not gmiexp_workers(tmp_path / "0")  # its GMI went with it (launch.lifeline)
+
+
+def test_optuna_reads_each_submitit_jobs_objective(tmp_path: Path) -> None:
+    """A job's return value (the objective) comes back to the sweeper through submitit's result."""
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
+    r = run_cli("-m", "hydra/sweeper=optuna", "hydra/launcher=submitit_local", "hydra.sweeper.direction=maximize",
+                "hydra.sweeper.n_trials=2", "hydra.sweeper.sampler.seed=1", "num_envs=choice(16,32)",
+                "seed=choice(1,2)", *MEMBER, "launch.inprocess=true", f"hydra.sweep.dir={tmp_path}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    best = max(json.loads((tmp_path / str(i) / "summary.json").read_text())["metrics"]["perf/env_steps_per_s"]
+               for i in (0, 1))
+    assert f"best_value: {best}" in (tmp_path / "optimization_results.yaml").read_text()
