@@ -92,7 +92,7 @@ def test_a_failed_submitit_job_is_named_with_its_exit_code(tmp_path: Path, bad: 
 
 
 @pytest.mark.slow  # submitit gives a job's missing result 15 s to appear
-def test_a_submitit_job_killed_without_a_result_fails_the_sweep_with_1(tmp_path: Path) -> None:
+def test_a_submitit_job_killed_without_a_result_fails_the_sweep_with_1(tmp_path: Path, no_orphans: None) -> None:
     """Its node launcher killed (kill -9): submitit reports a job without output; that is no config error (2)."""
     cmd = [sys.executable, "-m", "gmiexp", "-m", "hydra/launcher=submitit_local", "hardware=cpu", *FAST,
            "max_iterations=500", "num_gpus=1", "gmis_per_gpu=1", "seed=1", f"hydra.sweep.dir={tmp_path}"]

@@ -109,7 +109,7 @@ def cmdline(p: psutil.Process) -> list[str]:
 
 
 @pytest.mark.slow
-def test_a_preempted_submitit_job_is_requeued_and_resumes(tmp_path: Path) -> None:
+def test_a_preempted_submitit_job_is_requeued_and_resumes(tmp_path: Path, no_orphans: None) -> None:
     """Slurm's preemption as submitit_local plays it: SIGUSR2 to the job's task and every process under it."""
     sweep = tmp_path / "sweep"
     cmd = [sys.executable, "-m", "gmiexp", "-m", "hydra/launcher=submitit_local", *RUN, "max_iterations=60",
