@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -14,9 +15,6 @@ from gmiexp import multirun
 from gmiexp.config import register_configs
 from gmiexp.config.compose import conf_dir
 
-_state = multirun.state
-
-
 register_configs()
 
 
@@ -26,39 +24,44 @@ def hydra_main(cfg: DictConfig) -> float | None:
 
     A failed multirun job raises: Hydra records the job as failed, the basic sweeper finishes its batch and then
     stops, and Optuna marks the trial failed (``hydra.sweeper.max_failure_rate`` decides whether the study goes on).
+    Bad input (2) and an interrupt (130) stop a sweep run in this process at once. A job in a process of its own
+    (hydra-submitit-launcher) raises for bad input too, so its launcher gets a result
+    (:class:`gmiexp.multirun.JobFailed`); an interrupted one leaves none (Slurm may requeue it: preemption).
     """
     from gmiexp.app import objective, run_job
     from gmiexp.errors import LaunchError
 
-    _state["ran"] = True
+    multirun.state["ran"] = True
     hc = HydraConfig.get()
-    code, result = run_job(cfg, Path(hc.runtime.output_dir))
-    if code and (hc.mode != RunMode.MULTIRUN or code in (2, 130)):
-        sys.exit(code)
-    if code:  # a failed job does not stop the sweep; main() exits 1 naming it once every job ran
-        multirun.record_failure(hc.runtime.output_dir)
-        raise LaunchError(f"job failed (exit code {code}): {hc.runtime.output_dir}")
+    out = hc.runtime.output_dir
+    code, result = run_job(cfg, Path(out))
+    if code and (hc.mode != RunMode.MULTIRUN or code == 130 or (code == 2 and multirun.in_sweep_process())):
+        sys.exit(code)  # 130 in a submitit job: no result, so a job Slurm requeues is waited for again
+    if code:  # a failed job does not stop the sweep; main() exits non-zero naming it once every job ran
+        raise multirun.failed(out, code)
     if hc.mode != RunMode.MULTIRUN:
         return None
     try:
         return objective(result, cfg.objective)
     except LaunchError as e:
         print(f"gmiexp: error: {e}", file=sys.stderr, flush=True)
-        multirun.record_failure(hc.runtime.output_dir)
-        raise
+        raise multirun.failed(out, 1, str(e)) from None
 
 
 def main() -> None:
+    multirun.state["pid"] = os.getpid()
     try:
         hydra_main()
     except SystemExit as e:
-        if e.code == 1 and not _state["ran"]:
+        if e.code == 1 and not multirun.state["ran"] and not multirun.ended_elsewhere(e):
             sys.exit(2)  # Hydra rejected the config (unknown group option, typo, wrong type)
         if e.code:
-            multirun.exit_code()  # names the failed jobs
+            code = multirun.exit_code()  # names the failed jobs; a job in another process says why here
+            sys.exit((code or 1) if e.code == 1 else e.code)
         raise
-    if multirun.exit_code():  # a sweeper that tolerates failures (Optuna's max_failure_rate) finished anyway
-        sys.exit(1)
+    code = multirun.exit_code()
+    if code:  # a sweeper that tolerates failures (Optuna's max_failure_rate) finished anyway
+        sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -120,8 +120,8 @@ def test_inprocess_refuses_multi_gmi_plans(gmis: int, tmp_path: Path, capsys: py
 
 def test_a_reused_run_dir_starts_a_fresh_history(tmp_path: Path) -> None:
     """A second run in the same hydra.run.dir must not append to (and so corrupt) the first run's epochs."""
-    for _ in range(2):
-        r = run_cli("max_iterations=3", *FAST, f"hydra.run.dir={tmp_path}")
+    for _ in range(2):  # training again from scratch (launch.resume=auto refuses a finished run: test_requeue)
+        r = run_cli("max_iterations=3", *FAST, "launch.resume=never", f"hydra.run.dir={tmp_path}")
         assert r.returncode == 0, r.stderr[-3000:]
         rows = read_history(tmp_path, 0)
         assert [row["iteration"] for row in rows] == [1, 2, 3]

@@ -289,7 +289,7 @@ class LoggerConfig:
         rdzv_endpoint=Maybe(Text(r"\[?[\w.:-]+\]?:\d{1,5}", "host:port of node 0, e.g. node001:29400")),
         rdzv_id=Maybe(Text(r"[\w.-]+", "a job id such as the Slurm job id")),
         local_addr=Maybe(Text(r"\S+", "this node's address as the other nodes reach it")),
-        rdzv_timeout_s=Positive("seconds"))
+        rdzv_timeout_s=Positive("seconds"), resume=OneOf(("auto", "never")))
 @dataclass
 class LaunchConfig:
     """Process management around torch.distributed.elastic; ``nnodes > 1`` runs one launcher per node.
@@ -312,6 +312,8 @@ class LaunchConfig:
     local_addr: str | None = None  # this node's address for the others; None = 127.0.0.1 for a loopback
     #   endpoint, else the host's name (torch elastic's default)
     rdzv_timeout_s: float = 600.0  # how long node launchers wait for each other at the rendezvous
+    resume: str = "auto"  # auto: a run dir holding an earlier attempt's checkpoints (a requeued job) resumes from
+    #   the latest (gmiexp.launch.requeue); never: train from scratch (or from checkpoint=)
 
 
 @ranges(

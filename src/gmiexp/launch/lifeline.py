@@ -4,7 +4,7 @@
 workers, and the launcher cannot unlink ``/dev/shm/gmiexp_<tag>_*``. So each
 worker binds itself to the launcher:
 
-* ``prctl(PR_SET_PDEATHSIG, SIGUSR2)``: the kernel signals the worker when its
+* ``prctl(PR_SET_PDEATHSIG, SIGNAL)``: the kernel signals the worker when its
   parent dies. Elastic's ``elastic_launch`` runs its agent inside the launcher
   and starts workers with ``subprocess.Popen`` from the launcher's main thread,
   so the parent is the launcher itself; where an agent sits in between (a
@@ -16,7 +16,10 @@ worker binds itself to the launcher:
 Either way the worker unlinks the run's segments (peers that still map them keep
 their memory until they exit too) and leaves with ``os._exit``, so no ``finally``
 can block. A dedicated signal, not SIGTERM: elastic stops workers with SIGTERM
-and that path must keep its default, immediate behaviour.
+and that path must keep its default, immediate behaviour. Nor SIGUSR1/SIGUSR2: Slurm
+delivers its warning signal (submitit's SIGUSR2) to every process of a job step, and
+a GMI must not take a requeue warning for its launcher's death
+(:mod:`gmiexp.launch.preemption`); a real-time signal is one no scheduler sends.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import psutil
 
 ENV = "GMIEXP_LAUNCHER"  # "<pid>:<start time>" of the launcher, set for its workers
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-SIGNAL = signal.SIGUSR2
+SIGNAL = int(signal.SIGRTMIN) + 2  # sent only by the kernel (PR_SET_PDEATHSIG) when the launcher dies
 EXIT_CODE = 70  # the launcher is gone
 
 

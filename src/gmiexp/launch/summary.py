@@ -78,6 +78,7 @@ def build_summary(plan: Plan, run_dir: Path, wall_s: float, host_metrics: dict[s
         "status": "ok",
         "plan_id": plan.plan_id,
         "run_dir": str(run_dir),
+        "resumed": plan.resumed or None,  # {checkpoint, epoch} when this attempt went on from its run dir's own
         "wall_s": wall_s,
         "started_at": time.time() - wall_s,  # epoch seconds: when the launch began and ended (packed sweeps
         "finished_at": time.time(),  # compare members' times)

@@ -99,6 +99,9 @@ def bind_to_launcher(plan: Any, gmi_id: int) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    from gmiexp.launch import preemption
+
+    preemption.ignore_in_worker()  # Slurm's requeue warning reaches every process; the launcher acts on it
     from gmiexp.launch.gmi_env import apply_gmi_environment
     from gmiexp.launch.status import StatusWriter
     from gmiexp.plan import Plan

@@ -15,6 +15,7 @@ from gmiexp.device import check_device, check_device_role
 from gmiexp.envs import check_task
 from gmiexp.errors import ConfigError, invalid
 from gmiexp.hardware import Hardware, resolve, with_mig
+from gmiexp.launch.requeue import resume
 from gmiexp.layouts.base import LayoutRequest
 from gmiexp.plan import Plan
 from gmiexp.plan.footprint import check_footprint
@@ -111,4 +112,6 @@ def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> 
     plan.reduction, plan.reduction_reason = reductions.resolve(layouts.reduction_for(plan, cfg.reduction.name), plan)
     if not plan.trainer_group:
         plan.reduction_reason = f"no trainer GMIs (layout={plan.layout}): nothing is reduced"
+    if cfg.mode == "train":  # a requeued run resumes from its own latest checkpoint (launch.resume)
+        resume(plan, run_dir, cfg.launch.resume)
     return plan.validate(), backend

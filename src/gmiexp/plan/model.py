@@ -89,6 +89,7 @@ class Plan:
     seed: int = 42
     max_iterations: int = 100
     checkpoint: str = ""
+    resumed: dict[str, Any] = field(default_factory=dict)  # checkpoint, epoch: this run dir's own (launch.resume)
     run_dir: str = ""
     experiment: str = "default"
     backend_reason: str = ""
@@ -153,7 +154,7 @@ class Plan:
     def plan_id(self) -> str:
         """Content hash, so runs with the same plan can be grouped."""
         d = self.to_dict()
-        for volatile in ("run_dir", "checkpoint"):
+        for volatile in ("run_dir", "checkpoint", "resumed"):
             d.pop(volatile, None)
         for per_node in ("node_rank", "local_addr"):  # the same run on every node has the same id
             d["launch"].pop(per_node, None)

@@ -10,7 +10,8 @@ the others' only in ``launch.node_rank`` and in what its backend realised.
 The node's rank is the user's (``launch.node_rank``) or the scheduler's
 (Slurm's ``SLURM_NODEID``, torchrun's ``PET_NODE_RANK``), never the
 rendezvous's: c10d ranks agents by host name and pid, and GMI ids must not
-depend on which node reached the rendezvous first.
+depend on which node reached the rendezvous first. A Slurm task without an
+endpoint meets the others on the step's first host (:mod:`gmiexp.plan.slurm`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Mapping
 from gmiexp.config import LaunchConfig
 from gmiexp.errors import ConfigError, invalid
 from gmiexp.plan.model import Plan
+from gmiexp.plan.slurm import check_step, head_endpoint
 
 #: Where a node's rank comes from when ``launch.node_rank`` is not given, first match wins.
 NODE_RANK_ENV = ("SLURM_NODEID", "PET_NODE_RANK")
@@ -42,7 +44,8 @@ def resolve_nodes(launch: LaunchConfig, env: Mapping[str, str] | None = None) ->
     """Fill ``node_rank``, ``rdzv_id`` and ``local_addr`` from the scheduler's variables; check the node fields.
 
     Raises ConfigError (exit 2) naming the bad field: a rank outside ``0..nnodes-1``, a missing
-    ``rdzv_endpoint`` with more than one node, a port outside 1..65535, ``inprocess`` across nodes.
+    ``rdzv_endpoint`` with more than one node (a Slurm task takes its step's first host), a Slurm step
+    that is not one task on each of ``nnodes`` nodes, a port outside 1..65535, ``inprocess`` across nodes.
     """
     env = os.environ if env is None else env
     n = int(launch.nnodes)
@@ -51,6 +54,8 @@ def resolve_nodes(launch: LaunchConfig, env: Mapping[str, str] | None = None) ->
         var = next((v for v in NODE_RANK_ENV if env.get(v, "").strip()), None)
         if var is not None and n > 1:
             source = var
+            if var == "SLURM_NODEID":  # one task on each of nnodes nodes, or the ranks mean nothing
+                check_step(launch, env)
             try:
                 launch.node_rank = int(env[var])
             except ValueError:
@@ -61,6 +66,8 @@ def resolve_nodes(launch: LaunchConfig, env: Mapping[str, str] | None = None) ->
         raise invalid(source, launch.node_rank, f"0..{n - 1} (launch.nnodes={n})")
     if n == 1:
         return launch
+    if source == "SLURM_NODEID":  # a Slurm task: node 0 is the step's first host
+        launch.rdzv_endpoint = launch.rdzv_endpoint or head_endpoint(env)
     if not launch.rdzv_endpoint:
         raise ConfigError(f"invalid launch.rdzv_endpoint=null with launch.nnodes={n}: every node must meet at "
                           "node 0's rendezvous store; valid: host:port of node 0, e.g. "

@@ -1,0 +1,129 @@
+"""Requeue-friendly training: a run started again in its own run dir resumes from its latest checkpoint.
+
+A preempted Slurm job comes back in the same directory: hydra-submitit-launcher's ``checkpoint()``
+resubmits the same Hydra job (same output dir), and an ``sbatch`` script requeued by Slurm runs its
+command again (with ``hydra.run.dir`` fixed by the job id). With ``launch.resume=auto`` (the default)
+``build_plan`` looks in the run dir for checkpoints a previous attempt wrote (rl-games' ``nn/`` directory
+of GMI 0) and, if that attempt trained the same thing, every GMI starts from the latest one: weights,
+normalisers, Adam state, epoch and frame counters (rl-games' ``restore``, gmiexp's experience trainers
+likewise), so the epoch numbers and frames continue. The summary names the checkpoint (``resumed``).
+
+"The same thing" is what a checkpoint's numbers depend on: task, train section, layout and role, seed,
+the GMIs (node, device, roles, environments), trainer group and channels, and the node count. Where an
+attempt runs (hosts, GPUs' UUIDs, the rendezvous endpoint, backend daemons, the reduction strategy
+picked for the hardware) and ``max_iterations`` (a longer run extends a shorter one) may differ. A run
+dir whose checkpoints were trained otherwise is refused (exit 2) rather than silently mixed; a finished
+run with nothing left to train is refused too. ``launch.resume=never`` ignores the run dir's checkpoints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from gmiexp.errors import ConfigError
+from gmiexp.plan.model import Plan
+
+#: the Plan fields that make two attempts "the same training" (see the module docstring)
+SAME_TRAINING = ("task", "train", "layout", "role", "seed", "trainer_group", "channels", "channel", "async_train")
+GMI_FIELDS = ("id", "node", "device", "roles", "num_envs")
+EPOCH_IN_NAME = re.compile(r"_ep_(\d+)_")  # rl-games names periodic and final checkpoints ..._ep_<epoch>_rew_...
+
+
+def training_key(plan: Plan) -> str:
+    """Hash of what a checkpoint's numbers depend on; equal for every attempt of one run on any hosts."""
+    d = plan.to_dict()
+    doc = {k: d.get(k) for k in SAME_TRAINING}
+    doc["gmis"] = [{k: g[k] for k in GMI_FIELDS} for g in d["gmis"]]
+    doc["nnodes"] = plan.nnodes
+    return hashlib.sha1(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def checkpoint_dir(plan: Plan) -> Path:
+    """Where GMI 0 writes this run's checkpoints (rl-games' ``nn/``; the experience trainers use it too)."""
+    from gmiexp.eval.record import checkpoint_dir as nn_dir
+    from gmiexp.rl.rlgames.params import build_params
+
+    return nn_dir(build_params(plan, plan.gmis[0]))
+
+
+def previous_plan(plan: Plan, run_dir: Path) -> Plan | None:
+    """The Plan an earlier attempt saved in this run dir (this node's ``plan.yaml``), if any."""
+    for path in (run_dir / f"node{plan.node_rank}" / "plan.yaml", run_dir / "plan.yaml"):
+        if path.is_file():
+            return Plan.load(path)
+    return None
+
+
+def epoch_of(path: Path) -> int:
+    """A checkpoint's epoch: from rl-games' file name, else (the best-reward file) from inside it."""
+    m = EPOCH_IN_NAME.search(path.name)
+    return int(m.group(1)) if m else int(read(path).get("epoch", 0))
+
+
+def read(path: Path) -> dict[str, Any]:
+    import torch  # rl-games' own loader prints to stdout, which carries only the program's output
+
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def latest_checkpoint(nn_dir: Path) -> tuple[Path, int] | None:
+    """The checkpoint of the highest epoch (the newest file among equals) that loads, with that epoch.
+
+    A job killed while rl-games wrote a checkpoint leaves a truncated file: it is passed over (named on stderr)
+    for the one before, or every requeue of the job would fail on it.
+    """
+    found = []
+    for p in nn_dir.glob("*.pth") if nn_dir.is_dir() else []:
+        try:
+            found.append((epoch_of(p), p.stat().st_mtime, p))
+        except Exception as e:  # noqa: BLE001 - unreadable: torch and pickle raise many kinds
+            print(f"gmiexp: passing over checkpoint {p} (unreadable: {e})", file=sys.stderr, flush=True)
+    for epoch, _, path in sorted(found, reverse=True):
+        try:
+            read(path)
+        except Exception as e:  # noqa: BLE001
+            print(f"gmiexp: passing over checkpoint {path} (unreadable: {e})", file=sys.stderr, flush=True)
+            continue
+        return path, epoch
+    return None
+
+
+def resume(plan: Plan, run_dir: Path, mode: str) -> Plan:
+    """Point ``plan.checkpoint`` at the run dir's latest checkpoint when an earlier attempt left one (mode auto).
+
+    Raises ConfigError (exit 2, nothing launched) when the run dir's checkpoints were trained by a different
+    plan, or when the run there finished with nothing left to train.
+    """
+    if mode == "never":
+        return plan
+    latest = latest_checkpoint(checkpoint_dir(plan))
+    if latest is None:
+        return plan
+    path, epoch = latest
+    before = previous_plan(plan, run_dir)
+    if before is None or training_key(before) != training_key(plan):
+        what = "no plan.yaml says what trained them" if before is None else \
+            f"they were trained by plan {before.plan_id}, not this one ({plan.plan_id})"
+        raise ConfigError(f"invalid run dir {run_dir} for launch.resume=auto: it holds checkpoints ({path.name}) but "
+                          f"{what}; valid: a new run dir (hydra.run.dir=...), the same command as the run that "
+                          "wrote them, or launch.resume=never to train from scratch beside them")
+    if epoch >= plan.max_iterations and finished(run_dir):
+        raise ConfigError(f"invalid max_iterations={plan.max_iterations} in run dir {run_dir}: the run there finished "
+                          f"(checkpoint {path.name} is epoch {epoch}); valid: max_iterations > {epoch} to train on, "
+                          "a new run dir, or launch.resume=never")
+    plan.checkpoint = str(path.resolve())
+    plan.resumed = {"checkpoint": plan.checkpoint, "epoch": epoch}
+    return plan
+
+
+def finished(run_dir: Path) -> bool:
+    """True when the run dir's ``summary.json`` says its run ended well."""
+    try:
+        return json.loads((run_dir / "summary.json").read_text()).get("status") == "ok"
+    except (OSError, ValueError):
+        return False

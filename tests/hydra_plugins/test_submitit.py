@@ -1,0 +1,127 @@
+"""hydra-submitit-launcher runs gmiexp sweeps: Slurm jobs of launch.nnodes nodes x 1 task; submitit_local end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from gmitest import FAST, cli_env, gmiexp_workers, run_cli
+
+submitit = pytest.importorskip("submitit")
+
+MEMBER = ["hardware=cpu", *FAST, "max_iterations=2", "num_gpus=1", "gmis_per_gpu=1"]
+
+
+def slurm_launcher_params(tmp_path: Path, *overrides: str) -> dict:
+    """The launcher's parameters as hydra-submitit-launcher instantiates them from ``hydra/launcher=gmiexp_slurm``."""
+    from hydra import compose, initialize_config_dir
+    from hydra.utils import instantiate
+
+    from gmiexp.config import register_configs
+    from gmiexp.config.compose import conf_dir
+
+    register_configs()
+    with initialize_config_dir(config_dir=conf_dir(), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["hydra/launcher=gmiexp_slurm", *overrides,
+                                                       f"hydra.sweep.dir={tmp_path}"], return_hydra_config=True)
+    return instantiate(cfg.hydra.launcher).params
+
+
+def sbatch_script(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, params: dict) -> str:
+    """The sbatch file submitit writes for one member, built as ``BaseSubmititLauncher.launch`` builds its executor
+    (a stand-in ``srun`` on PATH: submitit refuses to build a Slurm executor where there is none)."""
+    from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
+    from omegaconf import OmegaConf
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    init = {"folder": params["submitit_folder"], "slurm_max_num_timeout": params["max_num_timeout"]}
+    executor = submitit.AutoExecutor(cluster="slurm", **init)
+    base = set(OmegaConf.structured(BaseQueueConf).keys())
+    executor.update_parameters(**{k if k in base else f"slurm_{k}": v for k, v in params.items()
+                                  if k not in ("submitit_folder", "max_num_timeout")})
+    return executor._executor._make_submission_file_text(executor._executor._submitit_command_str, "uid")
+
+
+def test_gmiexp_slurm_submits_launch_nnodes_nodes_with_one_launcher_each(monkeypatch: pytest.MonkeyPatch,
+                                                                          tmp_path: Path) -> None:
+    params = slurm_launcher_params(tmp_path, "launch.nnodes=4", "num_gpus=8", "hydra.launcher.partition=gpu")
+    assert (params["nodes"], params["tasks_per_node"], params["gpus_per_node"]) == (4, 1, 8)
+    assert params["max_num_timeout"] == 3  # gmiexp resumes a requeued job: a time limit may requeue it
+    script = sbatch_script(monkeypatch, tmp_path, params)
+    for line in ("#SBATCH --nodes=4", "#SBATCH --ntasks-per-node=1", "#SBATCH --gpus-per-node=8",
+                 "#SBATCH --partition=gpu", "#SBATCH --signal=USR2@120"):
+        assert line in script, script
+    srun = next(ln for ln in script.splitlines() if ln.startswith("srun "))
+    assert "-m submitit.core._submit" in srun  # one srun step: every task runs the member's gmiexp launcher
+
+
+def test_the_cli_shows_the_launcher_tied_to_launch_nnodes() -> None:
+    r = run_cli("hydra/launcher=gmiexp_slurm", "launch.nnodes=3", "--cfg", "hydra", "--package", "hydra.launcher")
+    assert r.returncode == 0, r.stderr
+    assert "nodes: ${launch.nnodes}" in r.stdout and "tasks_per_node: 1" in r.stdout
+    assert "gpus_per_node: ${num_gpus}" in r.stdout
+    assert "SlurmLauncher" in r.stdout
+
+
+def test_submitit_local_runs_a_two_member_sweep_of_one_node_runs(tmp_path: Path) -> None:
+    r = run_cli("-m", "hydra/launcher=submitit_local", *MEMBER, "seed=1,2", f"hydra.sweep.dir={tmp_path}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    summaries = [json.loads((tmp_path / str(i) / "summary.json").read_text()) for i in (0, 1)]
+    assert [s["status"] for s in summaries] == ["ok", "ok"]
+    assert [s["config"]["seed"] for s in summaries] == [1, 2]
+    assert len(list((tmp_path / ".submitit").glob("*/*_result.pkl"))) == 2  # two submitit jobs, one per member
+
+
+@pytest.mark.parametrize(("bad", "code"), [("role=user_roles:FailRole", 1), ("launch.node_rank=3", 2)])
+def test_a_failed_submitit_job_is_named_with_its_exit_code(tmp_path: Path, bad: str, code: int) -> None:
+    r = run_cli("-m", "hydra/launcher=submitit_local", *MEMBER, bad, "seed=1,2", f"hydra.sweep.dir={tmp_path}")
+    assert r.returncode == code, r.stderr[-3000:]
+    assert f"2 multirun job(s) failed: {tmp_path / '0'}, {tmp_path / '1'}" in r.stderr
+    assert "UncompletedJobError" not in r.stderr
+
+
+@pytest.mark.slow  # submitit gives a job's missing result 15 s to appear
+def test_a_submitit_job_killed_without_a_result_fails_the_sweep_with_1(tmp_path: Path, no_orphans: None) -> None:
+    """Its node launcher killed (kill -9): submitit reports a job without output; that is no config error (2)."""
+    cmd = [sys.executable, "-m", "gmiexp", "-m", "hydra/launcher=submitit_local", "hardware=cpu", *FAST,
+           "max_iterations=500", "num_gpus=1", "gmis_per_gpu=1", "seed=1", f"hydra.sweep.dir={tmp_path}"]
+    main = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(),
+                            start_new_session=True)
+    try:
+        deadline = time.time() + 120
+        while not (tmp_path / "0" / "gmis" / "0" / "history.jsonl").exists() and time.time() < deadline:
+            time.sleep(0.1)
+        task = next(p for p in psutil.Process(main.pid).children(recursive=True)
+                    if "submitit.core._submit" in " ".join(p.cmdline()))
+        task.kill()
+        _, err = main.communicate(timeout=120)
+    finally:
+        if main.poll() is None:
+            os.killpg(main.pid, signal.SIGKILL)
+            main.wait()
+    assert main.returncode == 1, err[-3000:]
+    assert "has not produced any output" in err
+    assert not gmiexp_workers(tmp_path / "0")  # its GMI went with it (launch.lifeline)
+
+
+def test_optuna_reads_each_submitit_jobs_objective(tmp_path: Path) -> None:
+    """A job's return value (the objective) comes back to the sweeper through submitit's result."""
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
+    r = run_cli("-m", "hydra/sweeper=optuna", "hydra/launcher=submitit_local", "hydra.sweeper.direction=maximize",
+                "hydra.sweeper.n_trials=2", "hydra.sweeper.sampler.seed=1", "num_envs=choice(16,32)",
+                "seed=choice(1,2)", *MEMBER, "launch.inprocess=true", f"hydra.sweep.dir={tmp_path}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    best = max(json.loads((tmp_path / str(i) / "summary.json").read_text())["metrics"]["perf/env_steps_per_s"]
+               for i in (0, 1))
+    assert f"best_value: {best}" in (tmp_path / "optimization_results.yaml").read_text()
