@@ -57,6 +57,15 @@ def test_vectorization_fusion_smallest(tmp_path):
 
 
 @pytest.mark.slow
+def test_multinode_smallest(tmp_path):
+    run(PY, str(EXP / "multinode" / "bench.py"), f"results_dir={tmp_path}", "task=Cartpole", "total_envs=64",
+        "iterations=2", "pairs=2")
+    text = (tmp_path / "bench.md").read_text()
+    assert "median per-pair ratio (2 nodes / 1 node)" in text
+    assert len((tmp_path / "bench.csv").read_text().splitlines()) == 1 + 4  # header, 2 pairs x 2 runs
+
+
+@pytest.mark.slow
 def test_packing_smallest(tmp_path):
     run(PY, str(EXP / "packing" / "run.py"), "packings=[2]", "repeats=1", "seeds=[1,2]", f"results_dir={tmp_path}",
         'sweep=["task=Cartpole","num_gpus=1","gmis_per_gpu=1","num_envs=32","max_iterations=2","launch.progress=false"]')
@@ -174,7 +183,7 @@ def test_rl_games_baseline_trains_on_the_device_a_gmi_would_use(monkeypatch):
 SCRIPT_CONFIGS = [("reduction", "config"), ("channels", "config"), ("baseline_rlgames", "compare"),
                   ("baseline_rlgames", "run_file"), ("table8_channels", "run"), ("packing", "config"),
                   ("packing", "paper"), ("search_vs_grid", "config"), ("simulators", "config"),
-                  ("vectorization_fusion", "config")]
+                  ("vectorization_fusion", "config"), ("multinode", "bench")]
 
 
 @pytest.mark.parametrize(("study", "name"), SCRIPT_CONFIGS)

@@ -138,3 +138,20 @@ def test_a_preempted_submitit_job_is_requeued_and_resumes(tmp_path: Path, no_orp
     assert s["status"] == "ok" and s["resumed"] is not None
     start = s["resumed"]["epoch"]
     assert 1 <= start < 60 and [h["iteration"] for h in s["history"]] == list(range(start + 1, 61))
+
+
+def test_every_node_resumes_from_node_0s_checkpoint(tmp_path: Path) -> None:
+    """GMI 0 (node 0) writes the checkpoints: node 1 must resume from the same file, not start afresh."""
+    two = ["launch.nnodes=2", "launch.rdzv_endpoint=127.0.0.1:29400"]
+    node0 = plan_of(tmp_path / "node0", *two, "launch.node_rank=0", "max_iterations=10")
+    node1 = plan_of(tmp_path / "node1", *two, "launch.node_rank=1", "max_iterations=10")
+    node1.save(tmp_path / "node1" / "plan.yaml")  # node 1's earlier attempt
+    with pytest.raises(ConfigError, match="cannot see node 0's checkpoints"):  # a run dir the nodes do not share
+        resume(node1, tmp_path / "node1", "auto")
+    nn = tmp_path / "node0" / "rl_games" / "run" / "nn"
+    nn.mkdir(parents=True)
+    torch.save({"epoch": 4}, nn / "last_Cartpole_ep_4_rew_1.0.pth")
+    latest = str(nn / "last_Cartpole_ep_4_rew_1.0.pth")
+    assert resume(node1, tmp_path / "node1", "auto").resumed == {"checkpoint": latest, "epoch": 4}
+    node0.save(tmp_path / "node0" / "plan.yaml")
+    assert resume(node0, tmp_path / "node0", "auto").checkpoint == node1.checkpoint

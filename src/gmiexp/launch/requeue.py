@@ -44,10 +44,18 @@ def training_key(plan: Plan) -> str:
 
 
 def checkpoint_dir(plan: Plan) -> Path:
-    """Where GMI 0 writes this run's checkpoints (rl-games' ``nn/``; the experience trainers use it too)."""
+    """Where GMI 0 writes this run's checkpoints (rl-games' ``nn/``; the experience trainers use it too).
+
+    GMI 0 runs on node 0, so with several nodes that is ``<run_dir>/node0/...``: every node resumes from the
+    same file, which needs the run dir on a file system the nodes share (Slurm clusters' home or scratch).
+    """
+    import dataclasses
+
     from gmiexp.eval.record import checkpoint_dir as nn_dir
     from gmiexp.rl.rlgames.params import build_params
 
+    if plan.nnodes > 1 and plan.node_rank != 0:  # plan.run_dir is <run_dir>/node<R>
+        plan = dataclasses.replace(plan, run_dir=str(Path(plan.run_dir).parent / "node0"))
     return nn_dir(build_params(plan, plan.gmis[0]))
 
 
@@ -103,6 +111,11 @@ def resume(plan: Plan, run_dir: Path, mode: str) -> Plan:
         return plan
     latest = latest_checkpoint(checkpoint_dir(plan))
     if latest is None:
+        unseen = not checkpoint_dir(plan).parent.exists()
+        if plan.node_rank != 0 and unseen and previous_plan(plan, run_dir) is not None:
+            raise ConfigError(f"invalid run dir {run_dir} for launch.resume=auto: node {plan.node_rank} ran here "
+                              f"before but cannot see node 0's checkpoints ({checkpoint_dir(plan)}); valid: a run "
+                              "dir on a file system every node shares, or launch.resume=never to train from scratch")
         return plan
     path, epoch = latest
     before = previous_plan(plan, run_dir)

@@ -156,7 +156,7 @@ class Plan:
         d = self.to_dict()
         for volatile in ("run_dir", "checkpoint", "resumed"):
             d.pop(volatile, None)
-        for per_node in ("node_rank", "local_addr"):  # the same run on every node has the same id
+        for per_node in ("node_rank", "local_addr", "resume"):  # the same run on every node (and attempt): one id
             d["launch"].pop(per_node, None)
         for g in d["gmis"]:
             g["env"] = {k: v for k, v in g["env"].items() if not k.startswith("CUDA_MPS_")}
