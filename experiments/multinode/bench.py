@@ -14,7 +14,6 @@ summary.json (node 0's for the 2-node runs) into a run directory of its own, whi
 
 from __future__ import annotations
 
-import socket
 import tempfile
 import threading
 from pathlib import Path
@@ -23,17 +22,12 @@ from statistics import median
 import hydra
 from omegaconf import DictConfig
 
+from gmiexp.launch.launcher import free_port
 from gmiexp.tools.runs import RunFailed, gmiexp_command, read_summary, run_gmiexp, run_logged, write_csv
 
 HERE = Path(__file__).resolve().parent
 ONE, TWO = "1 node x 4 GMIs", "2 nodes x 2 GMIs"
 KEYS = ("perf/env_steps_per_s", "time/comm_s", "time/sim_s", "time/train_s")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def common(args: DictConfig) -> list[str]:
