@@ -105,9 +105,10 @@ def report(rows: list[dict], args: DictConfig) -> str:
     wall = {n: median(get(n, "wall_s")) for n in (ONE, TWO)}
     lines += ["", "| run | median env steps/s | median time/comm_s | median wall s |", "|---|---:|---:|---:|"]
     lines += [f"| {n} | {med[n]:,.0f} | {comm[n]:.2f} | {wall[n]:.1f} |" for n in (ONE, TWO)]
+    overhead = round(100 * (1 - median(ratios)), 1) + 0.0  # + 0.0: no "-0.0"
     lines += ["", f"median per-pair ratio (2 nodes / 1 node): {median(ratios):.3f}; pair ratios range "
-              f"{min(ratios):.3f}..{max(ratios):.3f} (the host's noise); overhead "
-              f"{100 * (1 - median(ratios)):+.1f}% of env steps/s; comm time {comm[TWO] - comm[ONE]:+.2f} s per run"]
+              f"{min(ratios):.3f}..{max(ratios):.3f} (the host's noise); overhead {overhead:.1f}% of env steps/s; "
+              f"time/comm_s {comm[TWO] - comm[ONE]:+.2f} s and wall {wall[TWO] - wall[ONE]:+.1f} s per run (medians)"]
     text = "\n".join(lines)
     (res / "bench.md").write_text(text + "\n")
     print(text, flush=True)

@@ -34,7 +34,8 @@ def test_four_dgx_nodes_plan(tmp_path: Path) -> None:
         assert "launch.rdzv_endpoint=node001:29400" in args and "mode=plan" not in args
         assert "hardware=dgx_a100" not in args and "hardware.network_gbps=200" in args  # a preset only plans
     assert ("srun --nodes=4 --ntasks-per-node=1 python -m gmiexp num_gpus=8 gmis_per_gpu=2 backend=mps "
-            "hardware.network_gbps=200 launch.nnodes=4 launch.rdzv_endpoint=$HEAD:29400") in err
+            "hardware.network_gbps=200 launch.nnodes=4 launch.rdzv_endpoint=$HEAD:29400 "
+            "hydra.run.dir=outputs/default/$SLURM_JOB_ID") in err  # one run dir for all tasks and requeues
     assert ("torchrun --nnodes=4 --node-rank=$R --nproc-per-node=16 --rdzv-backend=c10d "
             "--rdzv-endpoint=node001:29400 --rdzv-id=gmiexp -m gmiexp.launch.worker $RUN_DIR/node$R/plan.yaml") in err
     assert "B3=25.0 GB/s between nodes (network 200 Gb/s per node (preset:dgx_a100))" in err

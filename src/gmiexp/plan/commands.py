@@ -70,8 +70,9 @@ def node_commands(plan: Plan, overrides: Sequence[str]) -> dict[str, Any]:
     base = " ".join(["python -m gmiexp", *(shlex.quote(a) for a in args)])
     plain = [f"{base} launch.nnodes={n} launch.node_rank={r} launch.rdzv_endpoint={shlex.quote(endpoint)}"
              for r in range(n)]
+    # one run dir named by the job: every task (node) of the job and every requeue of it finds the same one
     srun = (f"{SLURM_HEAD}; srun --nodes={n} --ntasks-per-node=1 {base} launch.nnodes={n} "
-            f"launch.rdzv_endpoint=$HEAD:{port}")
+            f"launch.rdzv_endpoint=$HEAD:{port} hydra.run.dir=outputs/{plan.experiment}/$SLURM_JOB_ID")
     torchrun = (f"torchrun --nnodes={n} --node-rank=$R --nproc-per-node={len(plan.local_gmis)} --rdzv-backend=c10d "
                 f"--rdzv-endpoint={shlex.quote(endpoint)} --rdzv-id={shlex.quote(str(plan.launch.rdzv_id))} "
                 "-m gmiexp.launch.worker $RUN_DIR/node$R/plan.yaml")
