@@ -182,3 +182,29 @@ def proc_main(rank: int, counts: list[int], port: int, tag: str, out: str, strat
         np.save(Path(out, f"{s}_{rank}_mean.npy"), y.numpy())
         red.close()
     dist.destroy_process_group()
+
+
+def spawn_members(counts: list[int], strategies: list[str], numel: int, tmp_path: Path, *, kill_rank: int = -1,
+                  timeout_s: float = 20.0, nnodes: int = 1, join_s: float = 120.0) -> tuple[list, str]:
+    """Every GMI of ``counts`` (x ``nnodes``) as its own spawned process running :func:`proc_main`; (procs, tag)."""
+    import multiprocessing as mp
+
+    from gmiexp.launch.launcher import free_port
+
+    tag = new_tag()
+    ctx = mp.get_context("spawn")
+    port = free_port()
+    procs = [ctx.Process(target=proc_main, args=(r, counts, port, tag, str(tmp_path), strategies, numel, kill_rank,
+                                                  timeout_s, nnodes), daemon=True) for r in range(sum(counts) * nnodes)]
+    for p in procs:
+        p.start()
+    try:
+        for p in procs:
+            p.join(join_s)
+        assert not any(p.is_alive() for p in procs), "a GMI process hung"
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join()
+    return procs, tag

@@ -1,36 +1,17 @@
 """Every strategy through build() in real spawned processes with a gloo default group."""
 
-import multiprocessing as mp
 import time
 
 import numpy as np
 import pytest
 import torch
-from reduction_helpers import check, inputs_for, new_tag, plan_of, proc_main, shm_leftovers
+from reduction_helpers import check, inputs_for, plan_of, shm_leftovers, spawn_members
 
 from gmiexp.comm.reduction import serving
-from gmiexp.launch.launcher import free_port
 
 
 def launch(counts, strategies, numel, tmp_path, kill_rank=-1, timeout_s=20.0):
-    tag = new_tag()
-    ctx = mp.get_context("spawn")
-    world = sum(counts)
-    port = free_port()
-    procs = [ctx.Process(target=proc_main, args=(r, counts, port, tag, str(tmp_path), strategies, numel,
-                                                  kill_rank, timeout_s), daemon=True) for r in range(world)]
-    for p in procs:
-        p.start()
-    try:
-        for p in procs:
-            p.join(120)
-        assert not any(p.is_alive() for p in procs), "a GMI process hung"
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join()
-    return procs, tag
+    return spawn_members(counts, strategies, numel, tmp_path, kill_rank=kill_rank, timeout_s=timeout_s)
 
 
 def verify(counts, strategies, numel, tmp_path):

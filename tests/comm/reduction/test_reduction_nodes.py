@@ -5,7 +5,6 @@ node's launcher sets its own GMIEXP_RUN_TAG), so a strategy whose arena joined G
 never meet and time out instead of passing.
 """
 
-import multiprocessing as mp
 
 import numpy as np
 import pytest
@@ -19,9 +18,9 @@ from reduction_helpers import (
     node_manager,
     node_tags,
     plan_of,
-    proc_main,
     run_threads,
     shm_leftovers,
+    spawn_members,
 )
 
 from gmiexp.comm.reduction import resolve, serving
@@ -30,7 +29,6 @@ from gmiexp.comm.reduction.collective import LocalWorld
 from gmiexp.comm.reduction.har import Hierarchical
 from gmiexp.comm.reduction.mpr import MPR
 from gmiexp.errors import ConfigError
-from gmiexp.launch.launcher import free_port
 
 SETTINGS = settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 sizes = st.integers(0, 50).map(lambda k: max(1, int(round(10 ** (k / 10)))))  # 1..1e5, log-uniform
@@ -126,23 +124,8 @@ def test_algorithm1_across_nodes():
 
 
 def launch_nodes(counts, nnodes, strategies, numel, tmp_path):
-    tag = new_tag()
-    ctx = mp.get_context("spawn")
     world = sum(counts) * nnodes
-    port = free_port()
-    procs = [ctx.Process(target=proc_main, args=(r, counts, port, tag, str(tmp_path), strategies, numel, -1, 20.0,
-                                                  nnodes), daemon=True) for r in range(world)]
-    for p in procs:
-        p.start()
-    try:
-        for p in procs:
-            p.join(180)
-        assert not any(p.is_alive() for p in procs), "a GMI process hung"
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join()
+    procs, tag = spawn_members(counts, strategies, numel, tmp_path, nnodes=nnodes, join_s=180)
     assert [p.exitcode for p in procs] == [0] * world
     xs = inputs_for(world, numel, seed=7)
     for s in strategies:
