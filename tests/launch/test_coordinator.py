@@ -80,3 +80,17 @@ def test_node_0_gathers_every_nodes_summary(nodes: tuple[Node, Node]) -> None:
     assert n0.coord.gather({"node": 0}, timeout_s=5) == {0: {"node": 0}, 1: {"node": 1}}
     time.sleep(2 * TIMEOUT_S)
     assert not n0.stopped.is_set()  # a node that finished is not silent
+
+
+def test_a_node_that_never_started_is_named_at_once_not_after_the_heartbeat_timeout() -> None:
+    """Node 0's rendezvous timed out because node 1's launcher never ran: say so, without waiting for its report."""
+    n0 = Node(0, free_port())
+    n0.coord.timeout_s = 60.0  # a wait for node 1's silence to count would take this long
+    n0.coord.start()
+    try:
+        t0 = time.monotonic()
+        text = n0.coord.describe([]) or ""
+        assert time.monotonic() - t0 < 10
+        assert text.startswith("node 1 never joined the run") and "launch.rdzv_timeout_s=10" in text
+    finally:
+        n0.coord.close()

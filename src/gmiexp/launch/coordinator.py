@@ -120,6 +120,8 @@ class Coordinator:
             self.store.put("report", self.node, {"failures": [f.to_dict() for f in failures], "cause": self.cause})
             while wait and set(reports) | self.gone < set(range(self.nnodes)):
                 for n in self.others:
+                    if n not in reports and n not in self.gone and self.store.beats(n) == 0:
+                        self._never_started(n)  # no launcher of node n beat: nobody will report for it
                     rep = None if n in reports or n in self.gone else self.store.get("report", n)
                     if rep is not None:
                         reports[n] = [Failure(**f) for f in rep["failures"]]
@@ -134,6 +136,14 @@ class Coordinator:
                 self.gone_cause = self.gone_cause or store_gone(self.store, e)
         self.stop()
         return [f for fs in reports.values() for f in fs]
+
+    def _never_started(self, n: int) -> None:
+        """Node ``n``'s launcher never beat (a launcher beats before it meets the rendezvous): it never started."""
+        self.gone.add(n)
+        self.gone_cause = self.gone_cause or (
+            f"node {n} never joined the run: no launcher of node {n} reached the store at launch.rdzv_endpoint="
+            f"{self.store.endpoint} (start the same command on every node, each with its launch.node_rank; "
+            f"node launchers wait for each other up to launch.rdzv_timeout_s={self.plan.launch.rdzv_timeout_s:g})")
 
     # ---- summaries -----------------------------------------------------
     def gather(self, summary: dict[str, Any], timeout_s: float) -> dict[int, dict[str, Any]]:

@@ -171,6 +171,10 @@ def _run_session(plan: Plan, run_dir: Path, watchdog: Watchdog, monitor: Any, t0
             if lc.inprocess:
                 _inprocess(plan)
             else:
+                if coord is not None:
+                    print(f"gmiexp: node {plan.node_rank} of {plan.nnodes}: waiting for every node at "
+                          f"launch.rdzv_endpoint={lc.rdzv_endpoint} (up to launch.rdzv_timeout_s="
+                          f"{float(lc.rdzv_timeout_s):g})", file=sys.stderr, flush=True)
                 _elastic(plan, run_dir, plan_path)
         except SignalException as sig:
             _tell_others(coord, plan, f"node {plan.node_rank}'s launcher was stopped by signal {sig.sigval.name}")

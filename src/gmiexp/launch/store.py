@@ -55,7 +55,8 @@ def host(plan: Plan) -> NodeStore:
         store = TCPStore(endpoint_host(ep), endpoint_port(ep), is_master=True, multi_tenant=True,
                          wait_for_workers=False, timeout=timedelta(seconds=float(plan.launch.rdzv_timeout_s)))
     except (RuntimeError, ValueError) as e:  # DistNetworkError: the port is taken
-        raise LaunchError(f"node 0 cannot serve the rendezvous store on launch.rdzv_endpoint={ep}: {e}") from None
+        raise LaunchError(f"node 0 cannot serve the rendezvous store on launch.rdzv_endpoint={ep}: "
+                          f"{str(e).splitlines()[0]}") from None
     return NodeStore(store, str(plan.launch.rdzv_id), ep)
 
 
@@ -70,5 +71,6 @@ def connect(plan: Plan, timeout_s: float | None = None) -> NodeStore:
                          timeout=timedelta(seconds=timeout_s))
     except (RuntimeError, ValueError) as e:
         raise LaunchError(f"node {plan.node_rank} cannot reach node 0's store at launch.rdzv_endpoint={ep} "
-                          f"within {timeout_s:g}s (launch.rdzv_timeout_s): {e}") from None
+                          f"within {timeout_s:g}s (launch.rdzv_timeout_s; is node 0's launcher running?): "
+                          f"{str(e).splitlines()[0]}") from None  # torch's message goes on with C++ frames
     return NodeStore(store, str(plan.launch.rdzv_id), ep)
