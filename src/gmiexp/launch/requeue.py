@@ -59,12 +59,10 @@ def checkpoint_dir(plan: Plan) -> Path:
     return nn_dir(build_params(plan, plan.gmis[0]))
 
 
-def previous_plan(plan: Plan, run_dir: Path) -> Plan | None:
-    """The Plan an earlier attempt saved in this run dir (this node's ``plan.yaml``), if any."""
-    for path in (run_dir / f"node{plan.node_rank}" / "plan.yaml", run_dir / "plan.yaml"):
-        if path.is_file():
-            return Plan.load(path)
-    return None
+def previous_plan(run_dir: Path) -> Plan | None:
+    """The Plan an earlier attempt saved in this node's run dir (``<run_dir>/node<R>`` with several nodes), if any."""
+    path = run_dir / "plan.yaml"
+    return Plan.load(path) if path.is_file() else None
 
 
 def epoch_of(path: Path) -> int:
@@ -112,13 +110,13 @@ def resume(plan: Plan, run_dir: Path, mode: str) -> Plan:
     latest = latest_checkpoint(checkpoint_dir(plan))
     if latest is None:
         unseen = not checkpoint_dir(plan).parent.exists()
-        if plan.node_rank != 0 and unseen and previous_plan(plan, run_dir) is not None:
+        if plan.node_rank != 0 and unseen and previous_plan(run_dir) is not None:
             raise ConfigError(f"invalid run dir {run_dir} for launch.resume=auto: node {plan.node_rank} ran here "
                               f"before but cannot see node 0's checkpoints ({checkpoint_dir(plan)}); valid: a run "
                               "dir on a file system every node shares, or launch.resume=never to train from scratch")
         return plan
     path, epoch = latest
-    before = previous_plan(plan, run_dir)
+    before = previous_plan(run_dir)
     if before is None or training_key(before) != training_key(plan):
         what = "no plan.yaml says what trained them" if before is None else \
             f"they were trained by plan {before.plan_id}, not this one ({plan.plan_id})"
