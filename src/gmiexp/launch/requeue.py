@@ -107,12 +107,12 @@ def resume(plan: Plan, run_dir: Path, mode: str) -> Plan:
     """
     if mode == "never":
         return plan
-    latest = latest_checkpoint(checkpoint_dir(plan))
+    nn_dir = checkpoint_dir(plan)
+    latest = latest_checkpoint(nn_dir)
     if latest is None:
-        unseen = not checkpoint_dir(plan).parent.exists()
-        if plan.node_rank != 0 and unseen and previous_plan(run_dir) is not None:
+        if plan.node_rank != 0 and not nn_dir.parent.exists() and previous_plan(run_dir) is not None:
             raise ConfigError(f"invalid run dir {run_dir} for launch.resume=auto: node {plan.node_rank} ran here "
-                              f"before but cannot see node 0's checkpoints ({checkpoint_dir(plan)}); valid: a run "
+                              f"before but cannot see node 0's checkpoints ({nn_dir}); valid: a run "
                               "dir on a file system every node shares, or launch.resume=never to train from scratch")
         return plan
     path, epoch = latest
