@@ -234,6 +234,23 @@ class Anything(Check):
 
 
 @dataclasses.dataclass(frozen=True)
+class Block(Check):
+    """An rl-games network sub-block (``network.cnn``, ``network.rnn``): empty, or a mapping of its known keys."""
+
+    keys: tuple[str, ...]
+    what: str
+
+    def ok(self, value: Any) -> bool:
+        return isinstance(value, dict) and set(value) <= set(self.keys)
+
+    def describe(self) -> str:
+        return f"empty (no {self.what}) or a mapping with keys among {', '.join(self.keys)}"
+
+    def bad_examples(self) -> list[Any]:
+        return [{"bogus": 1}]
+
+
+@dataclasses.dataclass(frozen=True)
 class Initializer(Check):
     """An rl-games initializer spec: a mapping whose ``name`` is one of rl-games' registered initializers."""
 

@@ -16,6 +16,7 @@ from gmiexp.config.checks import (
     Anything,
     AtLeast,
     Between,
+    Block,
     ExistingFile,
     Initializer,
     Items,
@@ -175,6 +176,9 @@ class AsyncConfig:
     mlp_units=Items(AtLeast(1), min_len=1), reward_scale=Positive(), max_episode_length=AtLeast(1, "steps"),
     mlp_initializer=Initializer(), mu_init=Initializer(), sigma_init=Initializer(),
     mu_activation=OneOf(ACTIVATIONS), sigma_activation=OneOf(ACTIVATIONS),
+    cnn=Block(("type", "activation", "initializer", "regularizer", "convs", "permute_input"), "conv stack"),
+    rnn=Block(("name", "units", "layers", "before_mlp", "concat_input", "concat_output", "layer_norm"),
+              "recurrent layer"),
 )
 @dataclass
 class TaskConfig:
@@ -194,6 +198,12 @@ class TaskConfig:
     mu_init: dict[str, Any] = field(default_factory=lambda: {"name": "default"})  # continuous: mean head's init
     sigma_init: dict[str, Any] = field(default_factory=lambda: {"name": "const_initializer", "val": 0})  # log-std
     fixed_sigma: bool = True  # continuous: a state-independent log-std parameter (false: a head predicts it)
+    # rl-games' actor_critic network beyond the MLP, as its YAML writes them (empty = none): ``cnn`` (conv stack:
+    # type, activation, initializer, regularizer, convs, permute_input) before the MLP, ``rnn`` (name lstm|gru,
+    # units, layers, before_mlp, concat_input, layer_norm) around it; ``separate``: the critic has its own towers
+    cnn: dict[str, Any] = field(default_factory=dict)
+    rnn: dict[str, Any] = field(default_factory=dict)
+    separate: bool = False
     # layout=tcg_ex: train rl-games' central value network on the simulator's privileged observations
     # (mjlab's critic group) instead of the policy's value head; other layouts use the value head
     central_value: bool = False

@@ -29,13 +29,18 @@ def network(task: TaskConfig, activation: str) -> dict[str, Any]:
         }}
     else:
         space = {"discrete": {}}
-    return {
+    net: dict[str, Any] = {
         "name": "actor_critic",
-        "separate": False,
+        "separate": task.separate,
         "space": space,
         "mlp": {"units": list(task.mlp_units), "activation": activation, "d2rl": False,
                 "initializer": dict(task.mlp_initializer), "regularizer": {"name": "None"}},
     }
+    if task.cnn:
+        net["cnn"] = dict(task.cnn)
+    if task.rnn:
+        net["rnn"] = dict(task.rnn)
+    return net
 
 
 def central_value_config(task: TaskConfig, tr: TrainConfig, minibatch_size: int,
