@@ -68,7 +68,7 @@ def test_plan_stdout_is_yaml_on_a_fresh_machine(args: list[str], tmp_path: Path)
     assert r.stdout.startswith("gmis:")
 
 
-HEAVY = ("rl_games", "matplotlib", "envpool", "wandb")
+HEAVY = ("rl_games", "matplotlib", "envpool", "wandb", "mujoco", "gymnasium.envs.mujoco")
 PROBE = """import atexit, json, os, sys
 atexit.register(lambda: open(os.environ["PROBE_OUT"], "w").write(json.dumps(sorted(
     m for m in {heavy} if m in sys.modules))))
@@ -79,7 +79,8 @@ main()
 
 
 @pytest.mark.parametrize("args", [["mode=plan"], ["mode=plan", "layout=tdg_ex", "task=Humanoid"],
-                                  ["mode=plan", "task=Cartpole"], ["mode=doctor"]])
+                                  ["mode=plan", "task=Cartpole"], ["mode=doctor"],
+                                  ["mode=plan", "task=Pong"], ["mode=plan", "task=AntGym", "layout=tdg_ex"]])
 def test_plan_and_doctor_import_nothing_heavy(args: list[str], tmp_path: Path) -> None:
     out = tmp_path / "modules.json"
     code = PROBE.format(heavy=HEAVY, args=[*args, f"hydra.run.dir={tmp_path / 'run'}"])

@@ -8,7 +8,7 @@ import pytest
 from gmitest import compose_config
 
 from gmiexp.cost.layout import SERVING, TRAINING, CostTerms, compare, dominant_resource, terms_for
-from gmiexp.envs import task_dims
+from gmiexp.envs import task_spaces
 from gmiexp.hardware import preset
 from gmiexp.layouts import get
 from gmiexp.layouts.base import LayoutRequest
@@ -36,15 +36,16 @@ def test_cost_model_reproduces_the_papers_estimates() -> None:
 
 @pytest.mark.parametrize("task", TASKS)
 def test_cost_terms_use_the_simulators_sizes(task: str) -> None:
-    """One source of task sizes: the cost model's S, A and M_p follow gmiexp.envs.task_dims and the policy
+    """One source of task sizes: the cost model's S, A and M_p follow gmiexp.envs.task_spaces (a uint8 frame's
+    pixel is one byte) and the policy
     rl-games builds (they once disagreed: Cartpole (4, 2) vs (4, 1), Isaac tasks vs a (64, 8) fallback)."""
     cfg = compose_config(f"task={task}", "num_envs=8")
     plan = get("tcg_ex").build(LayoutRequest(layout=cfg.layout, hardware=preset("cpu"), num_gpus=1,
                                              gmis_per_gpu=2, num_envs=8))
     plan.task, plan.train = cfg.task, cfg.train
     terms = terms_for(plan)
-    obs, act = task_dims(plan.task)
-    assert (terms.S, terms.A, terms.W) == (4.0 * obs * 8, 4.0 * act * 8, 4.0 * 8)
+    sp = task_spaces(plan.task)
+    assert (terms.S, terms.A, terms.W) == (sp.obs_bytes * 8.0, 4.0 * sp.actions_num * 8, 4.0 * 8)
     assert terms.M_p == 4.0 * policy_param_count(plan)
     assert (terms.n, terms.m) == (2, cfg.train.horizon_length)
 

@@ -28,14 +28,3 @@ def test_isaacgym_missing_explains_install() -> None:
 def test_unknown_isaac_task() -> None:
     with pytest.raises(ConfigError, match="invalid isaacgym task: 'Pong'"):
         check_task(TaskConfig(simulator="isaacgym", env_id="Pong", max_episode_length=1000, continuous=True))
-
-
-def test_envpool_dims_table_matches_envpool() -> None:
-    """Planning reads sizes from ENVPOOL_DIMS instead of importing envpool; the table must be envpool's."""
-    import envpool
-
-    from gmiexp.envs import ENVPOOL_DIMS
-
-    for env_id, dims in ENVPOOL_DIMS.items():
-        spec = envpool.make_spec(env_id)
-        assert dims == (spec.observation_space.shape[0], spec.action_space.shape[0]), env_id

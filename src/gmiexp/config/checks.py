@@ -251,6 +251,24 @@ class Block(Check):
 
 
 @dataclasses.dataclass(frozen=True)
+class Kwargs(Check):
+    """Keyword arguments passed through to a library (``task.env_config``): identifier keys, none of ``reserved``."""
+
+    reserved: tuple[str, ...]
+    what: str
+
+    def ok(self, value: Any) -> bool:
+        return isinstance(value, dict) and all(
+            isinstance(k, str) and k.isidentifier() and k not in self.reserved for k in value)
+
+    def describe(self) -> str:
+        return f"a mapping of {self.what} keyword arguments, none of {', '.join(self.reserved)} (set by gmiexp)"
+
+    def bad_examples(self) -> list[Any]:
+        return [{self.reserved[0]: 1}, {"not a name": 1}]
+
+
+@dataclasses.dataclass(frozen=True)
 class Initializer(Check):
     """An rl-games initializer spec: a mapping whose ``name`` is one of rl-games' registered initializers."""
 

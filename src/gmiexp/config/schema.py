@@ -20,6 +20,7 @@ from gmiexp.config.checks import (
     ExistingFile,
     Initializer,
     Items,
+    Kwargs,
     Mapping,
     Maybe,
     OneOf,
@@ -179,18 +180,29 @@ class AsyncConfig:
     cnn=Block(("type", "activation", "initializer", "regularizer", "convs", "permute_input"), "conv stack"),
     rnn=Block(("name", "units", "layers", "before_mlp", "concat_input", "concat_output", "layer_norm"),
               "recurrent layer"),
+    env_config=Kwargs(("env_name", "seed", "num_envs", "batch_size", "num_threads", "max_episode_steps"),
+                      "the simulator's make"),
+    reward_shaper=Block(("shift_value", "min_val", "max_val", "log_val"), "reward shaping beyond the scale"),
 )
 @dataclass
 class TaskConfig:
     """Simulator and the task's policy size."""
 
     name: str = "Ant"
-    simulator: str = "envpool"  # envpool | torch | mjlab | isaacgym
+    simulator: str = "envpool"  # envpool | gymnasium | torch | mjlab | isaacgym
     env_id: str = "Ant-v4"  # simulator-specific id
+    # extra keyword arguments of the simulator's make (envpool.make: Atari's stack_num, episodic_life, reward_clip,
+    # ...; gymnasium.make: the environment's constructor); rl-games' ``env_config`` less env_name and seed.
+    # Not here: seed, num_envs, num_threads, max_episode_steps (gmiexp sets them from seed, num_envs, the GMI's
+    # threads, max_episode_length)
+    env_config: dict[str, Any] = field(default_factory=dict)
     mlp_units: list[int] = field(default_factory=lambda: [256, 128, 64])
     reward_scale: float = 1.0
+    # the rest of rl-games' ``reward_shaper`` (shift_value, min_val, max_val, log_val; rl-games' DefaultRewardsShaper
+    # shifts, scales, clips to [min_val, max_val], then takes the log); empty = scale only
+    reward_shaper: dict[str, Any] = field(default_factory=dict)
     max_episode_length: int = 1000
-    continuous: bool = True
+    continuous: bool = True  # continuous actions (checked against the simulator's action space)
     # the rest of the policy network (rl-games ``params.network``), as rl-games' MuJoCo configs set it
     mlp_initializer: dict[str, Any] = field(default_factory=lambda: {"name": "default"})  # rl-games initializer
     mu_activation: str = "None"  # continuous: activation on the action mean (rl-games name, "None" = identity)
@@ -218,6 +230,7 @@ class TaskConfig:
     device=OneOf(registry="gmiexp.device:DEVICES"),
     file=Text(r"|.+\.ya?ml", "empty, or an rl-games params YAML: a path or rl_games:configs/...yaml", bad=("a.txt",)),
     bound_loss_type=OneOf(("bound", "regularisation")), score_to_win=Maybe(Between()),
+    seq_length=AtLeast(1, "steps"),
 )
 @dataclass
 class TrainConfig:
@@ -232,6 +245,9 @@ class TrainConfig:
     horizon_length: int = 16
     minibatch_size: int = 1024  # per GMI; clipped to the GMI's batch
     mini_epochs: int = 4
+    # recurrent policies (task.rnn): steps per training sequence (rl-games' seq_length); horizon_length x envs
+    # per minibatch must be a multiple of it
+    seq_length: int = 4
     learning_rate: float = 3e-4
     lr_schedule: str = "adaptive"  # adaptive | linear | identity
     kl_threshold: float = 0.008

@@ -128,19 +128,20 @@ def cost_model(kind: LayoutKind, terms: CostTerms) -> dict[str, Any]:
 
 
 def terms_for(plan: Plan) -> CostTerms:
-    """Table 3's terms for this plan: sizes from the task (:func:`gmiexp.envs.task_dims`), ratios from the paper.
+    """Table 3's terms for this plan: sizes from the task (:func:`gmiexp.envs.task_spaces`), ratios from the paper.
 
     ``M_p`` is the policy rl-games builds (:func:`gmiexp.rl.rlgames.params.policy_param_count`); a task whose sizes
     are unknown keeps the paper-scale defaults.
     """
-    from gmiexp.envs import task_dims
+    from gmiexp.envs import task_spaces
     from gmiexp.rl.rlgames.params import policy_param_count
 
     envs = max(g.num_envs for g in plan.gmis) or 1
     sizes = {"m": plan.train.horizon_length, "n": len(plan.gmis), "R_all": 100.0 * len(plan.devices)}
     try:
-        obs, act = task_dims(plan.task)
+        sp = task_spaces(plan.task)
         params = policy_param_count(plan)
     except Exception:  # noqa: BLE001 - an unknown task id (checked elsewhere): nominal sizes
         return CostTerms(**sizes)
-    return CostTerms(S=4.0 * obs * envs, A=4.0 * act * envs, W=4.0 * envs, M_p=4.0 * params, **sizes)
+    return CostTerms(S=float(sp.obs_bytes) * envs, A=4.0 * sp.actions_num * envs, W=4.0 * envs, M_p=4.0 * params,
+                     **sizes)

@@ -1,16 +1,19 @@
-"""Simulators: envpool (CPU default), torch-native Cartpole, mjlab (MuJoCo Warp, GPU), isaacgym (opt-in).
+"""Simulators: envpool (CPU default), gymnasium, torch-native Cartpole, mjlab (MuJoCo Warp, GPU), isaacgym (opt-in).
 
 Each is a :class:`Simulator` registered in :data:`SIMULATORS` by name (``task.simulator``). A simulator
-knows its tasks' sizes and checks them without importing its adapter (rl-games, torch, envpool), so
-``mode=plan`` stays light; only :meth:`Simulator.make` imports the adapter. A new simulator is one
+checks a task and describes its spaces (:class:`~gmiexp.envs.spaces.TaskSpaces`) without importing its adapter
+(rl-games, torch), and the tasks gmiexp ships are sized from a table (:mod:`gmiexp.envs.known`), so ``mode=plan``
+stays light; only :meth:`Simulator.make` imports the adapter. A new simulator is one
 registered class (in any module imported before the run) plus its adapter and its ``conf/task`` YAML.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from gmiexp.envs.known import KNOWN_SPACES
+from gmiexp.envs.spaces import TaskSpaces
 from gmiexp.errors import ConfigError, invalid
 from gmiexp.registry import Registry
 
@@ -19,12 +22,6 @@ if TYPE_CHECKING:  # the adapters import rl-games and torch; mode=plan and mode=
     from gmiexp.envs.base import GMIVecEnv
 
 TORCH_TASKS = ("Cartpole",)
-# Observation and action sizes of envpool's MuJoCo tasks, so planning never imports envpool (whose import pulls
-# in matplotlib). tests/envs/test_envpool_env.py holds them equal to envpool.make_spec; other ids ask envpool.
-ENVPOOL_DIMS = {"Ant-v4": (27, 8), "Humanoid-v4": (376, 17), "HalfCheetah-v4": (17, 6), "Hopper-v4": (11, 3),
-                "Walker2d-v4": (17, 6), "Swimmer-v4": (8, 2), "Reacher-v4": (11, 2), "Pusher-v4": (23, 7),
-                "InvertedPendulum-v4": (4, 1), "InvertedDoublePendulum-v4": (11, 1),
-                "HumanoidStandup-v4": (376, 17)}
 
 
 # mjlab task id -> (actor obs, actions, critic obs), so planning never imports mjlab (tests hold it equal to mjlab)
@@ -47,12 +44,24 @@ class Simulator(ABC):
     """How gmiexp checks, sizes and builds one simulator's tasks."""
 
     @abstractmethod
-    def check(self, env_id: str) -> None:
-        """ConfigError (exit 2) for a task this simulator cannot run here."""
+    def check(self, task: TaskConfig) -> None:
+        """ConfigError (exit 2) for a task this simulator cannot run here (its id, its ``env_config``)."""
 
-    @abstractmethod
-    def dims(self, env_id: str) -> tuple[int, int]:
-        """(observation size, action size or number of discrete actions), without building the simulator."""
+    def spaces(self, task: TaskConfig) -> TaskSpaces:
+        """The task's spaces, from :data:`KNOWN_SPACES` when its ``env_config`` is empty, else the simulator's."""
+        known = KNOWN_SPACES.get((task.simulator, task.env_id))
+        if known is not None and not self.spaces_config(task):
+            return known
+        return self.query_spaces(task)
+
+    def spaces_config(self, task: TaskConfig) -> dict:
+        """What of ``task.env_config`` may change the spaces (all of it unless a simulator knows better)."""
+        return dict(task.env_config)
+
+    def query_spaces(self, task: TaskConfig) -> TaskSpaces:
+        """Ask the simulator (may import it); simulators whose every task is in the table need not."""
+        raise invalid(f"{task.simulator} env_id", task.env_id,
+                      [k for s, k in KNOWN_SPACES if s == task.simulator])
 
     @abstractmethod
     def make(self, task: TaskConfig, num_envs: int, seed: int, sim_threads: int, device: str,
@@ -64,42 +73,104 @@ class Simulator(ABC):
 SIMULATORS: Registry[type[Simulator]] = Registry("task.simulator")
 
 
+#: keys of rl-games' envpool vec-env (``rl_games/envs/envpool.py``), not envpool's. ``flatten_obs``: gmiexp always
+#: flattens dict observations; ``has_lives``: only rl-games' ``scores`` statistic reads it (gmiexp reports episode
+#: returns); ``env_type``: the API flavour (gmiexp uses gymnasium's; same environments).
+WRAPPER_KEYS = ("has_lives", "flatten_obs", "env_type", "use_dict_obs_space")
+
+
+def envpool_kwargs(env_config: dict[str, Any]) -> dict[str, Any]:
+    """What of a task's ``env_config`` goes to ``envpool.make`` / ``make_spec``."""
+    return {k: v for k, v in env_config.items() if k not in WRAPPER_KEYS}
+
+
 @SIMULATORS.register("envpool")
 class Envpool(Simulator):
-    def check(self, env_id: str) -> None:
-        if env_id in ENVPOOL_DIMS:
+    """envpool's families as envpool ships them: MuJoCo, Atari, dm_control, classic control, Box2D."""
+
+    def check(self, task: TaskConfig) -> None:
+        if (task.simulator, task.env_id) in KNOWN_SPACES and not task.env_config:
             return
         import envpool
 
         known = envpool.list_all_envs()
-        if env_id not in known:
-            close = [e for e in known if e.split("-")[0] in ("Ant", "Humanoid", "HalfCheetah", "Hopper")]
-            raise invalid("envpool env_id", env_id, close or known[:20])
+        if task.env_id not in known:
+            stem = task.env_id.split("-")[0].lower()
+            close = [e for e in known if e.lower().startswith(stem[:4])]
+            raise invalid("envpool env_id", task.env_id, close or known[:20])
+        options = set(envpool.make_spec(task.env_id).config._fields) - OWNED_KEYS
+        for key in envpool_kwargs(dict(task.env_config)):
+            if key not in options:
+                raise invalid(f"task.env_config key for envpool {task.env_id}", key,
+                              sorted(options | set(WRAPPER_KEYS)))
+        if task.env_config.get("use_dict_obs_space"):
+            raise invalid("task.env_config.use_dict_obs_space", True, (False,),
+                          "gmiexp's policies take one observation tensor")
 
-    def dims(self, env_id: str) -> tuple[int, int]:
-        if env_id in ENVPOOL_DIMS:
-            return ENVPOOL_DIMS[env_id]
+    def spaces_config(self, task: TaskConfig) -> dict:
+        return envpool_kwargs(dict(task.env_config))
+
+    def query_spaces(self, task: TaskConfig) -> TaskSpaces:
         import envpool
 
-        spec = envpool.make_spec(env_id)
-        return int(spec.observation_space.shape[0]), int(spec.action_space.shape[0])
+        spec = envpool.make_spec(task.env_id, **self.spaces_config(task))
+        return TaskSpaces.of(spec.observation_space, spec.action_space)
 
     def make(self, task: TaskConfig, num_envs: int, seed: int, sim_threads: int, device: str,
              states: bool) -> GMIVecEnv:
         from gmiexp.envs.envpool_env import EnvpoolVecEnv
 
         return EnvpoolVecEnv(task.env_id, num_envs, seed=seed, num_threads=sim_threads,
-                             max_episode_length=task.max_episode_length, device=device)
+                             max_episode_length=task.max_episode_length, device=device,
+                             env_config=dict(task.env_config))
+
+
+@SIMULATORS.register("gymnasium")
+class Gymnasium(Simulator):
+    """Any registered Gymnasium id, vectorised by Gymnasium (rl-games' ``openai_gym`` files)."""
+
+    def check(self, task: TaskConfig) -> None:
+        import gymnasium
+
+        if task.env_id not in gymnasium.registry:
+            stem = task.env_id.split("-")[0]
+            close = sorted(k for k in gymnasium.registry if k.split("-")[0] == stem)
+            raise invalid("gymnasium env_id", task.env_id, close or sorted(gymnasium.registry)[:20])
+        if task.env_config:  # the constructor's keyword arguments (imports the environment's module)
+            import inspect
+
+            entry = gymnasium.registry[task.env_id].entry_point
+            ctor = gymnasium.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
+            params = inspect.signature(ctor).parameters
+            if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+                for key in task.env_config:
+                    if key not in params:
+                        raise invalid(f"task.env_config key for gymnasium {task.env_id}", key,
+                                      sorted(k for k in params if k != "self"))
+
+    def query_spaces(self, task: TaskConfig) -> TaskSpaces:
+        import gymnasium
+
+        env = gymnasium.make(task.env_id, **dict(task.env_config))
+        try:
+            return TaskSpaces.of(env.observation_space, env.action_space)
+        finally:
+            env.close()
+
+    def make(self, task: TaskConfig, num_envs: int, seed: int, sim_threads: int, device: str,
+             states: bool) -> GMIVecEnv:
+        from gmiexp.envs.gymnasium_env import GymnasiumVecEnv
+
+        return GymnasiumVecEnv(task.env_id, num_envs, seed=seed, max_episode_length=task.max_episode_length,
+                               device=device, env_config=dict(task.env_config))
 
 
 @SIMULATORS.register("torch")
 class TorchNative(Simulator):
-    def check(self, env_id: str) -> None:
-        if env_id not in TORCH_TASKS:
-            raise invalid("torch task", env_id, TORCH_TASKS)
-
-    def dims(self, env_id: str) -> tuple[int, int]:
-        return 4, 2  # Cartpole: 4 observations, 2 discrete actions
+    def check(self, task: TaskConfig) -> None:
+        if task.env_id not in TORCH_TASKS:
+            raise invalid("torch task", task.env_id, TORCH_TASKS)
+        no_env_config(task)
 
     def make(self, task: TaskConfig, num_envs: int, seed: int, sim_threads: int, device: str,
              states: bool) -> GMIVecEnv:
@@ -110,16 +181,18 @@ class TorchNative(Simulator):
 
 @SIMULATORS.register("mjlab")
 class Mjlab(Simulator):
-    def check(self, env_id: str) -> None:
+    def check(self, task: TaskConfig) -> None:
         import importlib.util
 
-        if env_id not in MJLAB_DIMS:
-            raise invalid("mjlab env_id", env_id, MJLAB_DIMS)
+        if task.env_id not in MJLAB_DIMS:
+            raise invalid("mjlab env_id", task.env_id, MJLAB_DIMS)
+        no_env_config(task)
         if importlib.util.find_spec("mjlab") is None:
             raise ConfigError(INSTALL_HINT)
 
-    def dims(self, env_id: str) -> tuple[int, int]:
-        return MJLAB_DIMS[env_id][:2]
+    def spaces(self, task: TaskConfig) -> TaskSpaces:
+        obs, act, _critic = MJLAB_DIMS[task.env_id]
+        return TaskSpaces((obs,), "float32", "continuous", (act,))
 
     def make(self, task: TaskConfig, num_envs: int, seed: int, sim_threads: int, device: str,
              states: bool) -> GMIVecEnv:
@@ -131,19 +204,31 @@ class Mjlab(Simulator):
 
 @SIMULATORS.register("isaacgym")
 class IsaacGym(Simulator):
-    def check(self, env_id: str) -> None:
+    def check(self, task: TaskConfig) -> None:
         from gmiexp.envs.isaacgym_env import check
 
-        check(env_id)
+        check(task.env_id)
+        no_env_config(task)
 
-    def dims(self, env_id: str) -> tuple[int, int]:
-        return ISAAC_DIMS[env_id]
+    def spaces(self, task: TaskConfig) -> TaskSpaces:
+        obs, act = ISAAC_DIMS[task.env_id]
+        return TaskSpaces((obs,), "float32", "continuous", (act,))
 
     def make(self, task: TaskConfig, num_envs: int, seed: int, sim_threads: int, device: str,
              states: bool) -> GMIVecEnv:
         from gmiexp.envs.isaacgym_env import IsaacGymVecEnv
 
         return IsaacGymVecEnv(task.env_id, num_envs, seed=seed, device=device)
+
+
+#: ``env_config`` keys gmiexp sets itself, from other fields: never passed through
+OWNED_KEYS = frozenset({"env_name", "seed", "num_envs", "batch_size", "num_threads", "max_episode_steps"})
+
+
+def no_env_config(task: TaskConfig) -> None:
+    if task.env_config:
+        raise invalid("task.env_config", dict(task.env_config), "{} (the " + task.simulator +
+                      " simulator takes no extra arguments; envpool and gymnasium do)")
 
 
 def simulator(task: TaskConfig) -> Simulator:
@@ -153,18 +238,25 @@ def simulator(task: TaskConfig) -> Simulator:
 
 def check_task(task: TaskConfig) -> None:
     """Validate the task before anything launches (exit 2 on a bad one)."""
-    env_id = task.env_id
-    simulator(task).check(env_id)
-    if task.continuous != (env_id != "Cartpole"):
-        raise ConfigError(f"task.continuous={task['continuous']} does not match task {env_id!r}")
+    sim = simulator(task)
+    sim.check(task)
+    kind = task_spaces(task).action
+    if task.continuous != (kind == "continuous"):
+        raise ConfigError(f"task.continuous={task.continuous} does not match task {task.env_id!r} "
+                          f"({task.simulator}), whose actions are {kind}")
+
+
+def task_spaces(task: TaskConfig) -> TaskSpaces:
+    """The task's observation and action spaces without building the simulator (a table, or its spec)."""
+    return simulator(task).spaces(task)
 
 
 def task_dims(task: TaskConfig) -> tuple[int, int]:
-    """(observation size, action size or number of discrete actions) without building the simulator.
+    """(observation size, policy head outputs: action size or number of discrete actions) of :func:`task_spaces`.
 
     The one source of a task's sizes: the footprint check, the cost model and the policy size all read it.
     """
-    return simulator(task).dims(task.env_id)
+    return task_spaces(task).dims()
 
 
 def make_vec_env(task: TaskConfig, num_envs: int, seed: int, sim_threads: int = 1,
@@ -177,4 +269,5 @@ def make_vec_env(task: TaskConfig, num_envs: int, seed: int, sim_threads: int = 
     return simulator(task).make(task, num_envs, seed, sim_threads, device, states)
 
 
-__all__ = ["ENVPOOL_DIMS", "SIMULATORS", "Simulator", "check_task", "make_vec_env", "task_dims"]
+__all__ = ["KNOWN_SPACES", "SIMULATORS", "Simulator", "TaskSpaces", "check_task", "make_vec_env", "task_dims",
+           "task_spaces"]

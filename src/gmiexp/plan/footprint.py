@@ -1,8 +1,8 @@
 """A lower bound on a Plan's memory, checked against the host before launching (``num_envs=100000000`` exits 2).
 
 The bound counts only what rl-games surely allocates per GMI for one rollout:
-``horizon_length x num_envs`` steps of float32 observations, actions (plus
-mean and std for continuous tasks) and six per-step scalars (reward, value,
+``horizon_length x num_envs`` steps of observations (float32, or bytes for uint8 frames),
+actions (plus mean and std for continuous tasks; an index per discrete branch) and six per-step scalars (reward, value,
 neglogp, done, return, advantage). Simulator state, the policy and the
 training copies come on top, so a plan refused here could never have run;
 one accepted may still be too big.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from gmiexp.envs import task_dims
+from gmiexp.envs import task_spaces
 from gmiexp.errors import invalid
 from gmiexp.hardware import Hardware
 from gmiexp.plan import Plan
@@ -24,9 +24,9 @@ GIB = 1 << 30
 
 def bytes_per_env(plan: Plan) -> int:
     """Rollout bytes one environment of a GMI costs (see the module docstring)."""
-    obs, act = task_dims(plan.task)
-    action_floats = 3 * act if plan.task.continuous else 1
-    return FLOAT_BYTES * int(plan.train.horizon_length) * (obs + action_floats + STEP_SCALARS)
+    sp = task_spaces(plan.task)
+    action_floats = 3 * sp.action_width if sp.continuous else sp.action_width
+    return int(plan.train.horizon_length) * (sp.obs_bytes + FLOAT_BYTES * (action_floats + STEP_SCALARS))
 
 
 def host_memory_bytes() -> int:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
 from gmiexp.config import TaskConfig, TrainConfig
+from gmiexp.envs.spaces import TaskSpaces
 from gmiexp.plan import GMI, Plan
 
 ENV_NAME = "gmiexp"
@@ -19,8 +21,22 @@ def fit_minibatch(batch: int, wanted: int) -> int:
     return m
 
 
-def network(task: TaskConfig, activation: str) -> dict[str, Any]:
-    if task.continuous:
+#: rl-games' algorithm and model for each action kind (``runner.algo_factory`` / ``model_builder`` names)
+ALGO = {"continuous": "a2c_continuous", "discrete": "a2c_discrete", "multi_discrete": "a2c_discrete"}
+MODEL = {"continuous": "continuous_a2c_logstd", "discrete": "discrete_a2c", "multi_discrete": "multi_discrete_a2c"}
+
+
+def action_kind(task: TaskConfig) -> str:
+    """The simulator's action kind: continuous, discrete or multi_discrete (``task.continuous`` must match it)."""
+    from gmiexp.envs import task_spaces
+
+    return task_spaces(task).action
+
+
+def network(task: TaskConfig, activation: str, kind: str | None = None) -> dict[str, Any]:
+    """rl-games' ``params.network`` for the task (``kind``: its action kind, asked of the simulator when None)."""
+    kind = kind or action_kind(task)
+    if kind == "continuous":
         space = {"continuous": {
             "mu_activation": task.mu_activation, "sigma_activation": task.sigma_activation,
             "mu_init": dict(task.mu_init),
@@ -28,7 +44,7 @@ def network(task: TaskConfig, activation: str) -> dict[str, Any]:
             "fixed_sigma": task.fixed_sigma,
         }}
     else:
-        space = {"discrete": {}}
+        space = {kind: {}}
     net: dict[str, Any] = {
         "name": "actor_critic",
         "separate": task.separate,
@@ -61,6 +77,7 @@ def build_params(plan: Plan, gmi: GMI, num_envs: int | None = None, device: str 
                  train_dir: Path | None = None) -> dict[str, Any]:
     """rl-games params for one GMI (``num_envs`` overrides the GMI's, for the single-process baseline)."""
     task, tr = plan.task, plan.train
+    kind = action_kind(task)
     n = num_envs if num_envs is not None else gmi.num_envs
     batch = tr.horizon_length * n
     lr_schedule = None if tr.lr_schedule == "identity" else tr.lr_schedule
@@ -78,7 +95,7 @@ def build_params(plan: Plan, gmi: GMI, num_envs: int | None = None, device: str 
         "normalize_advantage": tr.normalize_advantage,
         "value_bootstrap": tr.value_bootstrap,
         "num_actors": n,
-        "reward_shaper": {"scale_value": task.reward_scale},
+        "reward_shaper": {**dict(task.reward_shaper), "scale_value": task.reward_scale},
         "gamma": tr.gamma,
         "tau": tr.tau,
         "learning_rate": tr.learning_rate,
@@ -97,7 +114,7 @@ def build_params(plan: Plan, gmi: GMI, num_envs: int | None = None, device: str 
         "mini_epochs": tr.mini_epochs,
         "critic_coef": tr.critic_coef,
         "clip_value": tr.clip_value,
-        "seq_length": 4,
+        "seq_length": tr.seq_length,
         "check_sync": tr.check_sync,
         "env_config": {"seed": plan.seed + 1000 * gmi.id},
         # GMI 0 owns the run's rl-games directory (logs, checkpoints); the others get scratch space
@@ -115,9 +132,9 @@ def build_params(plan: Plan, gmi: GMI, num_envs: int | None = None, device: str 
     return {
         "seed": plan.seed,
         "torch_threads": gmi.torch_threads,
-        "algo": {"name": "a2c_continuous" if task.continuous else "a2c_discrete"},
-        "model": {"name": "continuous_a2c_logstd" if task.continuous else "discrete_a2c"},
-        "network": network(task, tr.activation),
+        "algo": {"name": ALGO[kind]},
+        "model": {"name": MODEL[kind]},
+        "network": network(task, tr.activation, kind),
         "config": config,
     }
 
@@ -125,18 +142,72 @@ def build_params(plan: Plan, gmi: GMI, num_envs: int | None = None, device: str 
 def policy_param_count(plan: Plan) -> int:
     """Parameters of the policy rl-games builds for this task (what every gradient reduction moves).
 
-    Counted from the network spec rather than by building it, so ``mode=plan`` imports neither rl-games nor
-    torch; ``tests/rl/rlgames/test_params.py`` holds the count equal to rl-games' ``ModelBuilder`` on every task.
+    Counted from the network spec as rl-games' ``A2CBuilder.Network`` lays it out (conv stack, recurrent layer,
+    MLP, heads; a ``separate`` critic repeats the towers) rather than by building it, so ``mode=plan`` imports
+    neither rl-games nor torch; ``tests/rl/rlgames/test_params.py`` holds the count equal to rl-games'
+    ``ModelBuilder`` on every task and network kind.
     """
-    from gmiexp.envs import task_dims
+    from gmiexp.envs import task_spaces
 
-    obs, act = task_dims(plan.task)
-    net = network(plan.task, plan.train.activation)
-    sizes = [obs, *net["mlp"]["units"]]
-    trunk = sum(i * o + o for i, o in zip(sizes, sizes[1:], strict=False))
-    last = sizes[-1]
-    towers = 2 if net["separate"] else 1  # a separate critic repeats the MLP
-    value = last + 1
-    head = last * act + act  # mu (continuous) or logits (discrete)
-    sigma = act if plan.task.continuous else 0  # fixed_sigma: one learnt log-std per action
-    return towers * trunk + value + head + sigma
+    return network_param_count(network(plan.task, plan.train.activation), task_spaces(plan.task))
+
+
+def _linear(i: int, o: int) -> int:
+    return i * o + o
+
+
+def conv_stack(cnn: dict[str, Any], shape: tuple[int, ...]) -> tuple[int, int]:
+    """(parameters, flattened output size) of rl-games' conv stack on an input of ``shape``."""
+    kind = cnn.get("type", "conv2d")
+    if kind not in ("conv2d", "conv2d_flatten", "conv1d"):
+        raise ValueError(f"no parameter count for rl-games cnn type {kind!r}")
+    if cnn.get("permute_input", True) and len(shape) == 3:  # rl-games' shape_whc_to_cwh
+        shape = (shape[2], shape[0], shape[1])
+    channels, spatial = shape[0], list(shape[1:])
+    params = 0
+    for conv in cnn["convs"]:
+        k, s, p = int(conv["kernel_size"]), int(conv["strides"]), int(conv["padding"])
+        filters = int(conv["filters"])
+        params += channels * filters * k ** len(spatial) + filters
+        spatial = [(d + 2 * p - k) // s + 1 for d in spatial]
+        channels = filters
+    return params, channels * math.prod(spatial)
+
+
+def _rnn(name: str, inp: int, units: int, layers: int) -> int:
+    gates = {"lstm": 4, "gru": 3}[name]
+    return sum(gates * (units * ((inp if i == 0 else units) + units) + 2 * units) for i in range(layers))
+
+
+def _mlp(inp: int, units: list[int]) -> int:
+    sizes = [inp, *units]
+    return sum(_linear(i, o) for i, o in zip(sizes, sizes[1:], strict=False))
+
+
+def network_param_count(net: dict[str, Any], spaces: TaskSpaces) -> int:
+    """Parameters of rl-games' actor_critic network ``net`` on ``spaces`` (see :func:`policy_param_count`)."""
+    towers = 2 if net.get("separate") else 1
+    units = list(net["mlp"]["units"])
+    cnn_params, feat = conv_stack(net["cnn"], spaces.obs_shape) if net.get("cnn") else (0, spaces.obs_size)
+    out = units[-1] if units else feat
+    mlp_in = feat
+    rnn_params = 0
+    rnn = net.get("rnn")
+    if rnn:
+        r_units, ln = int(rnn["units"]), 2 * int(rnn["units"]) if rnn.get("layer_norm") else 0
+        if rnn.get("before_mlp"):
+            rnn_in = feat
+            mlp_in = r_units + (feat if rnn.get("concat_output") else 0)
+        else:
+            rnn_in = out + (feat if rnn.get("concat_input") else 0)
+            out = r_units + (feat if rnn.get("concat_output") else 0)
+        rnn_params = _rnn(rnn["name"], rnn_in, r_units, int(rnn["layers"])) + ln
+    space = net["space"]
+    if "continuous" in space:
+        n = spaces.actions_num
+        fixed = space["continuous"].get("fixed_sigma", True)
+        head = _linear(out, n) + (n if fixed else _linear(out, n))
+    else:
+        head = sum(_linear(out, n) for n in spaces.action_dims)
+    value = _linear(out, 1)
+    return towers * (cnn_params + rnn_params + _mlp(mlp_in, units)) + value + head
