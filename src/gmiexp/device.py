@@ -98,3 +98,16 @@ def step_boundary(t: torch.Tensor) -> None:
         import torch._lazy
 
         torch._lazy.mark_step()
+
+
+def check_device_task(name: str, recurrent: bool) -> None:
+    """Exit 2 where the stand-in cannot run the policy: PyTorch's lazy backend has no LSTM/GRU kernel.
+
+    ``torch.nn.LSTM``/``GRU`` on ``lazy`` fail inside ``_VF.lstm`` ("Input tensor is not a lazy tensor")
+    whatever the inputs' device (measured with torch 2.13), so a recurrent policy (``task.rnn``) runs on
+    cpu or cuda only.
+    """
+    if name == "lazy" and recurrent:
+        raise invalid("train.device", name, ("auto", "cpu", "cuda"),
+                      hint="a recurrent policy (task.rnn) cannot run on the lazy stand-in: PyTorch's lazy backend "
+                      "has no LSTM/GRU kernel")

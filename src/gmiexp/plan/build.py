@@ -11,7 +11,7 @@ from gmiexp.backends.base import Backend
 from gmiexp.comm import reduction as reductions
 from gmiexp.config import Config
 from gmiexp.config.checks import validate
-from gmiexp.device import check_device, check_device_role
+from gmiexp.device import check_device, check_device_role, check_device_task
 from gmiexp.envs import check_task
 from gmiexp.errors import ConfigError, invalid
 from gmiexp.hardware import Hardware, resolve, with_mig
@@ -94,6 +94,7 @@ def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> 
                         gmis_per_gpu=cfg.gmis_per_gpu, num_envs=cfg.num_envs)
     plan = layouts.get(cfg.layout.name).build(req)
     check_task(cfg.task)
+    check_device_task(cfg.train.device, bool(cfg.task.rnn))
     check_role(layouts.choose_role(cfg.layout.name, cfg.role))
     plan.task, plan.train = copy.deepcopy(cfg.task), copy.deepcopy(cfg.train)  # the Plan owns its sections
     plan.logger = copy.deepcopy(cfg.logger)
