@@ -198,7 +198,8 @@ class Mapping(Check):
 
     def bad_examples(self) -> list[Any]:
         good_key = self.key.values()[-1] if isinstance(self.key, OneOf) else "k"
-        return [{self.key.bad_examples()[0]: 50}, {good_key: self.value.bad_examples()[-1]}]
+        bad_values = self.value.bad_examples()  # none for a free-form value (Anything)
+        return [{self.key.bad_examples()[0]: 50}] + ([{good_key: bad_values[-1]}] if bad_values else [])
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,6 +30,11 @@ from gmiexp.config.checks import (
 )
 from gmiexp.config.enums import ChannelMode, Mode, OnFull
 
+#: keys ``train.rlgames_config`` may hold (rl-games ``params.config`` keys its agent reads; see rlgames_yaml)
+RLGAMES_CONFIG_KEYS = ("bptt_length", "epochs_between_resets", "games_to_track", "normalize_rms_advantage",
+                       "reward_shaper", "save_best_after", "schedule_entropy", "schedule_type", "use_diagnostics",
+                       "weight_decay", "zero_rnn_on_done")
+
 #: rl-games' activations (``network_builder.NetworkBuilder.BaseNetwork``)
 ACTIVATIONS = ("relu", "tanh", "sigmoid", "elu", "selu", "swish", "gelu", "softplus", "None")
 
@@ -179,6 +184,8 @@ class AsyncConfig:
     cnn=Block(("type", "activation", "initializer", "regularizer", "convs", "permute_input"), "conv stack"),
     rnn=Block(("name", "units", "layers", "before_mlp", "concat_input", "concat_output", "layer_norm"),
               "recurrent layer"),
+    env_config=Mapping(Text(r"[A-Za-z_]\w*", "a keyword argument name"),
+                       Anything("any value the simulator's make accepts")),
 )
 @dataclass
 class TaskConfig:
@@ -207,6 +214,8 @@ class TaskConfig:
     # layout=tcg_ex: train rl-games' central value network on the simulator's privileged observations
     # (mjlab's critic group) instead of the policy's value head; other layouts use the value head
     central_value: bool = False
+    # extra keyword arguments for the simulator's make (rl-games' env_config minus env_name/name and seed)
+    env_config: dict[str, Any] = field(default_factory=dict)
 
 
 @ranges(
@@ -218,6 +227,8 @@ class TaskConfig:
     device=OneOf(registry="gmiexp.device:DEVICES"),
     file=Text(r"|.+\.ya?ml", "empty, or an rl-games params YAML: a path or rl_games:configs/...yaml", bad=("a.txt",)),
     bound_loss_type=OneOf(("bound", "regularisation")), score_to_win=Maybe(Between()),
+    seq_length=AtLeast(1, "steps"), torch_threads=Maybe(AtLeast(1, "threads")),
+    rlgames_config=Block(RLGAMES_CONFIG_KEYS, "further rl-games agent setting"),
 )
 @dataclass
 class TrainConfig:
@@ -257,6 +268,12 @@ class TrainConfig:
     torch_compile: bool = False
     print_stats: bool = False  # rl-games' own per-epoch print line (the progress bar replaces it)
     check_sync: bool = False  # after every epoch, compare a digest of weights+normalisers across GMIs
+    seq_length: int = 4
+    # at most this many torch intra-op threads per GMI (rl-games' params.torch_threads); None = the GMI's core budget
+    torch_threads: int | None = None
+    # further rl-games params.config keys passed verbatim to rl-games' own agent (layout tcg_ex): save_best_after,
+    # schedule_type, weight_decay, reward_shaper's shift/min/max/log, ... (train=rlgames fills it from the file)
+    rlgames_config: dict[str, Any] = field(default_factory=dict)
 
 
 @ranges(name=OneOf(registry="gmiexp.hardware:HARDWARE_CHOICES"), cpu_cores=Maybe(AtLeast(1)),
