@@ -150,3 +150,37 @@ def test_settings_only_rl_games_own_agent_applies_are_refused_with_experience_la
     cfg = imported(ANT, "layout=tdg_ex", "train.bound_loss_type=bound", "train.use_smooth_clamp=false",
                    "train.mixed_precision=false")  # the Ant file's mixed precision: rl-games' agent only too
     build_plan(cfg, tmp_path)
+
+
+def test_file_keys_for_rl_games_own_agent_reach_its_params_verbatim(tmp_path):
+    def edit(p):
+        p["torch_threads"] = 1
+        p["config"].update(save_best_after=7, schedule_type="standard", weight_decay=0.001)
+        p["config"]["reward_shaper"].update(min_val=-1, max_val=1)
+    cfg = imported(str(write_variant(tmp_path, edit)), "gmis_per_gpu=1", "num_envs=16")
+    plan, _ = build_plan(cfg, tmp_path)
+    params = build_params(plan, plan.gmis[0])
+    c = params["config"]
+    assert (c["save_best_after"], c["schedule_type"], c["weight_decay"]) == (7, "standard", 0.001)
+    assert c["reward_shaper"] == {"scale_value": 1.0, "min_val": -1, "max_val": 1}
+    assert plan.gmis[0].torch_threads == params["torch_threads"] == 1  # the file's cap within the core budget
+
+
+def test_the_importers_verbatim_keys_are_the_ones_the_schema_admits():
+    from gmiexp.config.rlgames_yaml import RLGAMES_CONFIG_KEYS as imported_keys
+    from gmiexp.config.schema import RLGAMES_CONFIG_KEYS
+
+    assert imported_keys == RLGAMES_CONFIG_KEYS
+
+
+def test_a_minibatch_that_does_not_fit_a_gmis_batch_is_said_with_the_valid_sizes(tmp_path, caplog):
+    cfg = imported(ANT, "gmis_per_gpu=1", "num_envs=8", "train.horizon_length=16")  # the file's 2048 > 128
+    with caplog.at_level("WARNING", logger="gmiexp"):
+        plan, _ = build_plan(cfg, tmp_path)
+    assert "train.minibatch_size=2048 does not divide every GMI's batch: GMIs [0] (batch 128 = horizon_length " \
+           "16 x 8 envs) use 128; valid there: 1, 2, 4, 8, 16, 32, 64, 128" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="gmiexp"):
+        build_plan(imported(ANT, "gmis_per_gpu=1", "num_envs=8", "train.horizon_length=16",
+                            "train.minibatch_size=64"), tmp_path)
+    assert "minibatch_size" not in caplog.text

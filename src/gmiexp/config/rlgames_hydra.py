@@ -100,7 +100,7 @@ def resolve(doc: dict[str, Any], path: str) -> dict[str, Any]:
         while (m := _INNER.search(text)) is not None:
             body = m.group(1).strip()
             name, colon, rest = body.partition(":")
-            if colon and re.fullmatch(r"[A-Za-z_]\w*", name):
+            if colon and re.fullmatch(r"[A-Za-z_][\w.]*", name):
                 args = [found.get(a.strip(), _scalar(a.strip())) for a in rest.split(",")]
                 got = call(name, args, where)
             else:

@@ -433,6 +433,8 @@ def _inspect(path: Path) -> Imported:
             imp.values[f.dst] = schema_default(f.dst)
         else:
             imp.values[f.dst] = f.convert(f.default)
+    for dst in DERIVED_DST:  # what the simulator does not set (isaacgym: the episode length) stays gmiexp's
+        imp.values.setdefault(dst, schema_default(dst))
     return imp
 
 
