@@ -83,7 +83,7 @@ def test_atari_envpool_maps_the_cnn_discrete_actions_reward_clip_and_envpool_opt
     assert (v["task.simulator"], v["task.env_id"], v["task.continuous"]) == ("envpool", "Pong-v5", False)
     assert v["task.env_config"] == {"has_lives": False}  # rl-games' envpool wrapper option, for the simulator
     assert v["task.cnn"]["type"] == "conv2d" and v["task.cnn"]["permute_input"] is False
-    assert v["train.rlgames_config"]["reward_shaper"] == {"min_val": -1, "max_val": 1}
+    assert v["task.reward_shaper"] == {"min_val": -1, "max_val": 1}
     assert v["task.max_episode_length"] == 27000  # envpool's own Atari limit (108000 frames / skip 4)
     rnn = inspect_file(ROOT / "atari/ppo_pacman_envpool_rnn.yaml").values
     assert rnn["task.rnn"]["name"] in ("lstm", "gru") and rnn["train.seq_length"] > 4

@@ -184,3 +184,15 @@ def test_a_minibatch_that_does_not_fit_a_gmis_batch_is_said_with_the_valid_sizes
         build_plan(imported(ANT, "gmis_per_gpu=1", "num_envs=8", "train.horizon_length=16",
                             "train.minibatch_size=64"), tmp_path)
     assert "minibatch_size" not in caplog.text
+
+
+def test_load_checkpoint_becomes_gmiexps_checkpoint_and_a_missing_one_is_refused(tmp_path):
+    pth = tmp_path / "ant.pth"
+    pth.write_bytes(b"")
+    path = write_variant(tmp_path, lambda p: p.update(load_checkpoint=True, load_path=str(pth)))
+    assert imported(str(path)).checkpoint == str(pth)
+    off = write_variant(tmp_path, lambda p: p.update(load_checkpoint=False, load_path="nn/old.pth"))
+    assert imported(str(off)).checkpoint == ""  # rl-games loads nothing either
+    gone = write_variant(tmp_path, lambda p: p.update(load_checkpoint=True, load_path=str(tmp_path / "gone.pth")))
+    r = run_cli("mode=plan", "train=rlgames", f"train.file={gone}")
+    assert r.returncode == 2 and "gone.pth" in r.stderr and "checkpoint" in r.stderr

@@ -198,8 +198,7 @@ class Mapping(Check):
 
     def bad_examples(self) -> list[Any]:
         good_key = self.key.values()[-1] if isinstance(self.key, OneOf) else "k"
-        bad_values = self.value.bad_examples()  # none for a free-form value (Anything)
-        return [{self.key.bad_examples()[0]: 50}] + ([{good_key: bad_values[-1]}] if bad_values else [])
+        return [{self.key.bad_examples()[0]: 50}, {good_key: self.value.bad_examples()[-1]}]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,6 +248,24 @@ class Block(Check):
 
     def bad_examples(self) -> list[Any]:
         return [{"bogus": 1}]
+
+
+@dataclasses.dataclass(frozen=True)
+class Kwargs(Check):
+    """Keyword arguments passed through to a library (``task.env_config``): identifier keys, none of ``reserved``."""
+
+    reserved: tuple[str, ...]
+    what: str
+
+    def ok(self, value: Any) -> bool:
+        return isinstance(value, dict) and all(
+            isinstance(k, str) and k.isidentifier() and k not in self.reserved for k in value)
+
+    def describe(self) -> str:
+        return f"a mapping of {self.what} keyword arguments, none of {', '.join(self.reserved)} (set by gmiexp)"
+
+    def bad_examples(self) -> list[Any]:
+        return [{self.reserved[0]: 1}, {"not a name": 1}]
 
 
 @dataclasses.dataclass(frozen=True)

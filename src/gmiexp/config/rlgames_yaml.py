@@ -128,12 +128,13 @@ FIELDS: tuple[Field, ...] = (
     Field("config.player.render", "eval.video", False, bool),
 )
 
-#: Keys rl-games' own agent reads that gmiexp passes to it verbatim (``train.rlgames_config``, layout tcg_ex)
+#: Keys rl-games' own agent reads that gmiexp passes to it verbatim (``train.rlgames_config``, layout tcg_ex);
+#: the reward shaper's keys beyond the scale go to ``task.reward_shaper``
 PASSTHROUGH = {f"config.{k}" for k in (
     "use_diagnostics", "weight_decay", "schedule_type", "schedule_entropy", "games_to_track", "save_best_after",
     "zero_rnn_on_done", "normalize_rms_advantage", "epochs_between_resets", "bptt_length")}
 REWARD_SHAPER = {f"config.reward_shaper.{k}" for k in ("shift_value", "min_val", "max_val", "log_val")}
-RLGAMES_CONFIG_KEYS = tuple(sorted({k.split(".")[1] for k in PASSTHROUGH} | {"reward_shaper"}))
+RLGAMES_CONFIG_KEYS = tuple(sorted(k.split(".")[1] for k in PASSTHROUGH))
 
 # Keys gmiexp derives from the file rather than copying one value (see :func:`_inspect`).
 DERIVED = {
@@ -150,7 +151,7 @@ DERIVED = {
     "load_path": "checkpoint when load_checkpoint is true",
 }
 DERIVED_DST = ("task.simulator", "task.env_id", "task.env_config", "task.continuous", "task.max_episode_length",
-               "train.rlgames_config", "checkpoint")
+               "task.reward_shaper", "train.rlgames_config", "checkpoint")
 
 # Keys whose only value gmiexp can honour is the one it already passes to rl-games, and why.
 FIXED: dict[str, tuple[Any, str]] = {
@@ -201,8 +202,6 @@ NETWORK_BLOCKS = {
 ALGOS = {"a2c_continuous": True, "a2c_discrete": False}  # rl-games agent -> continuous actions
 MODELS = {"continuous_a2c_logstd": True, "discrete_a2c": False}
 BY_SRC = {f.src: f for f in FIELDS}
-BY_DST = {f.dst: f for f in FIELDS}
-KNOWN = set(BY_SRC) | set(DERIVED) | set(FIXED) | set(NOTES) | PASSTHROUGH | REWARD_SHAPER | set(BLOCKS)
 
 SIMULATOR, ALGORITHM, NETWORK, OTHER = range(4)  # refusal ranks: blockers first
 SAC = "SAC is not run by gmiexp (it runs rl-games' PPO agents a2c_continuous and a2c_discrete)"
@@ -375,7 +374,7 @@ def _leaf(key: str, value: Any, flat: dict[str, Any], imp: Imported, network_ok:
     elif key in PASSTHROUGH:
         imp.values["train.rlgames_config"][key.split(".")[1]] = value
     elif key in REWARD_SHAPER:
-        imp.values["train.rlgames_config"].setdefault("reward_shaper", {})[key.rsplit(".", 1)[1]] = value
+        imp.values["task.reward_shaper"][key.rsplit(".", 1)[1]] = value
     elif key in FIXED:
         want, why = FIXED[key]
         if value != want:
@@ -411,7 +410,7 @@ def _inspect(path: Path) -> Imported:
     continuous = _actions(params, flat, imp, env.action_space)
     network_ok = _network(flat, imp)
     imp.values.update(env.values)
-    imp.values["train.rlgames_config"] = {}
+    imp.values["train.rlgames_config"], imp.values["task.reward_shaper"] = {}, {}
     sac = flat.get("algo.name") == "sac"
     for key, value in flat.items():
         _leaf(key, value, flat, imp, network_ok, sac)

@@ -20,6 +20,7 @@ from gmiexp.config.checks import (
     ExistingFile,
     Initializer,
     Items,
+    Kwargs,
     Mapping,
     Maybe,
     OneOf,
@@ -32,8 +33,8 @@ from gmiexp.config.enums import ChannelMode, Mode, OnFull
 
 #: keys ``train.rlgames_config`` may hold (rl-games ``params.config`` keys its agent reads; see rlgames_yaml)
 RLGAMES_CONFIG_KEYS = ("bptt_length", "epochs_between_resets", "games_to_track", "normalize_rms_advantage",
-                       "reward_shaper", "save_best_after", "schedule_entropy", "schedule_type", "use_diagnostics",
-                       "weight_decay", "zero_rnn_on_done")
+                       "save_best_after", "schedule_entropy", "schedule_type", "use_diagnostics", "weight_decay",
+                       "zero_rnn_on_done")
 
 #: rl-games' activations (``network_builder.NetworkBuilder.BaseNetwork``)
 ACTIVATIONS = ("relu", "tanh", "sigmoid", "elu", "selu", "swish", "gelu", "softplus", "None")
@@ -184,8 +185,9 @@ class AsyncConfig:
     cnn=Block(("type", "activation", "initializer", "regularizer", "convs", "permute_input"), "conv stack"),
     rnn=Block(("name", "units", "layers", "before_mlp", "concat_input", "concat_output", "layer_norm"),
               "recurrent layer"),
-    env_config=Mapping(Text(r"[A-Za-z_]\w*", "a keyword argument name"),
-                       Anything("any value the simulator's make accepts")),
+    env_config=Kwargs(("env_name", "seed", "num_envs", "batch_size", "num_threads", "max_episode_steps"),
+                      "the simulator's make"),
+    reward_shaper=Block(("shift_value", "min_val", "max_val", "log_val"), "reward shaping beyond the scale"),
 )
 @dataclass
 class TaskConfig:
@@ -194,8 +196,16 @@ class TaskConfig:
     name: str = "Ant"
     simulator: str = "envpool"  # envpool | torch | mjlab | isaacgym
     env_id: str = "Ant-v4"  # simulator-specific id
+    # extra keyword arguments of the simulator's make (envpool.make: Atari's stack_num, episodic_life, reward_clip,
+    # ...; gymnasium.make: the environment's constructor); rl-games' ``env_config`` less env_name and seed.
+    # Not here: seed, num_envs, num_threads, max_episode_steps (gmiexp sets them from seed, num_envs, the GMI's
+    # threads, max_episode_length)
+    env_config: dict[str, Any] = field(default_factory=dict)
     mlp_units: list[int] = field(default_factory=lambda: [256, 128, 64])
     reward_scale: float = 1.0
+    # the rest of rl-games' ``reward_shaper`` (shift_value, min_val, max_val, log_val; rl-games' DefaultRewardsShaper
+    # shifts, scales, clips to [min_val, max_val], then takes the log); empty = scale only
+    reward_shaper: dict[str, Any] = field(default_factory=dict)
     max_episode_length: int = 1000
     continuous: bool = True
     # the rest of the policy network (rl-games ``params.network``), as rl-games' MuJoCo configs set it
@@ -214,11 +224,10 @@ class TaskConfig:
     # layout=tcg_ex: train rl-games' central value network on the simulator's privileged observations
     # (mjlab's critic group) instead of the policy's value head; other layouts use the value head
     central_value: bool = False
-    # extra keyword arguments for the simulator's make (rl-games' env_config minus env_name/name and seed)
-    env_config: dict[str, Any] = field(default_factory=dict)
 
 
 @ranges(
+    torch_threads=Maybe(AtLeast(1, "threads")), rlgames_config=Block(RLGAMES_CONFIG_KEYS, "further rl-games setting"),
     algo=OneOf(("ppo",)), horizon_length=AtLeast(1, "steps"), minibatch_size=AtLeast(1), mini_epochs=AtLeast(1),
     learning_rate=Positive(), lr_schedule=OneOf(("adaptive", "linear", "identity")), kl_threshold=Positive(),
     gamma=Between(0, 1), tau=Between(0, 1), e_clip=Positive(), entropy_coef=AtLeast(0), critic_coef=AtLeast(0),
@@ -227,8 +236,7 @@ class TaskConfig:
     device=OneOf(registry="gmiexp.device:DEVICES"),
     file=Text(r"|.+\.ya?ml", "empty, or an rl-games params YAML: a path or rl_games:configs/...yaml", bad=("a.txt",)),
     bound_loss_type=OneOf(("bound", "regularisation")), score_to_win=Maybe(Between()),
-    seq_length=AtLeast(1, "steps"), torch_threads=Maybe(AtLeast(1, "threads")),
-    rlgames_config=Block(RLGAMES_CONFIG_KEYS, "further rl-games agent setting"),
+    seq_length=AtLeast(1, "steps"),
 )
 @dataclass
 class TrainConfig:
@@ -243,6 +251,9 @@ class TrainConfig:
     horizon_length: int = 16
     minibatch_size: int = 1024  # per GMI; clipped to the GMI's batch
     mini_epochs: int = 4
+    # recurrent policies (task.rnn): steps per training sequence (rl-games' seq_length); horizon_length x envs
+    # per minibatch must be a multiple of it
+    seq_length: int = 4
     learning_rate: float = 3e-4
     lr_schedule: str = "adaptive"  # adaptive | linear | identity
     kl_threshold: float = 0.008
@@ -268,11 +279,10 @@ class TrainConfig:
     torch_compile: bool = False
     print_stats: bool = False  # rl-games' own per-epoch print line (the progress bar replaces it)
     check_sync: bool = False  # after every epoch, compare a digest of weights+normalisers across GMIs
-    seq_length: int = 4
     # at most this many torch intra-op threads per GMI (rl-games' params.torch_threads); None = the GMI's core budget
     torch_threads: int | None = None
     # further rl-games params.config keys passed verbatim to rl-games' own agent (layout tcg_ex): save_best_after,
-    # schedule_type, weight_decay, reward_shaper's shift/min/max/log, ... (train=rlgames fills it from the file)
+    # schedule_type, weight_decay, games_to_track, ... (train=rlgames fills it from the file)
     rlgames_config: dict[str, Any] = field(default_factory=dict)
 
 

@@ -156,7 +156,7 @@ def check_task(task: TaskConfig) -> None:
     env_id = task.env_id
     simulator(task).check(env_id)
     if task.continuous != (env_id != "Cartpole"):
-        raise ConfigError(f"task.continuous={task.continuous} does not match task {env_id!r}")
+        raise ConfigError(f"task.continuous={task['continuous']} does not match task {env_id!r}")
 
 
 def task_dims(task: TaskConfig) -> tuple[int, int]:

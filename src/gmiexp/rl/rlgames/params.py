@@ -102,7 +102,7 @@ def build_params(plan: Plan, gmi: GMI, num_envs: int | None = None, device: str 
         "normalize_advantage": tr.normalize_advantage,
         "value_bootstrap": tr.value_bootstrap,
         "num_actors": n,
-        "reward_shaper": {"scale_value": task.reward_scale},
+        "reward_shaper": {**dict(task.reward_shaper), "scale_value": task.reward_scale},
         "gamma": tr.gamma,
         "tau": tr.tau,
         "learning_rate": tr.learning_rate,
@@ -132,9 +132,7 @@ def build_params(plan: Plan, gmi: GMI, num_envs: int | None = None, device: str 
         config["bounds_loss_coef"] = tr.bounds_loss_coef
         config["bound_loss_type"] = tr.bound_loss_type
     config["use_smooth_clamp"] = tr.use_smooth_clamp
-    extra = dict(tr.rlgames_config)  # further keys of an imported file, verbatim (layout tcg_ex)
-    config["reward_shaper"].update(extra.pop("reward_shaper", {}))
-    config.update(extra)
+    config.update(tr.rlgames_config)  # further keys of an imported file, verbatim (layout tcg_ex)
     if tr.score_to_win is not None:
         config["score_to_win"] = tr.score_to_win
     if task.central_value:
