@@ -54,8 +54,8 @@ def test_a_failure_is_tabled_with_its_last_error_line():
 @pytest.mark.timeout(1200)
 def test_one_file_runs_and_one_is_refused(tmp_path):
     _, text, rows = run_table(tmp_path, "files=[mujoco/hopper_envpool.yaml,mujoco/sac_ant_envpool.yaml]",
-                              "overrides=[max_iterations=2,num_envs=8,gmis_per_gpu=1,train.horizon_length=16,"
-                              "launch.progress=false,logger=none]")
+                              'overrides=["max_iterations=2","num_envs=8","gmis_per_gpu=1",'
+                              '"train.horizon_length=16","launch.progress=false","logger=none"]')
     assert rows["mujoco/hopper_envpool.yaml"] == ["mujoco", "runs", "trained 2 epochs"]
     assert rows["mujoco/sac_ant_envpool.yaml"][1] == "refused"
     assert rows["mujoco/sac_ant_envpool.yaml"][2].startswith("params.algo.name='sac': SAC is not run by gmiexp")
