@@ -94,6 +94,7 @@ def write_variant(tmp_path: Path, edit) -> Path:
     (lambda p: p["algo"].update(name="sac"), "params.algo.name='sac': SAC is not run by gmiexp"),
     (lambda p: p["config"].update(ppo=False), "params.config.ppo=False: gmiexp runs rl-games' clipped PPO"),
     (lambda p: p["network"]["space"].update(discrete={}), "params.network.space="),
+    (lambda p: p["config"].update(features={"soft_augmentation": None}), "params.config.features="),
 ])
 def test_keys_gmiexp_cannot_honour_are_refused_by_name(tmp_path, edit, expected):
     with pytest.raises(ConfigError, match=re.escape(expected)):

@@ -189,6 +189,8 @@ BLOCKS = {
     "config.rnd_config": "RND curiosity is not run by gmiexp",
     "config.self_play_config": "self-play is not run by gmiexp",
     "env": "Isaac Lab's rl-games wrapper option (observation/action clipping) that gmiexp's simulators do not apply",
+    "config.features": "rl-games' runner fills it with Python objects (its algo observer, a soft augmentation); "
+                       "gmiexp supplies its own observer",
 }
 # Values that are one whole leaf though they are mappings.
 DICT_LEAVES = {"network.mlp.initializer", "network.mlp.regularizer", "network.space.continuous.mu_init",
