@@ -183,7 +183,7 @@ def test_rl_games_baseline_trains_on_the_device_a_gmi_would_use(monkeypatch):
 SCRIPT_CONFIGS = [("reduction", "config"), ("channels", "config"), ("baseline_rlgames", "compare"),
                   ("baseline_rlgames", "run_file"), ("table8_channels", "run"), ("packing", "config"),
                   ("packing", "paper"), ("search_vs_grid", "config"), ("simulators", "config"),
-                  ("vectorization_fusion", "config"), ("multinode", "bench")]
+                  ("vectorization_fusion", "config"), ("multinode", "bench"), ("rlgames_configs", "config")]
 
 
 @pytest.mark.parametrize(("study", "name"), SCRIPT_CONFIGS)

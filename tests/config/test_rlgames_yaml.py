@@ -39,19 +39,20 @@ def test_every_key_of_the_shipped_file_round_trips_into_the_params_gmiexp_gives_
     plan, _ = build_plan(cfg, tmp_path)
     params = build_params(plan, plan.gmis[0])
     # keys gmiexp translates rather than copies: where each one lands instead
-    translated = {"config.env_name": ENV_NAME, "config.env_config.env_name": plan.task.env_id}
+    translated = {"config.env_name": ENV_NAME, "config.env_config": None}
     player = {"config.player.render": cfg.eval.video, "config.player.deterministic": cfg.eval.deterministic,
               "config.player.games_num": cfg.eval.episodes}
     file_leaves = dict(leaves(yaml.safe_load(locate(spec).read_text())["params"]))
     assert len(file_leaves) > 40
+    env_config = dict(file_leaves["config.env_config"])
+    assert env_config.pop("env_name") == plan.task.env_id and plan.task.env_config == {}  # the seed: below
     for key, value in file_leaves.items():
         if key in translated:
-            assert key != "config.env_config.env_name" or plan.task.env_id == value
             continue
         got = player[key] if key in player else at(params, key)
         want = float(value) if key == "config.learning_rate" else value  # PyYAML reads 3e-4 as a string
         assert got == want and type(got) in (type(want), float), (key, got, want)
-    assert params["config"]["env_config"]["seed"] == params["seed"] == 5
+    assert params["config"]["env_config"]["seed"] == params["seed"] == env_config.get("seed", 5) == 5
 
 
 def test_humanoid_keys_the_ant_file_lacks_take_rl_games_defaults():
@@ -83,14 +84,17 @@ def write_variant(tmp_path: Path, edit) -> Path:
 
 
 @pytest.mark.parametrize(("edit", "expected"), [
-    (lambda p: p["config"].update(use_diagnostics=True), "invalid key params.config.use_diagnostics"),
-    (lambda p: p["network"].update(rnn={"units": 8}), "invalid key params.network.rnn.units"),
-    (lambda p: p["network"].update(separate=True), "invalid params.network.separate=True"),
-    (lambda p: p["config"]["env_config"].update(seed=6), "invalid params.config.env_config.seed=6"),
-    (lambda p: p["config"].update(env_name="rlgpu"), "invalid params.config.env_name"),
-    (lambda p: p["config"].update(lr_schedule="cosine"), "invalid params.config.lr_schedule"),
-    (lambda p: p["config"].pop("gamma"), "params.config.gamma is missing"),
-    (lambda p: p["algo"].update(name="sac"), "invalid params.algo.name"),
+    (lambda p: p["config"].update(my_knob=True), "params.config.my_knob=True: not a key gmiexp maps"),
+    (lambda p: p["network"].update(rnn={"units": 8, "bogus": 1}),
+     "params.network.rnn.bogus=1: rl-games' actor_critic reads only"),
+    (lambda p: p["network"].update(name="resnet_actor_critic"), "params.network.name='resnet_actor_critic'"),
+    (lambda p: p["config"].update(env_name="brax"), "params.config.env_name='brax': Brax/JAX is not a gmiexp"),
+    (lambda p: p["config"].update(lr_schedule="cosine"), "params.config.lr_schedule='cosine'"),
+    (lambda p: p["config"].pop("gamma"), "params.config.gamma='<missing>': rl-games requires it"),
+    (lambda p: p["algo"].update(name="sac"), "params.algo.name='sac': SAC is not run by gmiexp"),
+    (lambda p: p["config"].update(ppo=False), "params.config.ppo=False: gmiexp runs rl-games' clipped PPO"),
+    (lambda p: p["network"]["space"].update(discrete={}), "params.network.space="),
+    (lambda p: p["config"].update(features={"soft_augmentation": None}), "params.config.features="),
 ])
 def test_keys_gmiexp_cannot_honour_are_refused_by_name(tmp_path, edit, expected):
     with pytest.raises(ConfigError, match=re.escape(expected)):
@@ -101,7 +105,7 @@ def test_unknown_key_exits_2_naming_it_and_cfg_job_shows_the_imported_values(tmp
     bad = write_variant(tmp_path, lambda p: p["config"].update(my_new_knob=3))
     r = run_cli("mode=plan", "train=rlgames", f"train.file={bad}")
     assert r.returncode == 2, r.stderr[-2000:]
-    assert "params.config.my_new_knob" in r.stderr and r.stdout == ""
+    assert "params.config.my_new_knob=3" in r.stderr and r.stdout == ""
     r = run_cli("--cfg", "job", "--resolve", "train=rlgames", f"train.file={ANT}", "train.tau=0.9")
     assert r.returncode == 0, r.stderr[-2000:]
     shown = yaml.safe_load(r.stdout)
@@ -147,3 +151,49 @@ def test_settings_only_rl_games_own_agent_applies_are_refused_with_experience_la
     cfg = imported(ANT, "layout=tdg_ex", "train.bound_loss_type=bound", "train.use_smooth_clamp=false",
                    "train.mixed_precision=false")  # the Ant file's mixed precision: rl-games' agent only too
     build_plan(cfg, tmp_path)
+
+
+def test_file_keys_for_rl_games_own_agent_reach_its_params_verbatim(tmp_path):
+    def edit(p):
+        p["torch_threads"] = 1
+        p["config"].update(save_best_after=7, schedule_type="standard", weight_decay=0.001)
+        p["config"]["reward_shaper"].update(min_val=-1, max_val=1)
+    cfg = imported(str(write_variant(tmp_path, edit)), "gmis_per_gpu=1", "num_envs=16")
+    plan, _ = build_plan(cfg, tmp_path)
+    params = build_params(plan, plan.gmis[0])
+    c = params["config"]
+    assert (c["save_best_after"], c["schedule_type"], c["weight_decay"]) == (7, "standard", 0.001)
+    assert c["reward_shaper"] == {"scale_value": 1.0, "min_val": -1, "max_val": 1}
+    assert plan.gmis[0].torch_threads == params["torch_threads"] == 1  # the file's cap within the core budget
+
+
+def test_the_importers_verbatim_keys_are_the_ones_the_schema_admits():
+    from gmiexp.config.rlgames_yaml import RLGAMES_CONFIG_KEYS as imported_keys
+    from gmiexp.config.schema import RLGAMES_CONFIG_KEYS
+
+    assert imported_keys == RLGAMES_CONFIG_KEYS
+
+
+def test_a_minibatch_that_does_not_fit_a_gmis_batch_is_said_with_the_valid_sizes(tmp_path, caplog):
+    cfg = imported(ANT, "gmis_per_gpu=1", "num_envs=8", "train.horizon_length=16")  # the file's 2048 > 128
+    with caplog.at_level("WARNING", logger="gmiexp"):
+        plan, _ = build_plan(cfg, tmp_path)
+    assert "train.minibatch_size=2048 does not divide every GMI's batch: GMIs [0] (batch 128 = horizon_length " \
+           "16 x 8 envs) use 128; valid there: 1, 2, 4, 8, 16, 32, 64, 128" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="gmiexp"):
+        build_plan(imported(ANT, "gmis_per_gpu=1", "num_envs=8", "train.horizon_length=16",
+                            "train.minibatch_size=64"), tmp_path)
+    assert "minibatch_size" not in caplog.text
+
+
+def test_load_checkpoint_becomes_gmiexps_checkpoint_and_a_missing_one_is_refused(tmp_path):
+    pth = tmp_path / "ant.pth"
+    pth.write_bytes(b"")
+    path = write_variant(tmp_path, lambda p: p.update(load_checkpoint=True, load_path=str(pth)))
+    assert imported(str(path)).checkpoint == str(pth)
+    off = write_variant(tmp_path, lambda p: p.update(load_checkpoint=False, load_path="nn/old.pth"))
+    assert imported(str(off)).checkpoint == ""  # rl-games loads nothing either
+    gone = write_variant(tmp_path, lambda p: p.update(load_checkpoint=True, load_path=str(tmp_path / "gone.pth")))
+    r = run_cli("mode=plan", "train=rlgames", f"train.file={gone}")
+    assert r.returncode == 2 and "gone.pth" in r.stderr and "checkpoint" in r.stderr

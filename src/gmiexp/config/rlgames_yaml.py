@@ -4,23 +4,32 @@ Users arrive with rl-games configs tuned over many runs. The import happens at c
 through an OmegaConf resolver: ``conf/train/rlgames.yaml`` sets every field it maps to
 ``${rlgames:<gmiexp key>}``, so a command-line override (applied after the defaults list) still
 wins, and ``--cfg job --resolve`` shows the imported values. Every key of the file is mapped onto
-a gmiexp field, or is one whose value gmiexp already passes to rl-games, or is refused (exit 2,
-naming the key): nothing is dropped silently. A key the file leaves out takes rl-games' own
-default, so the params gmiexp hands rl-games (:func:`gmiexp.rl.rlgames.params.build_params`) are the file's.
+a gmiexp field, passed to rl-games' agent verbatim (``train.rlgames_config``), honoured with a note
+on stderr saying how (a key rl-games itself ignores, a launcher setting gmiexp owns), or refused.
+A refusal lists every key gmiexp cannot honour at once (exit 2), blockers first (simulator,
+algorithm, network), each with its reason: nothing is dropped silently. A key the file leaves out
+takes rl-games' own default, so the params gmiexp hands rl-games
+(:func:`gmiexp.rl.rlgames.params.build_params`) are the file's. Environments map through
+:mod:`gmiexp.config.rlgames_env`; IsaacGymEnvs' Hydra interpolations through
+:mod:`gmiexp.config.rlgames_hydra`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import math
+import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 from omegaconf import OmegaConf
 
+from gmiexp.config.rlgames_env import map_env
+from gmiexp.config.rlgames_hydra import Follows, has_interpolation, resolve
 from gmiexp.errors import ConfigError, invalid
 
 RESOLVER = "rlgames"
@@ -34,7 +43,7 @@ def _float(v: Any) -> float:
 
 
 def _lr_schedule(v: Any) -> str:
-    if v in (None, "None", "identity"):
+    if v in (None, "None", "none", "identity"):
         return "identity"  # rl-games: anything but adaptive/linear is the identity schedule
     if v in ("adaptive", "linear"):
         return str(v)
@@ -43,6 +52,15 @@ def _lr_schedule(v: Any) -> str:
 
 def _bounds_coef(v: Any) -> float:
     return 0.0 if v is None else float(v)  # None: no bounds loss; 0.0 adds exactly nothing
+
+
+def _torch_threads(v: Any) -> int | None:
+    """rl-games' ``auto`` (min(4, cores per rank)) and ``0`` (torch's default) -> None: the GMI's core budget."""
+    if v in ("auto", 0, None):
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise ValueError("auto, 0 or a thread count >= 1")
+    return v
 
 
 def _same(v: Any) -> Any:
@@ -57,23 +75,27 @@ class Field:
     dst: str
     default: Any = REQUIRED  # used when the file leaves the key out: rl-games' own default
     convert: Callable[[Any], Any] = _same
+    continuous_only: bool = False  # required only when the actions are continuous
 
 
 FIELDS: tuple[Field, ...] = (
     Field("seed", "seed", KEEP, int),
+    Field("torch_threads", "train.torch_threads", "auto", _torch_threads),
     Field("config.name", "task.name"),
-    Field("config.env_config.env_name", "task.env_id"),
     Field("config.reward_shaper.scale_value", "task.reward_scale", 1.0, _float),
     Field("config.num_actors", "num_envs", REQUIRED, int),
     Field("config.max_epochs", "max_iterations", KEEP, int),
+    Field("network.separate", "task.separate", False, bool),
+    Field("network.cnn", "task.cnn", {}, dict),
+    Field("network.rnn", "task.rnn", {}, dict),
     Field("network.mlp.units", "task.mlp_units", REQUIRED, list),
     Field("network.mlp.activation", "train.activation"),
     Field("network.mlp.initializer", "task.mlp_initializer", REQUIRED, dict),
-    Field("network.space.continuous.mu_activation", "task.mu_activation", REQUIRED, str),
-    Field("network.space.continuous.sigma_activation", "task.sigma_activation", REQUIRED, str),
-    Field("network.space.continuous.mu_init", "task.mu_init", REQUIRED, dict),
-    Field("network.space.continuous.sigma_init", "task.sigma_init", REQUIRED, dict),
-    Field("network.space.continuous.fixed_sigma", "task.fixed_sigma", REQUIRED, bool),
+    Field("network.space.continuous.mu_activation", "task.mu_activation", REQUIRED, str, True),
+    Field("network.space.continuous.sigma_activation", "task.sigma_activation", REQUIRED, str, True),
+    Field("network.space.continuous.mu_init", "task.mu_init", REQUIRED, dict, True),
+    Field("network.space.continuous.sigma_init", "task.sigma_init", REQUIRED, dict, True),
+    Field("network.space.continuous.fixed_sigma", "task.fixed_sigma", REQUIRED, bool, True),
     Field("config.normalize_input", "train.normalize_input", REQUIRED, bool),
     Field("config.normalize_value", "train.normalize_value", False, bool),
     Field("config.normalize_advantage", "train.normalize_advantage", REQUIRED, bool),
@@ -96,6 +118,7 @@ FIELDS: tuple[Field, ...] = (
     Field("config.minibatch_size", "train.minibatch_size", REQUIRED, int),
     Field("config.mini_epochs", "train.mini_epochs", REQUIRED, int),
     Field("config.critic_coef", "train.critic_coef", REQUIRED, _float),
+    Field("config.seq_length", "train.seq_length", 4, int),
     Field("config.score_to_win", "train.score_to_win", None, lambda v: None if v is None else float(v)),
     Field("config.save_frequency", "train.save_frequency", 0, int),
     Field("config.print_stats", "train.print_stats", KEEP, bool),  # rl-games prints on stdout; gmiexp's bar
@@ -105,32 +128,115 @@ FIELDS: tuple[Field, ...] = (
     Field("config.player.render", "eval.video", False, bool),
 )
 
-# Keys gmiexp derives from the file rather than copying one value (checked in :func:`_task`).
+#: Keys rl-games' own agent reads that gmiexp passes to it verbatim (``train.rlgames_config``, layout tcg_ex);
+#: the reward shaper's keys beyond the scale go to ``task.reward_shaper``
+PASSTHROUGH = {f"config.{k}" for k in (
+    "use_diagnostics", "weight_decay", "schedule_type", "schedule_entropy", "games_to_track", "save_best_after",
+    "zero_rnn_on_done", "normalize_rms_advantage", "epochs_between_resets", "bptt_length")}
+REWARD_SHAPER = {f"config.reward_shaper.{k}" for k in ("shift_value", "min_val", "max_val", "log_val")}
+RLGAMES_CONFIG_KEYS = tuple(sorted(k.split(".")[1] for k in PASSTHROUGH))
+
+# Keys gmiexp derives from the file rather than copying one value (see :func:`_inspect`).
 DERIVED = {
     "algo.name": "a2c_continuous or a2c_discrete, as the task's action space",
     "model.name": "continuous_a2c_logstd or discrete_a2c, as the task's action space",
-    "config.env_name": "envpool (rl-games' envpool vec-env: gmiexp's envpool simulator)",
-    "config.env_config.seed": "equal to params.seed (gmiexp seeds GMI i's simulator with seed + 1000 i)",
-    "config.env_config.max_episode_steps": "the episode length (task.max_episode_length)",
-    "network.space.discrete": "a discrete action space",
-}
-DERIVED_DST = ("task.simulator", "task.continuous", "task.max_episode_length")
-
-# Keys whose only value gmiexp can honour is the one it already passes to rl-games.
-FIXED: dict[str, Any] = {
     "network.name": "actor_critic",
-    "network.separate": False,
-    "network.mlp.d2rl": False,
-    "network.mlp.regularizer": {"name": "None"},
-    "config.ppo": True,
-    "config.multi_gpu": False,
+    "network.space.continuous": "continuous actions",
+    "network.space.discrete": "discrete actions",
+    "network.space.multi_discrete": "multi-discrete actions",
+    "config.env_name": "the simulator (gmiexp.config.rlgames_env)",
+    "config.env_config": "the env id and task.env_config (the simulator's make kwargs)",
+    "config.max_frames": "max_iterations (epochs of horizon_length x num_actors steps)",
+    "load_checkpoint": "checkpoint=load_path when true",
+    "load_path": "checkpoint when load_checkpoint is true",
+}
+DERIVED_DST = ("task.simulator", "task.env_id", "task.env_config", "task.continuous", "task.max_episode_length",
+               "task.reward_shaper", "train.rlgames_config", "checkpoint")
+
+# Keys whose only value gmiexp can honour is the one it already passes to rl-games, and why.
+FIXED: dict[str, tuple[Any, str]] = {
+    "network.mlp.d2rl": (False, "gmiexp builds rl-games' plain MLP (d2rl: False)"),
+    "network.mlp.regularizer": ({"name": "None"}, "rl-games' actor_critic applies no other regularizer"),
+    "config.ppo": (True, "gmiexp runs rl-games' clipped PPO loss (ppo: True), not its plain A2C loss"),
+    "config.use_action_masks": (False, "action masks need a simulator that returns them (SMAC); gmiexp's do not"),
+    "config.use_experimental_cv": (False, "it applies only to a central value network on the simulator's states"),
+}
+# Keys gmiexp honours by doing what rl-games does with them, said on stderr (value -> None: any value).
+NOTES: dict[str, tuple[Any, str]] = {
+    "config.full_experiment_name": (None, "gmiexp names rl-games' experiment directory itself "
+                                          "(<run dir>/rl_games/run); choose the run directory with hydra.run.dir"),
+    "config.device": (None, "gmiexp places each GMI on its own device (train.device, default auto: the GMI's GPU, "
+                            "else cpu)"),
+    "config.multi_gpu": (True, "gmiexp's GMIs replace rl-games' multi_gpu: num_gpus x gmis_per_gpu GMIs, each "
+                               "running num_envs environments, reduce their gradients"),
+    "config.seq_len": (None, "rl-games ignores the deprecated seq_len (it reads seq_length); ignored likewise"),
+    "config.ignore_dead_batches": (None, "rl-games 1.6.5 does not read it; ignored likewise"),
+    "config.player.determenistic": (None, "rl-games 1.6.5 does not read this spelling (it reads "
+                                          "player.deterministic); ignored likewise"),
+    "config.player.render_sleep": (None, "gmiexp's mode=eval films offscreen (eval.video); no window to pace"),
+    "config.player.n_game_life": (None, "gmiexp's mode=eval counts whole episodes as the simulator ends them"),
+    "config.player.device_name": (None, "mode=eval runs on train.device"),
+    "config.device_name": (None, "mode=eval runs on train.device (rl-games' player reads device_name)"),
+    "network.rnn1": (None, "rl-games' actor_critic does not read it (a disabled rnn block); ignored likewise"),
+    "network.mlp.normalization": (None, "rl-games' actor_critic does not read it (it reads network.normalization); "
+                                        "ignored likewise"),
+    "network.mlp.norm_only_first_layer": (None, "no effect without network.normalization, as in rl-games"),
+}
+#: Why a whole block is refused
+BLOCKS = {
+    "config.central_value_config": "an asymmetric critic on the simulator's states; gmiexp's central value "
+                                   "(task.central_value) serves mjlab's critic observations only",
+    "config.rnd_config": "RND curiosity is not run by gmiexp",
+    "config.self_play_config": "self-play is not run by gmiexp",
+    "env": "Isaac Lab's rl-games wrapper option (observation/action clipping) that gmiexp's simulators do not apply",
+    "config.features": "rl-games' runner fills it with Python objects (its algo observer, a soft augmentation); "
+                       "gmiexp supplies its own observer",
 }
 # Values that are one whole leaf though they are mappings.
 DICT_LEAVES = {"network.mlp.initializer", "network.mlp.regularizer", "network.space.continuous.mu_init",
-               "network.space.continuous.sigma_init", "network.space.discrete"}
+               "network.space.continuous.sigma_init", "network.space.discrete", "network.space.multi_discrete",
+               "network.cnn", "network.rnn", "network.rnn1", "config.env_config", *BLOCKS}
+#: rl-games' actor_critic sub-blocks and the keys it reads in each (network_builder.A2CBuilder)
+NETWORK_BLOCKS = {
+    "network.cnn": ("type", "activation", "initializer", "regularizer", "convs", "permute_input"),
+    "network.rnn": ("name", "units", "layers", "before_mlp", "concat_input", "concat_output", "layer_norm"),
+}
+ALGOS = {"a2c_continuous": True, "a2c_discrete": False}  # rl-games agent -> continuous actions
+MODELS = {"continuous_a2c_logstd": True, "discrete_a2c": False}
 BY_SRC = {f.src: f for f in FIELDS}
-BY_DST = {f.dst: f for f in FIELDS}
-KNOWN = set(BY_SRC) | set(DERIVED) | set(FIXED)
+
+SIMULATOR, ALGORITHM, NETWORK, OTHER = range(4)  # refusal ranks: blockers first
+SAC = "SAC is not run by gmiexp (it runs rl-games' PPO agents a2c_continuous and a2c_discrete)"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One key (and value) of the file gmiexp cannot honour, and why."""
+
+    rank: int
+    key: str
+    value: Any
+    reason: str
+
+    def line(self) -> str:
+        return f"params.{self.key}={self.value!r}: {self.reason}"
+
+
+@dataclass
+class Imported:
+    """A mapped file: gmiexp key -> value, the notes said on stderr, and what is refused."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    refusals: list[Refusal] = field(default_factory=list)
+
+    def refuse(self, rank: int, key: str, value: Any, reason: str) -> None:
+        self.refusals.append(Refusal(rank, key, value, reason))
+
+    def error(self, path: Path) -> ConfigError:
+        lines = sorted(self.refusals, key=lambda r: r.rank)
+        return ConfigError(f"invalid train.file={path}: gmiexp cannot honour {len(lines)} key(s) of this rl-games "
+                           "file (nothing was launched):\n  " + "\n  ".join(r.line() for r in lines))
 
 
 def locate(spec: str) -> Path:
@@ -149,16 +255,24 @@ def locate(spec: str) -> Path:
     return path.resolve()
 
 
-def load_params(path: Path) -> dict[str, Any]:
-    """The ``params`` block of an rl-games YAML (as rl-games' own runner reads it)."""
+def load_doc(path: Path) -> dict[str, Any]:
+    """The whole rl-games YAML (a ``params`` block and maybe other top-level keys), interpolations resolved."""
     try:
         doc = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:
         raise ConfigError(f"invalid train.file={path}: not YAML ({e})") from e
-    if not isinstance(doc, dict) or set(doc) != {"params"} or not isinstance(doc["params"], dict):
+    if not isinstance(doc, dict) or not isinstance(doc.get("params"), dict):
         keys = sorted(doc) if isinstance(doc, dict) else type(doc).__name__
-        raise ConfigError(f"invalid train.file={path}: an rl-games YAML holds one top-level key, params (got {keys})")
-    return doc["params"]
+        raise ConfigError(f"invalid train.file={path}: not an rl-games params file: rl-games' runner reads its "
+                          f"top-level params block (got {keys})")
+    if has_interpolation(doc["params"]):
+        doc = {**doc, "params": resolve({"params": doc["params"]}, str(path))["params"]}
+    return doc
+
+
+def load_params(path: Path) -> dict[str, Any]:
+    """The ``params`` block of an rl-games YAML (as rl-games' own runner reads it)."""
+    return load_doc(path)["params"]
 
 
 def leaves(node: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -171,74 +285,184 @@ def leaves(node: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
             yield key, v
 
 
-def check_keys(flat: dict[str, Any], path: Path) -> None:
-    """Refuse every key gmiexp cannot honour (exit 2), naming it and the keys valid beside it."""
+def _actions(params: dict[str, Any], flat: dict[str, Any], imp: Imported, action_space: str | None) -> bool | None:
+    """Continuous (True) or discrete (False) actions, from the file's space, agent and model (None: refused)."""
+    algo, model = flat.get("algo.name"), flat.get("model.name")
+    if algo == "sac" or model == "soft_actor_critic":
+        imp.refuse(ALGORITHM, "algo.name", algo, SAC)
+        return None
+    space = (params.get("network") or {}).get("space") or {}
+    kinds = [k for k in ("continuous", "discrete", "multi_discrete") if k in space]
+    continuous = None
+    if "multi_discrete" in kinds:
+        imp.refuse(NETWORK, "network.space.multi_discrete", space["multi_discrete"],
+                   "no gmiexp simulator task has multi-discrete actions")
+    elif len(kinds) != 1:
+        imp.refuse(NETWORK, "network.space", space, "one of continuous or discrete")
+    else:
+        continuous = kinds[0] == "continuous"
+    if algo not in ALGOS:
+        imp.refuse(ALGORITHM, "algo.name", algo, f"not an agent gmiexp runs: {', '.join(ALGOS)}")
+    elif continuous is not None and ALGOS[algo] != continuous:
+        imp.refuse(ALGORITHM, "algo.name", algo, f"the network's space is {kinds[0]}")
+    if model not in MODELS:
+        imp.refuse(ALGORITHM, "model.name", model, f"not a model gmiexp builds: {', '.join(MODELS)}")
+    elif continuous is not None and MODELS[model] != continuous:
+        imp.refuse(ALGORITHM, "model.name", model, f"the network's space is {kinds[0]}")
+    if continuous is not None and action_space is not None and (action_space == "Box") != continuous:
+        imp.refuse(NETWORK, f"network.space.{kinds[0]}", space[kinds[0]],
+                   f"the simulator's task has {action_space} actions")
+    return continuous
+
+
+def _network(flat: dict[str, Any], imp: Imported) -> bool:
+    """Refuse a network gmiexp does not build, and keys of a cnn/rnn block rl-games' actor_critic does not read."""
+    name = flat.get("network.name")
+    if name != "actor_critic":
+        why = SAC if name == "soft_actor_critic" else (f"rl-games' {name} is not a network gmiexp builds; it builds "
+                                                        "actor_critic (mlp, cnn, rnn)")
+        imp.refuse(NETWORK, "network.name", name, why)
+        return False
+    for block, keys in NETWORK_BLOCKS.items():
+        value = flat.get(block)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            imp.refuse(NETWORK, block, value, "a mapping")
+            continue
+        for k in sorted(set(value) - set(keys)):
+            imp.refuse(NETWORK, f"{block}.{k}", value[k], f"rl-games' actor_critic reads only {', '.join(keys)}")
+    return True
+
+
+def _checkpoint(flat: dict[str, Any], imp: Imported) -> None:
+    load = flat.get("load_checkpoint", False)
+    if isinstance(load, Follows) or not load:
+        imp.values["checkpoint"] = schema_default("checkpoint")  # gmiexp's checkpoint= (IsaacGymEnvs: the same)
+        return
+    imp.values["checkpoint"] = str(flat.get("load_path", ""))  # rl-games resolves it from the working directory
+
+
+def _max_frames(flat: dict[str, Any], imp: Imported) -> None:
+    """rl-games stops at max_frames env steps (or max_epochs, whichever first): gmiexp counts epochs."""
+    frames, actors, horizon = (flat.get(k) for k in ("config.max_frames", "config.num_actors",
+                                                     "config.horizon_length"))
+    if frames is None or frames == -1:
+        return
+    if not all(isinstance(v, int) and v > 0 for v in (frames, actors, horizon)):
+        imp.refuse(OTHER, "config.max_frames", frames, "needs integer num_actors and horizon_length to count epochs")
+        return
+    epochs = math.ceil(frames / (actors * horizon))
+    if isinstance(imp.values.get("max_iterations"), int) and "config.max_epochs" in flat:
+        epochs = min(epochs, imp.values["max_iterations"])
+    imp.values["max_iterations"] = epochs
+    imp.notes.append(f"params.config.max_frames={frames}: max_iterations={epochs} (epochs of "
+                     f"{horizon} x {actors} steps; rl-games stops at whichever of max_frames/max_epochs comes first)")
+
+
+def _leaf(key: str, value: Any, flat: dict[str, Any], imp: Imported, network_ok: bool, sac: bool) -> None:
+    """Map one leaf of the file onto ``imp`` (a field, a verbatim rl-games key, a note or a refusal)."""
+    if key in BY_SRC:
+        f = BY_SRC[key]
+        if isinstance(value, Follows) or (key == "config.num_actors" and value == -1):
+            imp.values[f.dst] = schema_default(f.dst)  # the launcher's value: gmiexp's own key
+            return
+        try:
+            imp.values[f.dst] = f.convert(value)
+        except ConfigError as e:
+            imp.refuse(OTHER, key, value, str(e))
+        except (TypeError, ValueError) as e:
+            imp.refuse(OTHER, key, value, f"not a value for {f.dst} ({e})")
+    elif key in PASSTHROUGH:
+        imp.values["train.rlgames_config"][key.split(".")[1]] = value
+    elif key in REWARD_SHAPER:
+        imp.values["task.reward_shaper"][key.rsplit(".", 1)[1]] = value
+    elif key in FIXED:
+        want, why = FIXED[key]
+        if value != want:
+            imp.refuse(OTHER, key, value, f"{why} (only {want!r})")
+    elif key in NOTES:
+        when, why = NOTES[key]
+        if when is None or value == when:
+            imp.notes.append(f"params.{key}={value!r}: {why}")
+    elif key in BLOCKS:
+        imp.refuse(OTHER, key, value, BLOCKS[key])
+    elif key not in DERIVED:
+        if sac:
+            why = "a SAC setting (algo.name: sac)"
+        elif key.startswith("network.") and not network_ok:
+            why = f"a setting of network {flat.get('network.name')!r}, refused above"
+        else:
+            why = "not a key gmiexp maps or passes to rl-games' PPO agent"
+        imp.refuse(NETWORK if key.startswith("network.") else OTHER, key, value, why)
+
+
+def _inspect(path: Path) -> Imported:
+    """Map every key of the file, collecting every refusal (nothing raised for the file's content)."""
+    doc = load_doc(path)
+    params = doc["params"]
+    flat = dict(leaves(params))
+    imp = Imported()
+    for key in sorted(set(doc) - {"params"}):
+        imp.notes.append(f"top-level {key}: rl-games' runner reads only params; ignored likewise")
+    env = map_env(flat, path)
+    imp.notes += env.notes
+    if env.refusal is not None:
+        imp.refuse(SIMULATOR, *env.refusal)
+    continuous = _actions(params, flat, imp, env.action_space)
+    network_ok = _network(flat, imp)
+    imp.values.update(env.values)
+    imp.values["train.rlgames_config"], imp.values["task.reward_shaper"] = {}, {}
+    sac = flat.get("algo.name") == "sac"
     for key, value in flat.items():
-        if key not in KNOWN:
-            parent = key.rpartition(".")[0]
-            under = f"{parent}." if parent else ""
-            siblings = sorted({k[len(under):].split(".")[0] for k in KNOWN if k.startswith(under)})
-            raise ConfigError(f"invalid key params.{key} in {path}: gmiexp cannot honour it; "
-                              f"valid under params{'.' + parent if parent else ''}: {', '.join(siblings) or '-'}")
-        if key in FIXED and value != FIXED[key]:
-            raise ConfigError(f"invalid params.{key}={value!r} in {path}: gmiexp supports only {FIXED[key]!r}")
-
-
-def _task(flat: dict[str, Any], path: Path) -> dict[str, Any]:
-    """The simulator, action space and episode length the file's environment means for gmiexp."""
-    env_name = flat.get("config.env_name")
-    if env_name != "envpool":
-        raise invalid(f"params.config.env_name in {path}", env_name, ("envpool",))
-    env_id = flat.get("config.env_config.env_name")
-    import envpool
-
-    if env_id not in envpool.list_all_envs():
-        raise invalid(f"params.config.env_config.env_name in {path}", env_id, "an envpool task id, e.g. Ant-v4")
-    spec = envpool.make_spec(env_id)
-    continuous = spec.action_space.__class__.__name__ == "Box"
-    if not continuous:
-        raise invalid(f"params.config.env_config.env_name in {path}", env_id,
-                      "a continuous-action envpool task (gmiexp's envpool simulator): Ant-v4, Humanoid-v4, ...")
-    expect = {"algo.name": "a2c_continuous", "model.name": "continuous_a2c_logstd"}
-    for key, want in expect.items():
-        if flat.get(key) != want:
-            raise invalid(f"params.{key} in {path} (task {env_id})", flat.get(key), (want,))
-    if "network.space.discrete" in flat:
-        raise ConfigError(f"invalid params.network.space.discrete in {path}: task {env_id} has continuous actions")
-    seed, env_seed = flat.get("seed"), flat.get("config.env_config.seed")
+        _leaf(key, value, flat, imp, network_ok, sac)
+    seed, env_seed = flat.get("seed"), (flat.get("config.env_config") or {}).get("seed")
     if env_seed is not None and env_seed != seed:
-        raise ConfigError(f"invalid params.config.env_config.seed={env_seed} in {path}: gmiexp seeds the simulator "
-                          f"with params.seed ({seed}) + 1000 x GMI id; set them equal")
-    length = flat.get("config.env_config.max_episode_steps", spec.config.max_episode_steps)
-    return {"task.simulator": "envpool", "task.continuous": continuous, "task.max_episode_length": int(length)}
+        imp.notes.append(f"params.config.env_config.seed={env_seed}: gmiexp seeds GMI i's simulator with "
+                         f"seed + 1000 i from one seed, params.seed ({seed}), not a separate env seed")
+    if imp.refusals and min(r.rank for r in imp.refusals) < OTHER:
+        return imp  # a blocker: what the rest would map to does not matter
+    imp.values["task.continuous"] = continuous
+    _checkpoint(flat, imp)
+    _max_frames(flat, imp)
+    for f in FIELDS:
+        if f.dst in imp.values:
+            continue
+        if f.default is REQUIRED and not (f.continuous_only and not continuous):
+            imp.refuse(OTHER, f.src, "<missing>", "rl-games requires it")
+        elif f.default in (REQUIRED, KEEP):
+            imp.values[f.dst] = schema_default(f.dst)
+        else:
+            imp.values[f.dst] = f.convert(f.default)
+    for dst in DERIVED_DST:  # what the simulator does not set (isaacgym: the episode length) stays gmiexp's
+        imp.values.setdefault(dst, schema_default(dst))
+    return imp
 
 
-def import_file(path: Path) -> dict[str, Any]:
-    """Every gmiexp key ``conf/train/rlgames.yaml`` interpolates -> its value for this file."""
-    return dict(_import_cached(str(path), path.stat().st_mtime_ns))
+def inspect_file(path: Path) -> Imported:
+    """The whole mapping of a file, refusals included (the config table reads it; nothing is raised)."""
+    return _inspect_cached(str(path), path.stat().st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=8)
-def _import_cached(path_str: str, _mtime_ns: int) -> tuple[tuple[str, Any], ...]:
-    path = Path(path_str)
-    flat = dict(leaves(load_params(path)))
-    check_keys(flat, path)
-    out: dict[str, Any] = _task(flat, path)
-    for f in FIELDS:
-        if f.src in flat:
-            try:
-                out[f.dst] = f.convert(flat[f.src])
-            except ConfigError:
-                raise
-            except (TypeError, ValueError) as e:
-                raise invalid(f"params.{f.src} in {path}", flat[f.src], f"a value for {f.dst} ({e})") from e
-        elif f.default is REQUIRED:
-            raise ConfigError(f"invalid {path}: params.{f.src} is missing and rl-games requires it")
-        elif f.default is KEEP:
-            out[f.dst] = schema_default(f.dst)
-        else:
-            out[f.dst] = f.convert(f.default)
-    return tuple(out.items())
+def _inspect_cached(path_str: str, _mtime_ns: int) -> Imported:
+    return _inspect(Path(path_str))
+
+
+def import_file(path: Path) -> dict[str, Any]:
+    """Every gmiexp key ``conf/train/rlgames.yaml`` interpolates -> its value for this file (exit 2 if refused)."""
+    imp = inspect_file(path)
+    if imp.refusals:
+        raise imp.error(path)
+    _say_notes(str(path), tuple(imp.notes))
+    return dict(imp.values)
+
+
+@functools.lru_cache(maxsize=8)
+def _say_notes(path: str, notes: tuple[str, ...]) -> None:
+    """Once per file and process, on stderr: how gmiexp honours keys it does not copy."""
+    if notes:
+        print(f"gmiexp: imported {path} with notes:\n  " + "\n  ".join(notes), file=sys.stderr)
 
 
 def schema_default(dst: str) -> Any:

@@ -31,6 +31,11 @@ from gmiexp.config.checks import (
 )
 from gmiexp.config.enums import ChannelMode, Mode, OnFull
 
+#: keys ``train.rlgames_config`` may hold (rl-games ``params.config`` keys its agent reads; see rlgames_yaml)
+RLGAMES_CONFIG_KEYS = ("bptt_length", "epochs_between_resets", "games_to_track", "normalize_rms_advantage",
+                       "save_best_after", "schedule_entropy", "schedule_type", "use_diagnostics", "weight_decay",
+                       "zero_rnn_on_done")
+
 #: rl-games' activations (``network_builder.NetworkBuilder.BaseNetwork``)
 ACTIVATIONS = ("relu", "tanh", "sigmoid", "elu", "selu", "swish", "gelu", "softplus", "None")
 
@@ -222,6 +227,7 @@ class TaskConfig:
 
 
 @ranges(
+    torch_threads=Maybe(AtLeast(1, "threads")), rlgames_config=Block(RLGAMES_CONFIG_KEYS, "further rl-games setting"),
     algo=OneOf(("ppo",)), horizon_length=AtLeast(1, "steps"), minibatch_size=AtLeast(1), mini_epochs=AtLeast(1),
     learning_rate=Positive(), lr_schedule=OneOf(("adaptive", "linear", "identity")), kl_threshold=Positive(),
     gamma=Between(0, 1), tau=Between(0, 1), e_clip=Positive(), entropy_coef=AtLeast(0), critic_coef=AtLeast(0),
@@ -273,6 +279,11 @@ class TrainConfig:
     torch_compile: bool = False
     print_stats: bool = False  # rl-games' own per-epoch print line (the progress bar replaces it)
     check_sync: bool = False  # after every epoch, compare a digest of weights+normalisers across GMIs
+    # at most this many torch intra-op threads per GMI (rl-games' params.torch_threads); None = the GMI's core budget
+    torch_threads: int | None = None
+    # further rl-games params.config keys passed verbatim to rl-games' own agent (layout tcg_ex): save_best_after,
+    # schedule_type, weight_decay, games_to_track, ... (train=rlgames fills it from the file)
+    rlgames_config: dict[str, Any] = field(default_factory=dict)
 
 
 @ranges(name=OneOf(registry="gmiexp.hardware:HARDWARE_CHOICES"), cpu_cores=Maybe(AtLeast(1)),

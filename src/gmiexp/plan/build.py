@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import logging
 import os
 from pathlib import Path
 
@@ -84,6 +85,22 @@ def place_devices(plan: Plan, gpus: list[int] | None, hw: Hardware) -> None:
         g.device = gpus[used.index(g.device)]
 
 
+def cap_torch_threads(plan: Plan, cap: int | None) -> None:
+    """``train.torch_threads`` (rl-games' params.torch_threads): at most that many per GMI, within its budget."""
+    if cap is not None:
+        for g in plan.gmis:
+            g.torch_threads = min(g.torch_threads, cap)
+
+
+def warn_minibatch(plan: Plan) -> None:
+    """Say (stderr) when train.minibatch_size is fitted to a GMI's batch: never a silent change."""
+    from gmiexp.rl.rlgames.params import minibatch_warning
+
+    msg = minibatch_warning(plan)
+    if msg:
+        logging.getLogger("gmiexp").warning(msg)
+
+
 def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> tuple[Plan, Backend]:
     """Everything a launch needs, validated; raises ConfigError (exit 2) before anything starts."""
     check_config(cfg)
@@ -107,6 +124,9 @@ def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> 
     place_devices(plan, cfg.hardware.gpus, hw)
     backend = backends.get(cfg.backend, hw)
     backend.realise(plan, run_dir.resolve())  # first: which reductions can run depends on the backend (MIG)
+    cap_torch_threads(plan, cfg.train.torch_threads)
+    if not layouts.get(cfg.layout.name).experience:  # rl-games' own agent fits the minibatch per GMI
+        warn_minibatch(plan)
     check_footprint(plan, hw)  # one node's GMIs on one node's devices
     plan.launch = copy.deepcopy(cfg.launch)  # from here on the Plan knows its nodes
     replicate(plan)  # every node's GMIs, numbered node-major (launch.nnodes > 1)

@@ -11,10 +11,11 @@ from __future__ import annotations
 from gmiexp.config import TrainConfig
 
 #: Fields only rl-games' own agent applies: its bounds-loss variant, smooth clamp, early stop, mixed
-#: precision, torch.compile, periodic checkpoints (the experience trainer saves one at the end) and its
-#: per-epoch digest check (the experience trainers report their digests in result.json instead).
+#: precision, torch.compile, periodic checkpoints (the experience trainer saves one at the end), its
+#: per-epoch digest check (the experience trainers report their digests in result.json instead) and the
+#: further rl-games keys an imported file passes to it verbatim (``rlgames_config``).
 RLGAMES_ONLY = ("bound_loss_type", "use_smooth_clamp", "score_to_win", "mixed_precision", "torch_compile",
-                "save_frequency", "check_sync")
+                "save_frequency", "check_sync", "rlgames_config")
 
 
 def refused(train: TrainConfig) -> list[str]:

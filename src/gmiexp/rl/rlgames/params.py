@@ -21,6 +21,30 @@ def fit_minibatch(batch: int, wanted: int) -> int:
     return m
 
 
+def minibatch_warning(plan: Plan) -> str | None:
+    """What ``train.minibatch_size`` becomes on GMIs whose batch it does not divide (None: it fits every GMI).
+
+    rl-games asserts that the minibatch divides ``horizon_length x num_actors``; gmiexp fits it per GMI
+    (:func:`fit_minibatch`) and says so here, naming the valid sizes, rather than change it silently.
+    """
+    tr = plan.train
+    changed = {}
+    for g in plan.gmis:
+        batch = tr.horizon_length * g.num_envs
+        if g.num_envs and fit_minibatch(batch, tr.minibatch_size) != tr.minibatch_size:
+            changed.setdefault(batch, []).append(g.id)
+    if not changed:
+        return None
+    parts = []
+    for batch, ids in changed.items():
+        valid = [d for d in range(1, batch + 1) if batch % d == 0]
+        parts.append(f"GMIs {ids} (batch {batch} = horizon_length {tr.horizon_length} x {batch // tr.horizon_length}"
+                     f" envs) use {fit_minibatch(batch, tr.minibatch_size)}; valid there: "
+                     f"{', '.join(map(str, valid))}")
+    return (f"train.minibatch_size={tr.minibatch_size} does not divide every GMI's batch: " + "; ".join(parts)
+            + ". Set train.minibatch_size to a valid size to silence this.")
+
+
 #: rl-games' algorithm and model for each action kind (``runner.algo_factory`` / ``model_builder`` names)
 ALGO = {"continuous": "a2c_continuous", "discrete": "a2c_discrete", "multi_discrete": "a2c_discrete"}
 MODEL = {"continuous": "continuous_a2c_logstd", "discrete": "discrete_a2c", "multi_discrete": "multi_discrete_a2c"}
@@ -102,7 +126,7 @@ def build_params(plan: Plan, gmi: GMI, num_envs: int | None = None, device: str 
         "lr_schedule": lr_schedule,
         "kl_threshold": tr.kl_threshold,
         "max_epochs": plan.max_iterations,
-        "save_best_after": 1,
+        "save_best_after": 1,  # train.rlgames_config may set rl-games' own (an imported file's)
         "save_frequency": tr.save_frequency,
         "print_stats": tr.print_stats,
         "grad_norm": tr.grad_norm,
@@ -125,6 +149,7 @@ def build_params(plan: Plan, gmi: GMI, num_envs: int | None = None, device: str 
         config["bounds_loss_coef"] = tr.bounds_loss_coef
         config["bound_loss_type"] = tr.bound_loss_type
     config["use_smooth_clamp"] = tr.use_smooth_clamp
+    config.update(tr.rlgames_config)  # further keys of an imported file, verbatim (layout tcg_ex)
     if tr.score_to_win is not None:
         config["score_to_win"] = tr.score_to_win
     if task.central_value:
