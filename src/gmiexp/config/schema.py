@@ -213,7 +213,7 @@ class TaskConfig:
     algo=OneOf(("ppo",)), horizon_length=AtLeast(1, "steps"), minibatch_size=AtLeast(1), mini_epochs=AtLeast(1),
     learning_rate=Positive(), lr_schedule=OneOf(("adaptive", "linear", "identity")), kl_threshold=Positive(),
     gamma=Between(0, 1), tau=Between(0, 1), e_clip=Positive(), entropy_coef=AtLeast(0), critic_coef=AtLeast(0),
-    bounds_loss_coef=AtLeast(0), grad_norm=Positive(),
+    bounds_loss_coef=AtLeast(0), grad_norm=Positive(), seq_length=AtLeast(1, "steps"),
     activation=OneOf(ACTIVATIONS), save_frequency=AtLeast(0, "epochs"),
     device=OneOf(registry="gmiexp.device:DEVICES"),
     file=Text(r"|.+\.ya?ml", "empty, or an rl-games params YAML: a path or rl_games:configs/...yaml", bad=("a.txt",)),
@@ -257,6 +257,7 @@ class TrainConfig:
     torch_compile: bool = False
     print_stats: bool = False  # rl-games' own per-epoch print line (the progress bar replaces it)
     check_sync: bool = False  # after every epoch, compare a digest of weights+normalisers across GMIs
+    seq_length: int = 4  # recurrent policies (task.rnn): steps per training sequence (rl-games' seq_length)
 
 
 @ranges(name=OneOf(registry="gmiexp.hardware:HARDWARE_CHOICES"), cpu_cores=Maybe(AtLeast(1)),

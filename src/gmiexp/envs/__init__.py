@@ -59,6 +59,10 @@ class Simulator(ABC):
              states: bool) -> GMIVecEnv:
         """The vectorised environment of one GMI (imports the adapter)."""
 
+    def continuous(self, env_id: str) -> bool:
+        """Whether the task's actions are continuous (``task.continuous`` must agree); only Cartpole's are not."""
+        return env_id != "Cartpole"
+
 
 #: Every simulator by name (``task.simulator``); the built-ins below register themselves.
 SIMULATORS: Registry[type[Simulator]] = Registry("task.simulator")
@@ -155,7 +159,7 @@ def check_task(task: TaskConfig) -> None:
     """Validate the task before anything launches (exit 2 on a bad one)."""
     env_id = task.env_id
     simulator(task).check(env_id)
-    if task.continuous != (env_id != "Cartpole"):
+    if task.continuous != simulator(task).continuous(env_id):
         raise ConfigError(f"task.continuous={task['continuous']} does not match task {env_id!r}")
 
 

@@ -97,7 +97,7 @@ def build_params(plan: Plan, gmi: GMI, num_envs: int | None = None, device: str 
         "mini_epochs": tr.mini_epochs,
         "critic_coef": tr.critic_coef,
         "clip_value": tr.clip_value,
-        "seq_length": 4,
+        "seq_length": tr.seq_length,
         "check_sync": tr.check_sync,
         "env_config": {"seed": plan.seed + 1000 * gmi.id},
         # GMI 0 owns the run's rl-games directory (logs, checkpoints); the others get scratch space
