@@ -22,6 +22,7 @@ from gmiexp.config import TaskConfig
 from gmiexp.envs import SIMULATORS, Simulator
 from gmiexp.envs.base import GMIVecEnv
 from gmiexp.rl.experience.role import A3CRole, TDGEXRole
+from gmiexp.rl.experience.serving import ServeRole
 
 SHAPE = (4, 12, 12)
 TASKS = {"Pixels": (3,), "PixelsMulti": (3, 2)}
@@ -104,6 +105,10 @@ class PixelTDGEX(TDGEXRole):
 
 class PixelA3C(A3CRole):
     """decoupled_async's role, importable in the GMIs."""
+
+
+class PixelServe(ServeRole):
+    """tcg's role, importable in the GMIs."""
 
 
 def main(argv: list[str]) -> Any:
