@@ -16,7 +16,7 @@ def test_agent_pieces_give_back_every_chunk_start_over_overlapping_rollouts() ->
     buf = torch.zeros(horizon, n, layout.width)
     chunk = None
     want: list[torch.Tensor] = []
-    start = 0
+    start, prev_last = 0, None
     for _ in range(2):
         starts = {}
         for t in range(start, horizon):
