@@ -29,8 +29,9 @@ LSTM = "++task.rnn={name: lstm, units: 8, layers: 1, before_mlp: true}"
 CASES = {
     "tdg_ex-cnn-separate-lazy": ["layout=tdg_ex", "task=pixels", "task.separate=true", "role=pixel_sim:PixelTDGEX",
                                  "train.device=lazy", "train.horizon_length=8", *TWO_TRAINERS["tdg_ex"]],
-    "decoupled_async-cnn-lazy": ["layout=decoupled_async", "task=pixels", "role=pixel_sim:PixelA3C",
-                                 "train.device=lazy", "train.horizon_length=8", *TWO_TRAINERS["decoupled_async"]],
+    "decoupled_async-cnn-separate-lazy": ["layout=decoupled_async", "task=pixels", "task.separate=true",
+                                          "role=pixel_sim:PixelA3C", "train.device=lazy", "train.horizon_length=8",
+                                          *TWO_TRAINERS["decoupled_async"]],
     "tdg_ex-rnn-gru": ["layout=tdg_ex", "task=Cartpole", GRU, "train.device=cpu", "train.horizon_length=9",
                        "train.seq_length=4", *TWO_TRAINERS["tdg_ex"]],
     # rl-games' multi-discrete head splits its actions (torch.split), a multi-output view the lazy backend lacks
