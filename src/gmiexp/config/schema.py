@@ -231,7 +231,7 @@ class TaskConfig:
     algo=OneOf(("ppo",)), horizon_length=AtLeast(1, "steps"), minibatch_size=AtLeast(1), mini_epochs=AtLeast(1),
     learning_rate=Positive(), lr_schedule=OneOf(("adaptive", "linear", "identity")), kl_threshold=Positive(),
     gamma=Between(0, 1), tau=Between(0, 1), e_clip=Positive(), entropy_coef=AtLeast(0), critic_coef=AtLeast(0),
-    bounds_loss_coef=AtLeast(0), grad_norm=Positive(),
+    bounds_loss_coef=AtLeast(0), grad_norm=Positive(), seq_length=AtLeast(1, "steps"),
     activation=OneOf(ACTIVATIONS), save_frequency=AtLeast(0, "epochs"),
     device=OneOf(registry="gmiexp.device:DEVICES"),
     file=Text(r"|.+\.ya?ml", "empty, or an rl-games params YAML: a path or rl_games:configs/...yaml", bad=("a.txt",)),

@@ -21,13 +21,20 @@ from gmiexp.layouts.base import LayoutRequest
 from gmiexp.plan import Plan
 from gmiexp.plan.footprint import check_footprint
 from gmiexp.plan.nodes import replicate, resolve_nodes
-from gmiexp.rl.learner.support import refused
+from gmiexp.rl.learner.support import refused, refused_policy
 from gmiexp.role import check_role
 
 
 def check_rlgames_only(cfg: Config) -> None:
-    """Settings only rl-games' own agent (layout tcg_ex) applies; gmiexp's experience trainer would ignore them."""
-    if not layouts.get(cfg.layout.name).experience:
+    """Settings only rl-games' own agent (layout tcg_ex) applies; gmiexp's experience trainer would ignore them.
+
+    Also the policy kinds (CNN, RNN) a layout cannot run (``gmiexp.rl.learner.support.refused_policy``).
+    """
+    experience = layouts.get(cfg.layout.name).experience
+    why = refused_policy(cfg.layout.name, experience, cfg.task, cfg.train, cfg.async_train.replay_ratio)
+    if why:
+        raise ConfigError(why)
+    if not experience:
         return
     for key in refused(cfg.train):  # gmiexp.rl.learner.support lists what the learner does not apply
         raise ConfigError(f"invalid {key} with layout={cfg.layout.name}: only rl-games' own agent (layout "

@@ -199,3 +199,34 @@ def test_rollout_order_check(shared: bool) -> None:
 
 def test_spans() -> None:
     assert spans([]) == [] and spans([4, 0, 1, 2, 6, 7]) == [[0, 2], [4, 4], [6, 7]]
+
+
+class MeanOfFrames(nn.Module):
+    """A critic that values a frame by its mean pixel: sees what the replay's refresh hands the model."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(1))
+        self.seen: list[torch.Tensor] = []
+
+    def forward(self, d: dict) -> dict:
+        self.seen.append(d["obs"])
+        return {"values": self.w * d["obs"].flatten(1).mean(1, keepdim=True)}
+
+
+def test_replay_keeps_uint8_frames_and_refresh_scales_them(tag: str) -> None:
+    frames = [FieldSpec("obs", (2, 3, 3), torch.uint8), *FIELDS[1:]]
+    r = ReplayStore(frames, H, N, 3 * H * N, "uniform", "fifo", gamma=0.9, tau=0.8, seed=1, name="rpix", tag=tag)
+    try:
+        batch = rollout(0)
+        batch["obs"] = torch.arange(H * N * 18).reshape(H * N, 2, 3, 3).to(torch.uint8)
+        r.add(N, batch)
+        (i, n, got), = r.sample(1)
+        assert got["obs"].dtype == torch.uint8 and torch.equal(got["obs"], batch["obs"])
+        model = MeanOfFrames()
+        _, fresh = r.refresh(model, (i, n, got), torch.device("cpu"))
+        assert model.seen[0].dtype == torch.float32 and float(model.seen[0].max()) <= 1.0  # rl-games' 1/255
+        want = batch["obs"].float().div(255).flatten(1).mean(1)
+        assert torch.allclose(fresh["values"], want)
+    finally:
+        r.close()

@@ -32,3 +32,31 @@ def test_weight_board_publishes_newest_version_and_leaves_nothing() -> None:
         reader.wait(3, timeout_s=0.05)
     board.close()
 
+
+
+def test_weight_board_carries_cnn_and_recurrent_separate_models(tmp_path, tag) -> None:
+    """Conv, LSTM (separate actor and critic) and normaliser tensors of rl-games' model, bit for bit."""
+    from gmitest import compose_config
+
+    from gmiexp.plan.build import build_plan
+    from gmiexp.rl.rlgames.policy import Spaces, build_model
+
+    plan, _ = build_plan(compose_config("layout=tdg_ex", "task=Cartpole", "gmis_per_gpu=1", "num_envs=4"), tmp_path)
+    plan.task.cnn = {"type": "conv2d", "activation": "relu", "initializer": {"name": "default"},
+                     "regularizer": {"name": "None"}, "permute_input": False,
+                     "convs": [{"filters": 4, "kernel_size": 3, "strides": 2, "padding": 0}]}
+    plan.task.rnn, plan.task.separate = {"name": "lstm", "units": 8, "layers": 1}, True
+    spaces = Spaces((4, 12, 12), False, 3, obs_dtype=torch.uint8)
+    src = build_model(plan, plan.gmis[0], spaces, torch.device("cpu"))
+    plan.seed += 1
+    dst = build_model(plan, plan.gmis[0], spaces, torch.device("cpu"))
+    names = list(src.state_dict())
+    assert any("cnn" in k for k in names) and any("rnn" in k for k in names) and any("c_rnn" in k for k in names)
+    board = WeightBoard.create("wkinds", state_nbytes(src), tag=tag)
+    try:
+        board.publish(src)
+        board.read(dst, torch.empty(board.nbytes, dtype=torch.uint8))
+        for k, v in src.state_dict().items():
+            assert torch.equal(dst.state_dict()[k], v), k
+    finally:
+        board.close()

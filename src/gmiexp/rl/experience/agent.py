@@ -45,11 +45,13 @@ def serve(role: ExperienceRole, owned: list[Any]) -> dict[str, Any]:
         cs.seal()
     dispenser = Dispenser(role.fields, Migrator(routes, gmi.device))
     env = make_env(role)
-    policy = Policy(role.model, role.spaces)
+    policy = Policy(role.model, role.spaces, n)
+    layout = role.states  # a recurrent policy: each row carries a piece of its chunk's start states
+    chunk = None
     scratch = torch.empty(board.nbytes, dtype=torch.uint8)
     buf = {f.name: torch.zeros(horizon, n, *f.shape, dtype=f.dtype) for f in role.fields}
     stats, meter = EpisodeStats(n), Meter(role)
-    obs = on_device(env.reset(), role.device).float()
+    obs = on_device(env.reset(), role.device)  # the simulator's dtype: frames stay uint8 on the channels
     version = board.read(role.model, scratch) if board.wait(1, role.timeout, role.heartbeat) else 0
     rows, start = 0, 0
     sim_s = inf_s = wait_s = 0.0
@@ -63,6 +65,8 @@ def serve(role: ExperienceRole, owned: list[Any]) -> dict[str, Any]:
         lag_max = max(lag_max, board.version - version)
         for t in range(start, horizon):
             t0 = time.perf_counter()
+            if layout is not None and t % layout.seq_length == 0:
+                chunk = layout.flatten(policy.states)
             out = policy.act(obs)
             t1 = time.perf_counter()
             nobs, rew, done, _ = env.step(policy.env_actions(out["actions"]))
@@ -71,11 +75,14 @@ def serve(role: ExperienceRole, owned: list[Any]) -> dict[str, Any]:
             rec = {"obs": obs, "actions": out["actions"], "values": out["values"], "neglogp": out["neglogp"],
                    "rewards": rew * plan.task.reward_scale, "dones": done.to(torch.uint8),
                    "seq": torch.arange(rows, rows + n), "version": torch.full((n,), version)}
+            if layout is not None:
+                rec[layout.field.name] = layout.piece(chunk, t)
+                policy.reset_done(done)
             for k, b in buf.items():  # the rollout is staged on the host, next to the channels
                 b[t].copy_(rec[k].reshape(b[t].shape).to(b.device))
             rows += n
             stats.update(rew, done)
-            obs = on_device(nobs, role.device).float()
+            obs = on_device(nobs, role.device)
             inf_s += t1 - t0
             sim_s += t2 - t1
         t0 = time.perf_counter()

@@ -21,6 +21,7 @@ from torch import nn
 from gmiexp.comm.channels import FieldSpec
 from gmiexp.comm.store import ExperienceStore
 from gmiexp.rl.learner.gae import gae
+from gmiexp.rl.rlgames.policy import preproc_obs
 
 #: Selectors that draw with replacement (any count); the others return distinct rollouts.
 WITH_REPLACEMENT = ("uniform", "prioritized")
@@ -114,7 +115,8 @@ class ReplayStore:
         i, n, batch = rollout
         was_training = model.training
         model.eval()  # eval: no update of the input normaliser, values come out denormalised
-        res = model({"is_train": False, "prev_actions": None, "obs": batch["obs"].to(device), "rnn_states": None})
+        obs = preproc_obs(batch["obs"].to(device))  # uint8 frames are stored as uint8
+        res = model({"is_train": False, "prev_actions": None, "obs": obs, "rnn_states": None})
         model.train(was_training)
         batch = dict(batch)
         batch["values"] = res["values"].reshape(-1).float().to(batch["values"].device)

@@ -20,6 +20,7 @@ from typing import Any
 
 from gmiexp.config import AsyncConfig, TrainConfig
 from gmiexp.rl.experience import agent, trainer
+from gmiexp.rl.learner.sequences import StateLayout
 from gmiexp.rl.rlgames.policy import build_model, experience_fields, probe_spaces
 from gmiexp.role import Role
 from gmiexp.shm.cleanup import cleanup_run
@@ -31,6 +32,7 @@ class ExperienceRole(Role):
     sync = False
     train_cfg: TrainConfig
     acfg: AsyncConfig
+    states: StateLayout | None
 
     def run(self) -> dict[str, Any]:
         plan = self.plan
@@ -41,8 +43,9 @@ class ExperienceRole(Role):
         self.tag = self.ctx.mgr.run_tag
         self.timeout = float(self.acfg.drain_timeout_s)
         self.spaces = probe_spaces(plan)
-        self.fields = experience_fields(self.spaces, list(self.channel.fields))
         self.model = build_model(plan, self.ctx.gmi, self.spaces, self.device)
+        self.states = StateLayout.of(self.model, self.train_cfg.seq_length)  # None: a feed-forward policy
+        self.fields = experience_fields(self.spaces, list(self.channel.fields), self.states)
         owned: list[Any] = []
         try:
             if self.ctx.gmi.has("trainer"):

@@ -37,7 +37,7 @@ class ServeRole(Role):
         plan, gmi = self.plan, self.ctx.gmi
         env = make_env(self)
         spaces = Spaces.of(env.get_env_info())
-        policy = Policy(serving_model(self, spaces), spaces)
+        policy = Policy(serving_model(self, spaces), spaces, gmi.num_envs)
         stats, meter = EpisodeStats(gmi.num_envs), Meter(self)
         sim_s = inf_s = 0.0
         obs = on_device(env.reset(), self.device)
@@ -51,6 +51,7 @@ class ServeRole(Role):
                 sim_s += time.perf_counter() - t1
                 inf_s += t1 - t0
                 stats.update(as_tensor(rew), as_tensor(done))
+                policy.reset_done(as_tensor(done))
             n = plan.train.horizon_length * gmi.num_envs
             meter.row(it, n, n, **{"reward/mean": stats.mean()})
         return {"wall_s": meter.wall_s, "frames_local": meter.frames, "predictions": policy.predictions,
@@ -69,7 +70,7 @@ class TDGRole(Role):
         spaces = probe_spaces(plan)
         n = plan.gmi(sim).num_envs
         width = spaces.obs_shape[0] + 2  # obs | reward | done, one float32 row per environment
-        act_bytes = n * (4 * spaces.actions_num if spaces.continuous else 8)
+        act_bytes = n * spaces.action_field.row_bytes
         mine: dict[str, Any] = {}
         if me == sim:
             mine[f"tdg/state/{sim}"] = SlotRing.create(f"tdg-state{sim}", 2, n * width * 4, tag)
@@ -118,7 +119,7 @@ class TDGRole(Role):
 
     def _predict(self, state: SlotRing, action: SlotRing, spaces: Spaces, n: int, timeout: float) -> dict[str, Any]:
         plan = self.plan
-        policy = Policy(serving_model(self, spaces), spaces)
+        policy = Policy(serving_model(self, spaces), spaces, n)
         meter, obs_dim = Meter(self), spaces.obs_shape[0]
         inf_s = wait_s = 0.0
         for it in range(1, plan.max_iterations + 1):
@@ -126,6 +127,7 @@ class TDGRole(Role):
                 t0 = time.perf_counter()
                 item = state.recv(timeout=timeout)
                 t1 = time.perf_counter()
+                policy.reset_done(item.data[:, obs_dim + 1])  # the step that produced these states ended them
                 out = policy.act(item.data[:, :obs_dim].to(self.device))
                 state.release()
                 inf_s += time.perf_counter() - t1

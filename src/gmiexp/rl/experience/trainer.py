@@ -60,7 +60,7 @@ def make_learner(role: ExperienceRole) -> Learner:
                    num_minibatches=minibatches(plan, role.sync, tr.minibatch_size, tr.horizon_length),
                    world=len(plan.trainer_group), leader=role.gmi_id == min(plan.trainer_group),
                    device=role.device, seed=plan.seed + role.gmi_id,
-                   max_frames=planned_frames(plan, tr.horizon_length))
+                   max_frames=planned_frames(plan, tr.horizon_length), states=role.states)
 
 
 def train(role: ExperienceRole, owned: list[Any]) -> dict[str, Any]:

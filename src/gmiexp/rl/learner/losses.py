@@ -13,6 +13,7 @@ from rl_games.common import common_losses
 from torch import nn
 
 from gmiexp.config import TrainConfig
+from gmiexp.rl.learner.sequences import model_input
 
 
 def truncated_is_weight(behaviour_neglogp: torch.Tensor, neglogp: torch.Tensor, cap: float = 1.0) -> torch.Tensor:
@@ -37,10 +38,12 @@ def kl_estimate(old_neglogp: torch.Tensor, neglogp: torch.Tensor) -> torch.Tenso
 
 
 def row_losses(model: nn.Module, d: dict[str, torch.Tensor], idx: torch.Tensor, train: TrainConfig, ppo: bool,
-               off_policy: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(loss per row, KL estimate per row, the current policy's ``neglogp``) of the rows ``idx`` of ``d``."""
-    actions = d["actions"][idx]
-    res = model({"is_train": True, "prev_actions": actions, "obs": d["obs"][idx]})
+               off_policy: bool, seq_length: int = 1) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(loss per row, KL estimate per row, the current policy's ``neglogp``) of the rows ``idx`` of ``d``.
+
+    A recurrent policy's ``idx`` holds whole sequences of ``seq_length`` rows (:mod:`.sequences`).
+    """
+    res = model(model_input(d, idx, seq_length))
     neglogp = res["prev_neglogp"]
     old = d["neglogp"][idx] if "neglogp" in d else neglogp.detach()
     a_loss = common_losses.actor_loss(old, neglogp, d["advantages"][idx], ppo, train.e_clip)

@@ -21,6 +21,7 @@ from gmiexp.config import TrainConfig
 from gmiexp.rl.learner.gae import gae
 from gmiexp.rl.learner.losses import kl_estimate, row_losses
 from gmiexp.rl.learner.schedule import make_schedule, needs_kl
+from gmiexp.rl.learner.sequences import StateLayout, as_sequences, model_input, sequence_rows
 from gmiexp.rl.rlgames.sync import merge_running_stats, start_counts
 
 #: Sums a tensor in place over the trainer group (every trainer calls it the same number of times).
@@ -39,8 +40,10 @@ class Learner:
 
     def __init__(self, model: nn.Module, optimiser: torch.optim.Optimizer, train: TrainConfig, reduce_sum: Reduce,
                  *, ppo: bool, num_minibatches: int, world: int, leader: bool, device: torch.device, seed: int,
-                 max_frames: int) -> None:
+                 max_frames: int, states: StateLayout | None = None) -> None:
         self.model, self.opt, self.train, self.reduce_sum = model, optimiser, train, reduce_sum
+        self.states = states  # a recurrent policy: minibatches of whole seq_length sequences
+        self.seq_length = states.seq_length if states is not None else 1
         self.ppo = ppo
         self.mini_epochs = train.mini_epochs if ppo else 1
         self.num_minibatches = num_minibatches if ppo else 1
@@ -89,6 +92,9 @@ class Learner:
             return None
         tr = self.train
         parts = [gae(b, tr.horizon_length, n, tr.gamma, tr.tau) for n, b in fresh]
+        if self.states is not None:
+            parts = [as_sequences(p, b, tr.horizon_length, n, self.states)
+                     for p, (n, b) in zip(parts, fresh, strict=True)]
         d = {k: torch.cat([p[k] for p in parts]).to(self.device) for k in parts[0]}
         if tr.normalize_advantage and d["advantages"].numel() > 1:
             a = d["advantages"]
@@ -104,7 +110,7 @@ class Learner:
     def loss(self, d: dict[str, torch.Tensor], idx: torch.Tensor, off_policy: bool = False
              ) -> tuple[torch.Tensor, torch.Tensor]:
         """(mean loss, summed KL estimate) of the rows ``idx``."""
-        rows, kl, neglogp = row_losses(self.model, d, idx, self.train, self.ppo, off_policy)
+        rows, kl, neglogp = row_losses(self.model, d, idx, self.train, self.ppo, off_policy, self.seq_length)
         self._before = (idx, neglogp)
         return rows.mean(), kl.sum()
 
@@ -146,7 +152,7 @@ class Learner:
         if n and d is not None and self._before is not None:
             idx, before = self._before
             self.model.eval()  # eval: the observation normaliser has seen these rows already
-            res = self.model({"is_train": True, "prev_actions": d["actions"][idx], "obs": d["obs"][idx]})
+            res = self.model(model_input(d, idx, self.seq_length))
             self.model.train()
             kl = kl_estimate(before, res["prev_neglogp"]).sum().reshape(1).double().cpu()
         head = self._sum(torch.cat([torch.tensor([float(n)], dtype=torch.float64), kl]))
@@ -181,11 +187,14 @@ class Learner:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
         losses = []
+        units = n // self.seq_length  # rows, or whole sequences of a recurrent policy
         for _ in range(self.mini_epochs):
-            chunks = torch.randperm(n, generator=self._gen).chunk(self.num_minibatches) if n else ()
+            chunks = torch.randperm(units, generator=self._gen).chunk(self.num_minibatches) if units else ()
             rows = kl = 0.0
             for i in range(self.num_minibatches):
                 idx = chunks[i] if i < len(chunks) else torch.zeros(0, dtype=torch.long)
+                if self.states is not None:
+                    idx = sequence_rows(idx, self.seq_length)
                 r, k, loss = self._minibatch(d, idx, params, off_policy)
                 rows, kl = rows + r, kl + k
                 if loss is not None:
