@@ -15,6 +15,7 @@ from gmiexp.backends.base import Backend
 from gmiexp.comm import reduction as reductions
 from gmiexp.config import Config
 from gmiexp.config.checks import validate
+from gmiexp.config.support import refused
 from gmiexp.device import check_device
 from gmiexp.envs import check_task
 from gmiexp.errors import ConfigError, invalid
@@ -23,7 +24,6 @@ from gmiexp.layouts.base import LayoutRequest
 from gmiexp.plan import Plan
 from gmiexp.plan.footprint import check_footprint
 from gmiexp.plan.nodes import replicate, resolve_nodes
-from gmiexp.config.support import refused
 from gmiexp.role import check_role
 
 
