@@ -54,6 +54,10 @@ class Simulator(ABC):
     def dims(self, env_id: str) -> tuple[int, int]:
         """(observation size, action size or number of discrete actions), without building the simulator."""
 
+    def state_dim(self, env_id: str) -> int | None:
+        """Size of the privileged observations (``states``) it returns for a central value net; None: none."""
+        return None
+
     @abstractmethod
     def make(self, task: TaskConfig, num_envs: int, seed: int, sim_threads: int, device: str,
              states: bool) -> GMIVecEnv:
@@ -121,6 +125,9 @@ class Mjlab(Simulator):
     def dims(self, env_id: str) -> tuple[int, int]:
         return MJLAB_DIMS[env_id][:2]
 
+    def state_dim(self, env_id: str) -> int | None:
+        return MJLAB_DIMS[env_id][2]
+
     def make(self, task: TaskConfig, num_envs: int, seed: int, sim_threads: int, device: str,
              states: bool) -> GMIVecEnv:
         from gmiexp.envs.mjlab_env import MjlabVecEnv
@@ -167,6 +174,11 @@ def task_dims(task: TaskConfig) -> tuple[int, int]:
     return simulator(task).dims(task.env_id)
 
 
+def task_state_dim(task: TaskConfig) -> int | None:
+    """Size of the simulator's privileged observations (a central value net's input); None when it has none."""
+    return simulator(task).state_dim(task.env_id)
+
+
 def make_vec_env(task: TaskConfig, num_envs: int, seed: int, sim_threads: int = 1,
                  device: str = "cpu", states: bool = False) -> GMIVecEnv:
     """Build the simulator of ``task`` for one GMI.
@@ -177,4 +189,4 @@ def make_vec_env(task: TaskConfig, num_envs: int, seed: int, sim_threads: int = 
     return simulator(task).make(task, num_envs, seed, sim_threads, device, states)
 
 
-__all__ = ["ENVPOOL_DIMS", "SIMULATORS", "Simulator", "check_task", "make_vec_env", "task_dims"]
+__all__ = ["ENVPOOL_DIMS", "SIMULATORS", "Simulator", "check_task", "make_vec_env", "task_dims", "task_state_dim"]

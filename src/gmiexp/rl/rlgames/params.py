@@ -123,7 +123,10 @@ def build_params(plan: Plan, gmi: GMI, num_envs: int | None = None, device: str 
 
 
 def policy_param_count(plan: Plan) -> int:
-    """Parameters of the policy rl-games builds for this task (what every gradient reduction moves).
+    """Parameters every gradient reduction moves (Table 2's gradient size), as rl-games builds them.
+
+    The policy (actor, critic, a separate critic's own tower) and, with ``task.central_value``, rl-games'
+    central value network.
 
     Counted from the network spec rather than by building it, so ``mode=plan`` imports neither rl-games nor
     torch; ``tests/rl/rlgames/test_params.py`` holds the count equal to rl-games' ``ModelBuilder`` on every task.
@@ -139,4 +142,17 @@ def policy_param_count(plan: Plan) -> int:
     value = last + 1
     head = last * act + act  # mu (continuous) or logits (discrete)
     sigma = act if plan.task.continuous else 0  # fixed_sigma: one learnt log-std per action
-    return towers * trunk + value + head + sigma
+    return towers * trunk + value + head + sigma + central_value_param_count(plan)
+
+
+def central_value_param_count(plan: Plan) -> int:
+    """Parameters of rl-games' central value network (an MLP on the simulator's ``states``, one value); 0 without."""
+    from gmiexp.envs import task_state_dim
+
+    if not plan.task.central_value:
+        return 0
+    state = task_state_dim(plan.task)
+    if state is None:
+        return 0  # the simulator has no states: rl-games gets none and builds no central value net
+    sizes = [state, *plan.task.mlp_units]
+    return sum(i * o + o for i, o in zip(sizes, sizes[1:], strict=False)) + sizes[-1] + 1
