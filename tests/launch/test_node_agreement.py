@@ -74,3 +74,14 @@ def test_node_1_alone_says_one_line_and_logs_the_c10d_noise(tmp_path: Path) -> N
     assert "node 1 cannot reach node 0's store" in r.stderr, r.stderr
     assert not re.search(r"^frame #\d+|socket\.cpp|TCPStore\.cpp", r.stderr, re.M), r.stderr
     assert "frame #" in (tmp_path / "node1" / "logs" / "store.log").read_text()  # kept for whoever needs it
+
+
+def test_a_nodes_own_launcher_settings_may_differ(tmp_path: Path) -> None:
+    plans = {}
+    for r, extra in ((0, []), (1, ["launch.monitor_interval_s=4", "launch.progress=false", "launch.rdzv_timeout_s=9",
+                                   "launch.local_addr=10.0.0.2", "hardware.cpu_cores=3"])):
+        out = run_cli(*BASE, *extra, "gmis_per_gpu=2", "mode=plan", "launch.rdzv_endpoint=10.0.0.1:29400",
+                      f"launch.node_rank={r}", f"hydra.run.dir={tmp_path / str(r)}")
+        assert out.returncode == 0, out.stderr
+        plans[r] = shared_fields(Plan.from_yaml(out.stdout))
+    assert disagreement(plans) == []

@@ -117,10 +117,13 @@ def gmi_for_local_rank(plan: Plan, local_rank: int) -> int:
 
 
 GMI_COUNT = "GMIs (world size)"
-#: What may differ between the nodes' Plans: the node's own rank, address, run dir and resume state, and what
-#: its backend and host realised (GMI environments, shares, core sets and threads; MPS/MIG; set-up commands).
+#: What may differ between the nodes' Plans: the node's own rank, address, run dir and resume state, what
+#: its backend and host realised (GMI environments, shares, core sets and threads; MPS/MIG; set-up commands),
+#: and how its own launcher watches and waits (its clock, its progress output).
 NODE_OWN = ("run_dir", "checkpoint", "resumed", "hardware", "mps", "mig", "setup_commands", "teardown_commands",
-            "backend_reason", "notes", "launch.node_rank", "launch.local_addr", "launch.resume")
+            "backend_reason", "notes", "launch.node_rank", "launch.local_addr", "launch.resume",
+            "launch.monitor_interval_s", "launch.progress", "launch.progress_interval_s",
+            "launch.heartbeat_timeout_s", "launch.rdzv_timeout_s")
 GMI_SHARED = ("device", "roles", "local_index", "node")  # with num_envs; a GMI's other fields are its host's
 
 
