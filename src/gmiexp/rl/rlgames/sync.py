@@ -38,6 +38,14 @@ class SyncedScheduler(RLScheduler):
         self.inner = inner
         self.mgr = mgr
 
+    @property
+    def kl_threshold(self) -> float:  # rl-games' population-based training sets it on the scheduler
+        return self.inner.kl_threshold
+
+    @kl_threshold.setter
+    def kl_threshold(self, value: float) -> None:
+        self.inner.kl_threshold = value
+
     def update(self, current_lr: float, entropy_coef: float, epoch: int, frames: int, kl_dist: Any = 0.0,
                **kwargs: Any) -> Any:
         kl = self.mgr.mean_float(float(kl_dist))
