@@ -19,7 +19,8 @@ from gmiexp.launch.launcher import free_port
 from gmiexp.plan import Plan
 from gmiexp.plan.nodes import disagreement, shared_fields
 
-BASE = [*FAST, "num_gpus=1", "launch.nnodes=2", "launch.rdzv_timeout_s=60", "max_iterations=2"]
+#: a long rendezvous timeout: a node that waited it out (the hang before the check) cannot pass for a quick refusal
+BASE = [*FAST, "num_gpus=1", "launch.nnodes=2", "launch.rdzv_timeout_s=300", "max_iterations=2"]
 
 
 def two_nodes(tmp_path: Path, node0: list[str], node1: list[str]) -> tuple[list[int], list[str], float]:
@@ -42,7 +43,9 @@ def two_nodes(tmp_path: Path, node0: list[str], node1: list[str]) -> tuple[list[
 @pytest.mark.parametrize(("node0", "node1", "expected"), [
     (["num_envs=64"], ["num_envs=128"], "num_envs per GMI: node 0 [64, 64, 64, 64], node 1 [128, 128, 128, 128]"),
     (["max_iterations=5"], ["max_iterations=8"], "max_iterations: node 0 5, node 1 8"),
-    (["gmis_per_gpu=2"], ["gmis_per_gpu=1"], "GMIs per GPU (gmis_per_gpu): node 0 [2], node 1 [1]"),
+    (["gmis_per_gpu=2"], ["gmis_per_gpu=1"],
+     "GMIs (world size): node 0 4, node 1 2; GMIs per GPU (gmis_per_gpu): node 0 [2], node 1 [1]; "
+     "num_envs per GMI: node 0 [32, 32, 32, 32], node 1 [32, 32]"),
 ], ids=["num_envs", "max_iterations", "gmis_per_gpu"])
 def test_nodes_with_different_settings_exit_2_naming_them(node0: list[str], node1: list[str], expected: str,
                                                            tmp_path: Path, no_orphans: None) -> None:
@@ -51,9 +54,10 @@ def test_nodes_with_different_settings_exit_2_naming_them(node0: list[str], node
     for node, err in enumerate(errs):
         line = err.strip().splitlines()[-1]
         assert line.startswith(f"gmiexp: error: invalid settings across nodes: node {node}'s plan differs"), err
-        assert expected in line, line
+        assert line.endswith(expected), line  # the differing settings only, each once
     assert not list(tmp_path.glob("node*/gmis/*/status.json"))  # no GMI started
-    assert took < 60, took  # within seconds, not the rendezvous timeout
+    # seconds after both launchers are up (their start-up alone takes a minute on a loaded 2-core host)
+    assert took < 120, took
 
 
 def test_only_the_differing_fields_are_named(tmp_path: Path) -> None:

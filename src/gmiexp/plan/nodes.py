@@ -121,7 +121,7 @@ GMI_COUNT = "GMIs (world size)"
 #: its backend and host realised (GMI environments, shares, core sets and threads; MPS/MIG; set-up commands),
 #: and how its own launcher watches and waits (its clock, its progress output).
 NODE_OWN = ("run_dir", "checkpoint", "resumed", "hardware", "mps", "mig", "setup_commands", "teardown_commands",
-            "backend_reason", "notes", "launch.node_rank", "launch.local_addr", "launch.resume",
+            "backend_reason", "reduction_reason", "notes", "launch.node_rank", "launch.local_addr", "launch.resume",
             "launch.monitor_interval_s", "launch.progress", "launch.progress_interval_s",
             "launch.heartbeat_timeout_s", "launch.rdzv_timeout_s")
 GMI_SHARED = ("device", "roles", "local_index", "node")  # with num_envs; a GMI's other fields are its host's
@@ -163,8 +163,8 @@ def disagreement(fields: Mapping[int, Mapping[str, Any]]) -> list[str]:
     """``'<field>: node 0 <value>, node 1 <value>'`` for every field whose value is not the same on every node."""
     nodes = sorted(fields)
     keys = sorted({k for n in nodes for k in fields[n]}, key=lambda k: (not k[0].isupper(), k))
-    if len({fields[n].get(GMI_COUNT) for n in nodes}) > 1:  # then every GMI's placement differs too: say it once
-        keys = [k for k in keys if not k.startswith("gmis[*].")]
+    if len({fields[n].get(GMI_COUNT) for n in nodes}) > 1:  # then whatever lists GMIs differs too: say it once
+        keys = [k for k in keys if not k.startswith("gmis[*].") and k not in ("trainer_group", "channels")]
     lines = []
     for k in keys:
         values = [fields[n].get(k, "<absent>") for n in nodes]
