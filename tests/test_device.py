@@ -17,7 +17,6 @@ from gmiexp.plan.build import build_plan
 @pytest.mark.parametrize(("overrides", "expected"), [
     (["train.device=tpu"], "invalid train.device: 'tpu'; valid: auto, cpu, cuda, lazy"),
     (["train.device=cuda", "hardware=cpu"], "invalid train.device: 'cuda'; valid: auto, cpu, lazy"),
-    (["train.device=lazy", "layout=tcg_ex", "gmis_per_gpu=2"], "rl-games' multi-GPU synchronisation"),
 ])
 def test_bad_device_exits_2_and_launches_nothing(overrides: list[str], expected: str, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:

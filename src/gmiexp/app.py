@@ -18,12 +18,14 @@ from gmiexp.errors import ConfigError, GmiexpError, Interrupted, LaunchError
 
 def run_train(cfg: Config, run_dir: Path) -> dict:
     from gmiexp.launch.launcher import launch, node_run_dir
+    from gmiexp.launch.requeue import resume
     from gmiexp.launch.summary import one_line
     from gmiexp.metrics import publish
     from gmiexp.plan.build import build_plan
 
     node_dir = node_run_dir(cfg.launch, run_dir)  # run_dir itself for one node, else run_dir/node<R>
     plan, backend = build_plan(cfg, node_dir)
+    resume(plan, node_dir, cfg.launch.resume)  # a requeued run goes on from its own latest checkpoint
     if backend.hardware.is_preset:
         raise ConfigError(f"invalid hardware={cfg.hardware.name} for mode=train: presets only plan (mode=plan); "
                           "valid for running: auto, cpu")

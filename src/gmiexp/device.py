@@ -32,21 +32,6 @@ def check_device(name: str, hardware: Hardware) -> None:
         raise invalid("train.device", name, ("auto", "cpu", "lazy"), hint=f"no GPU on {hardware.describe()}")
 
 
-def check_device_role(name: str, role: str, gmis: int) -> None:
-    """Exit 2 where the stand-in cannot run a role: rl-games' own multi-GPU sync on ``lazy``.
-
-    rl-games 1.6.5 hands device tensors straight to the process group (the initial weights
-    pickled with ``broadcast_object_list``, the KL all-reduce, the learning-rate and stop-flag
-    broadcasts). gloo reduces host and CUDA tensors; lazy tensors cannot be pickled, and gloo
-    returns them unreduced without an error. One holistic PPO GMI runs on ``lazy``; the gradient
-    and normaliser reductions with device tensors run on it in the experience layouts.
-    """
-    if name == "lazy" and role == "ppo" and gmis > 1:
-        raise invalid("train.device", name, ("auto", "cpu", "cuda"),
-                      hint=f"rl-games' multi-GPU synchronisation (layout=tcg_ex, {gmis} GMIs) cannot run on the "
-                      "lazy stand-in; run lazy with gmis_per_gpu=1 num_gpus=1 or another layout")
-
-
 def host_staging(device: torch.device) -> bool:
     """True when collectives over the gloo process group must copy ``device`` tensors through the host.
 

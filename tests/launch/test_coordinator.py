@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -16,23 +17,24 @@ from gmiexp.launch.launcher import free_port
 TIMEOUT_S = 1.0
 
 
-def fake_plan(node: int, port: int) -> SimpleNamespace:
+def fake_plan(node: int, port: int, run_dir: Path) -> SimpleNamespace:
     launch = SimpleNamespace(heartbeat_timeout_s=TIMEOUT_S, rdzv_endpoint=f"127.0.0.1:{port}", rdzv_id="t",
                              rdzv_timeout_s=10.0)
-    return SimpleNamespace(node_rank=node, nnodes=2, launch=launch)
+    # run_dir: the store's C++ log goes to its logs/
+    return SimpleNamespace(node_rank=node, nnodes=2, launch=launch, run_dir=str(run_dir / f"node{node}"))
 
 
 class Node:
-    def __init__(self, node: int, port: int) -> None:
+    def __init__(self, node: int, port: int, run_dir: Path) -> None:
         self.stopped = threading.Event()
-        self.coord = Coordinator(fake_plan(node, port), stop_local=self.stopped.set)  # type: ignore[arg-type]
+        self.coord = Coordinator(fake_plan(node, port, run_dir), stop_local=self.stopped.set)  # type: ignore[arg-type]
 
 
 @pytest.fixture
-def nodes() -> Iterator[tuple[Node, Node]]:
+def nodes(tmp_path: Path) -> Iterator[tuple[Node, Node]]:
     port = free_port()
-    n0 = Node(0, port)
-    n1 = Node(1, port)
+    n0 = Node(0, port, tmp_path)
+    n1 = Node(1, port, tmp_path)
     n0.coord.start()
     n1.coord.start()
     yield n0, n1
@@ -82,9 +84,9 @@ def test_node_0_gathers_every_nodes_summary(nodes: tuple[Node, Node]) -> None:
     assert not n0.stopped.is_set()  # a node that finished is not silent
 
 
-def test_a_node_that_never_started_is_named_at_once_not_after_the_heartbeat_timeout() -> None:
+def test_a_node_that_never_started_is_named_at_once_not_after_the_heartbeat_timeout(tmp_path: Path) -> None:
     """Node 0's rendezvous timed out because node 1's launcher never ran: say so, without waiting for its report."""
-    n0 = Node(0, free_port())
+    n0 = Node(0, free_port(), tmp_path)
     n0.coord.timeout_s = 60.0  # a wait for node 1's silence to count would take this long
     n0.coord.start()
     try:

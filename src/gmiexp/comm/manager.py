@@ -13,7 +13,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from gmiexp.device import resolve_device
+from gmiexp.device import host_staging, resolve_device
 from gmiexp.plan import GMI, Plan
 from gmiexp.shm import names
 
@@ -97,6 +97,43 @@ class GMIManager:
         if self._device is None:
             self._device = resolve_device(str(self.plan.train.device))
         return self._device
+
+    # ---- collectives over every GMI (the default group) ------------------
+    def all_reduce_(self, t: torch.Tensor) -> torch.Tensor:
+        """Sum ``t`` in place over every GMI (through the host where gloo cannot reduce the device)."""
+        if not self.distributed:
+            return t
+        if host_staging(t.device):
+            host = t.cpu()
+            dist.all_reduce(host, op=dist.ReduceOp.SUM)
+            t.copy_(host)
+        else:
+            dist.all_reduce(t, op=dist.ReduceOp.SUM)
+        return t
+
+    def broadcast_(self, t: torch.Tensor, src: int = 0) -> torch.Tensor:
+        """Copy GMI ``src``'s ``t`` into ``t`` of every GMI (through the host where gloo needs it)."""
+        if not self.distributed:
+            return t
+        if host_staging(t.device):
+            host = t.cpu()
+            dist.broadcast(host, src=src)
+            t.copy_(host)
+        else:
+            dist.broadcast(t, src=src)
+        return t
+
+    def broadcast_float(self, value: float, src: int = 0) -> float:
+        """GMI ``src``'s ``value`` on every GMI (a learning rate, a stop flag), exactly."""
+        return float(self.broadcast_(torch.tensor([value], dtype=torch.float64), src).item())
+
+    def mean_float(self, value: float) -> float:
+        """The mean of ``value`` over every GMI, bit-identical on each (a KL divergence)."""
+        return float(self.all_reduce_(torch.tensor([value], dtype=torch.float64)).item()) / self.world_size
+
+    def sum_int(self, value: int) -> int:
+        """The sum of ``value`` over every GMI (frames stepped in an epoch)."""
+        return int(self.all_reduce_(torch.tensor([value], dtype=torch.int64)).item())
 
     # ---- point-to-point ------------------------------------------------
     def send(self, tensor: torch.Tensor, dst_gmi: int) -> None:

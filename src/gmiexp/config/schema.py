@@ -236,7 +236,6 @@ class TaskConfig:
     device=OneOf(registry="gmiexp.device:DEVICES"),
     file=Text(r"|.+\.ya?ml", "empty, or an rl-games params YAML: a path or rl_games:configs/...yaml", bad=("a.txt",)),
     bound_loss_type=OneOf(("bound", "regularisation")), score_to_win=Maybe(Between()),
-    seq_length=AtLeast(1, "steps"),
 )
 @dataclass
 class TrainConfig:

@@ -63,6 +63,10 @@ class Simulator(ABC):
         raise invalid(f"{task.simulator} env_id", task.env_id,
                       [k for s, k in KNOWN_SPACES if s == task.simulator])
 
+    def state_dim(self, env_id: str) -> int | None:
+        """Size of the privileged observations (``states``) it returns for a central value net; None: none."""
+        return None
+
     @abstractmethod
     def make(self, task: TaskConfig, num_envs: int, seed: int, sim_threads: int, device: str,
              states: bool) -> GMIVecEnv:
@@ -194,6 +198,9 @@ class Mjlab(Simulator):
         obs, act, _critic = MJLAB_DIMS[task.env_id]
         return TaskSpaces((obs,), "float32", "continuous", (act,))
 
+    def state_dim(self, env_id: str) -> int | None:
+        return MJLAB_DIMS[env_id][2]
+
     def make(self, task: TaskConfig, num_envs: int, seed: int, sim_threads: int, device: str,
              states: bool) -> GMIVecEnv:
         from gmiexp.envs.mjlab_env import MjlabVecEnv
@@ -259,6 +266,11 @@ def task_dims(task: TaskConfig) -> tuple[int, int]:
     return task_spaces(task).dims()
 
 
+def task_state_dim(task: TaskConfig) -> int | None:
+    """Size of the simulator's privileged observations (a central value net's input); None when it has none."""
+    return simulator(task).state_dim(task.env_id)
+
+
 def make_vec_env(task: TaskConfig, num_envs: int, seed: int, sim_threads: int = 1,
                  device: str = "cpu", states: bool = False) -> GMIVecEnv:
     """Build the simulator of ``task`` for one GMI.
@@ -270,4 +282,4 @@ def make_vec_env(task: TaskConfig, num_envs: int, seed: int, sim_threads: int = 
 
 
 __all__ = ["KNOWN_SPACES", "SIMULATORS", "Simulator", "TaskSpaces", "check_task", "make_vec_env", "task_dims",
-           "task_spaces"]
+           "task_spaces", "task_state_dim"]

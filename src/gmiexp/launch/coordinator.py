@@ -19,12 +19,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gmiexp.errors import LaunchError
+from gmiexp.errors import ConfigError, LaunchError
 from gmiexp.launch import store
 from gmiexp.launch.failure import Failure, describe
 from gmiexp.plan import Plan
+from gmiexp.plan.nodes import disagreement, shared_fields
 
 REPORT_WAIT_S = 5.0  # how long a failed node waits for the other nodes' reports before naming the root cause
+VERDICT_READ_S = 5.0  # how long node 0 keeps the store up for the others to read a disagreement
 
 
 def store_gone(st: store.NodeStore, err: Exception) -> str:
@@ -100,6 +102,52 @@ class Coordinator:
         self._done.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+
+    # ---- the nodes agree on the plan -----------------------------------
+    def agree(self) -> None:
+        """Before the rendezvous: every node posts its plan's shared fields, node 0 compares them.
+
+        Raises ConfigError (exit 2) on every node, naming each field that differs and its value on each
+        node, when the nodes were started with different settings (they would otherwise fail in gloo, hang
+        at the rendezvous or train other settings than their plan says). On node 0, a node that never
+        posts within ``launch.rdzv_timeout_s`` is named as never having joined (LaunchError).
+        """
+        self.store.put("plan", self.node, shared_fields(self.plan))
+        timeout_s = float(self.plan.launch.rdzv_timeout_s)
+        end = time.monotonic() + timeout_s
+        if self.node == 0:
+            plans: dict[int, dict[str, Any]] = {0: shared_fields(self.plan)}
+            while len(plans) < self.nnodes:
+                for n in self.others:
+                    got = plans.get(n) or self.store.get("plan", n)
+                    if got is not None:
+                        plans[n] = got
+                if len(plans) < self.nnodes and time.monotonic() > end:
+                    raise LaunchError(self.describe([]) or f"nodes {sorted(set(self.others) - set(plans))} "
+                                      f"never joined within launch.rdzv_timeout_s={timeout_s:g}")
+                time.sleep(0.1)
+            differ = disagreement(plans)
+            self.store.put("verdict", 0, {"differ": differ})
+            if differ:
+                self._wait_read(time.monotonic() + VERDICT_READ_S)
+        else:
+            while (verdict := self.store.get("verdict", 0)) is None:
+                if time.monotonic() > end:
+                    raise LaunchError(f"node 0 did not compare the nodes' plans within launch.rdzv_timeout_s="
+                                      f"{timeout_s:g}")
+                time.sleep(0.1)
+            differ = verdict["differ"]
+            self.store.put("verdict_read", self.node, {})
+        if differ:
+            self.stop()
+            raise ConfigError(f"invalid settings across nodes: node {self.node}'s plan differs from another node's "
+                              f"(start the same command on every node, only launch.node_rank differing): "
+                              + "; ".join(differ))
+
+    def _wait_read(self, end: float) -> None:
+        """Node 0: keep the store up until every node read the verdict (or ``end``)."""
+        while time.monotonic() < end and any(self.store.get("verdict_read", n) is None for n in self.others):
+            time.sleep(0.1)
 
     # ---- failure reports -----------------------------------------------
     def describe(self, failures: list[Failure]) -> str | None:

@@ -163,18 +163,20 @@ def _run_session(plan: Plan, run_dir: Path, watchdog: Watchdog, monitor: Any, t0
     lc = plan.launch
     plan_path = plan.save(run_dir / "plan.yaml")  # after set-up: MIG creation fills instance UUIDs
     killed: set[int] = set()  # GMIs this launcher killed because another node failed
+    if plan.nnodes > 1:
+        print(f"gmiexp: node {plan.node_rank} of {plan.nnodes}: waiting for every node at "
+              f"launch.rdzv_endpoint={lc.rdzv_endpoint} (up to launch.rdzv_timeout_s="
+              f"{float(lc.rdzv_timeout_s):g})", file=sys.stderr, flush=True)
     coord = Coordinator(plan, stop_local=lambda: kill_local_gmis(killed)).start() if plan.nnodes > 1 else None
     try:
+        if coord is not None:
+            coord.agree()  # exit 2 on every node when their plans differ, before any GMI starts
         watchdog.start()
         monitor.start()
         try:
             if lc.inprocess:
                 _inprocess(plan)
             else:
-                if coord is not None:
-                    print(f"gmiexp: node {plan.node_rank} of {plan.nnodes}: waiting for every node at "
-                          f"launch.rdzv_endpoint={lc.rdzv_endpoint} (up to launch.rdzv_timeout_s="
-                          f"{float(lc.rdzv_timeout_s):g})", file=sys.stderr, flush=True)
                 _elastic(plan, run_dir, plan_path)
         except SignalException as sig:
             _tell_others(coord, plan, f"node {plan.node_rank}'s launcher was stopped by signal {sig.sigval.name}")

@@ -8,8 +8,13 @@ a summary per node. Values are JSON.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import sys
+from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gmiexp.errors import LaunchError
@@ -46,14 +51,41 @@ class NodeStore:
         return json.loads(self.store.get(k))
 
 
+def store_log(plan: Plan) -> Path:
+    """The node's log of its store connections: ``<node run dir>/logs/store.log``."""
+    return Path(plan.run_dir) / "logs" / "store.log"
+
+
+@contextlib.contextmanager
+def native_stderr_to(path: Path) -> Iterator[None]:
+    """Send what C++ writes to file descriptor 2 (c10d's retry warnings and stack traces) to ``path`` meanwhile.
+
+    A client waiting for a store that is not there yet logs every failed try with a C++ stack trace
+    (~40 lines); the node's own one-line error is what its user needs on stderr.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(path, "ab") as log:
+            os.dup2(log.fileno(), 2)
+            try:
+                yield
+            finally:
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
+
+
 def host(plan: Plan) -> NodeStore:
     """Node 0: serve the store on the endpoint's port (the rendezvous joins it as a client)."""
     from torch.distributed import TCPStore
 
     ep = str(plan.launch.rdzv_endpoint)
     try:
-        store = TCPStore(endpoint_host(ep), endpoint_port(ep), is_master=True, multi_tenant=True,
-                         wait_for_workers=False, timeout=timedelta(seconds=float(plan.launch.rdzv_timeout_s)))
+        with native_stderr_to(store_log(plan)):
+            store = TCPStore(endpoint_host(ep), endpoint_port(ep), is_master=True, multi_tenant=True,
+                             wait_for_workers=False, timeout=timedelta(seconds=float(plan.launch.rdzv_timeout_s)))
     except (RuntimeError, ValueError) as e:  # DistNetworkError: the port is taken
         raise LaunchError(f"node 0 cannot serve the rendezvous store on launch.rdzv_endpoint={ep}: "
                           f"{str(e).splitlines()[0]}") from None
@@ -67,10 +99,11 @@ def connect(plan: Plan, timeout_s: float | None = None) -> NodeStore:
     ep = str(plan.launch.rdzv_endpoint)
     timeout_s = float(plan.launch.rdzv_timeout_s) if timeout_s is None else timeout_s
     try:
-        store = TCPStore(endpoint_host(ep), endpoint_port(ep), is_master=False,
-                         timeout=timedelta(seconds=timeout_s))
+        with native_stderr_to(store_log(plan)):
+            store = TCPStore(endpoint_host(ep), endpoint_port(ep), is_master=False,
+                             timeout=timedelta(seconds=timeout_s))
     except (RuntimeError, ValueError) as e:
         raise LaunchError(f"node {plan.node_rank} cannot reach node 0's store at launch.rdzv_endpoint={ep} "
                           f"within {timeout_s:g}s (launch.rdzv_timeout_s; is node 0's launcher running?): "
-                          f"{str(e).splitlines()[0]}") from None  # torch's message goes on with C++ frames
+                          f"{str(e).splitlines()[0]} (details: {store_log(plan)})") from None
     return NodeStore(store, str(plan.launch.rdzv_id), ep)

@@ -92,11 +92,13 @@ class PackedSweep:
                                                                                           strict=True)]
         per_gpu = 1 if self.per_gpu == AUTO else int(self.per_gpu)
         first = slots.make_slots(self.hw, self.gpus, per_gpu)[0]
+        from gmiexp.launch.requeue import resume
         from gmiexp.plan.build import build_plan
 
         for o, m, d in zip(self.overrides, self.members, self.run_dirs, strict=True):
             cfg = task_config(self.compose([*o, *self.slot_overrides(first, m, per_gpu)]))
-            build_plan(cfg, d, hardware=copy.deepcopy(self.hw))
+            plan, _ = build_plan(cfg, d, hardware=copy.deepcopy(self.hw))
+            resume(plan, d, cfg.launch.resume)  # a finished or foreign run dir exits 2 before any member starts
 
     def slot_overrides(self, slot: Slot, member: Member, per_gpu: int | None = None) -> list[str]:
         return slots.slot_overrides(slot, member, int(per_gpu or self.per_gpu))

@@ -1,4 +1,8 @@
-"""Config -> Plan: hardware, layout template, reduction choice, backend realisation, validation."""
+"""Config -> Plan: hardware, layout template, reduction choice, backend realisation, validation.
+
+The planner reads only the config, layouts, backends and hardware; what a launch finds on disk (a
+previous attempt's checkpoints, ``launch.requeue.resume``) is applied by the caller afterwards.
+"""
 
 from __future__ import annotations
 
@@ -12,23 +16,22 @@ from gmiexp.backends.base import Backend
 from gmiexp.comm import reduction as reductions
 from gmiexp.config import Config
 from gmiexp.config.checks import validate
-from gmiexp.device import check_device, check_device_role, check_device_task
+from gmiexp.config.support import refused, refused_policy
+from gmiexp.device import check_device, check_device_task
 from gmiexp.envs import check_task
 from gmiexp.errors import ConfigError, invalid
 from gmiexp.hardware import Hardware, resolve, with_mig
-from gmiexp.launch.requeue import resume
 from gmiexp.layouts.base import LayoutRequest
 from gmiexp.plan import Plan
 from gmiexp.plan.footprint import check_footprint
 from gmiexp.plan.nodes import replicate, resolve_nodes
-from gmiexp.rl.learner.support import refused, refused_policy
 from gmiexp.role import check_role
 
 
 def check_rlgames_only(cfg: Config) -> None:
     """Settings only rl-games' own agent (layout tcg_ex) applies; gmiexp's experience trainer would ignore them.
 
-    Also the policy kinds (CNN, RNN) a layout cannot run (``gmiexp.rl.learner.support.refused_policy``).
+    Also the policy kinds (CNN, RNN) a layout cannot run (``gmiexp.config.support.refused_policy``).
     """
     experience = layouts.get(cfg.layout.name).experience
     why = refused_policy(cfg.layout.name, experience, cfg.task, cfg.train, cfg.async_train.replay_ratio)
@@ -36,7 +39,7 @@ def check_rlgames_only(cfg: Config) -> None:
         raise ConfigError(why)
     if not experience:
         return
-    for key in refused(cfg.train):  # gmiexp.rl.learner.support lists what the learner does not apply
+    for key in refused(cfg.train):  # gmiexp.config.support lists what the learner does not apply
         raise ConfigError(f"invalid {key} with layout={cfg.layout.name}: only rl-games' own agent (layout "
                           f"tcg_ex) applies it; drop it (for an imported file: {key}=<rl-games default>)")
 
@@ -125,7 +128,6 @@ def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> 
     plan.hardware = hw.summary()
     plan.seed, plan.max_iterations = cfg.seed, cfg.max_iterations
     layouts.configure(plan, cfg)  # role by layout (when role=ppo), the layout's own settings, cost model
-    check_device_role(cfg.train.device, plan.role, plan.world_size)
     plan.checkpoint = str(Path(cfg.checkpoint).resolve()) if cfg.checkpoint else ""
     plan.experiment, plan.run_dir = cfg.experiment, str(run_dir.resolve())
     place_devices(plan, cfg.hardware.gpus, hw)
@@ -140,6 +142,4 @@ def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> 
     plan.reduction, plan.reduction_reason = reductions.resolve(layouts.reduction_for(plan, cfg.reduction.name), plan)
     if not plan.trainer_group:
         plan.reduction_reason = f"no trainer GMIs (layout={plan.layout}): nothing is reduced"
-    if cfg.mode == "train":  # a requeued run resumes from its own latest checkpoint (launch.resume)
-        resume(plan, run_dir, cfg.launch.resume)
     return plan.validate(), backend

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping
+from typing import Any
 
 from gmiexp.config import LaunchConfig
 from gmiexp.errors import ConfigError, invalid
@@ -113,3 +114,65 @@ def gmi_for_local_rank(plan: Plan, local_rank: int) -> int:
     if not 0 <= local_rank < len(local):
         raise invalid("LOCAL_RANK", local_rank, f"0..{len(local) - 1} (GMIs on node {plan.node_rank})")
     return local[local_rank].id
+
+
+GMI_COUNT = "GMIs (world size)"
+#: What may differ between the nodes' Plans: the node's own rank, address, run dir and resume state, what
+#: its backend and host realised (GMI environments, shares, core sets and threads; MPS/MIG; set-up commands),
+#: and how its own launcher watches and waits (its clock, its progress output).
+NODE_OWN = ("run_dir", "checkpoint", "resumed", "hardware", "mps", "mig", "setup_commands", "teardown_commands",
+            "backend_reason", "reduction_reason", "notes", "launch.node_rank", "launch.local_addr", "launch.resume",
+            "launch.monitor_interval_s", "launch.progress", "launch.progress_interval_s",
+            "launch.heartbeat_timeout_s", "launch.rdzv_timeout_s")
+GMI_SHARED = ("device", "roles", "local_index", "node")  # with num_envs; a GMI's other fields are its host's
+
+
+def _flat(d: Any, prefix: str, out: dict[str, Any]) -> None:
+    if isinstance(d, dict) and d:
+        for k, v in d.items():
+            _flat(v, f"{prefix}.{k}" if prefix else str(k), out)
+    else:
+        out[prefix] = d
+
+
+def shared_fields(plan: Plan) -> dict[str, Any]:
+    """The Plan's fields every node must agree on, flat (``train.gamma``), JSON-ready.
+
+    GMIs are summarised by what the command chose: their count, the GMIs on each GPU of a node and each
+    GMI's environments, then each GMI's placement (``gmis[*].<field>``, one list over the GMIs).
+    """
+    d = plan.to_dict()
+    gmis = d.pop("gmis")
+    out: dict[str, Any] = {}
+    _flat(d, "", out)
+    for key in NODE_OWN:
+        for k in [k for k in out if k == key or k.startswith(key + ".")]:
+            del out[k]
+    local = [g for g in gmis if g["node"] == 0]
+    out[GMI_COUNT] = len(gmis)
+    out["GMIs per GPU (gmis_per_gpu)"] = [sum(1 for g in local if g["device"] == dev)
+                                          for dev in sorted({g["device"] for g in local})]
+    out["num_envs per GMI"] = [g["num_envs"] for g in gmis]
+    for f in GMI_SHARED:
+        out[f"gmis[*].{f}"] = [g[f] for g in gmis]
+    return out
+
+
+
+def disagreement(fields: Mapping[int, Mapping[str, Any]]) -> list[str]:
+    """``'<field>: node 0 <value>, node 1 <value>'`` for every field whose value is not the same on every node."""
+    nodes = sorted(fields)
+    keys = sorted({k for n in nodes for k in fields[n]}, key=lambda k: (not k[0].isupper(), k))
+    if len({fields[n].get(GMI_COUNT) for n in nodes}) > 1:  # then whatever lists GMIs differs too: say it once
+        keys = [k for k in keys if not k.startswith("gmis[*].") and k not in ("trainer_group", "channels")]
+    lines = []
+    for k in keys:
+        values = [fields[n].get(k, "<absent>") for n in nodes]
+        if any(v != values[0] for v in values[1:]):
+            lines.append(f"{k}: " + ", ".join(f"node {n} {_short(v)}" for n, v in zip(nodes, values, strict=True)))
+    return lines
+
+
+def _short(v: Any) -> str:
+    text = str(v)
+    return text if len(text) <= 60 else text[:57] + "..."

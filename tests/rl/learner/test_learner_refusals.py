@@ -8,7 +8,7 @@ import pytest
 from gmitest import compose_config
 
 from gmiexp.app import run
-from gmiexp.rl.learner.support import RLGAMES_ONLY, refused
+from gmiexp.config.support import RLGAMES_ONLY, refused
 
 EXPERIENCE = ["layout=tdg_ex", "task=Cartpole", "gmis_per_gpu=1", "num_envs=8", "max_iterations=1"]
 

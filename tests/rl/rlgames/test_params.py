@@ -12,9 +12,9 @@ import pytest
 from gmitest import compose_config
 
 from gmiexp.config.compose import conf_dir
-from gmiexp.envs import task_spaces
+from gmiexp.envs import task_spaces, task_state_dim
 from gmiexp.envs.spaces import TaskSpaces
-from gmiexp.rl.rlgames.params import build_params, network_param_count, policy_param_count
+from gmiexp.rl.rlgames.params import build_params, central_value_param_count, network_param_count, policy_param_count
 
 TASKS = sorted(p.stem for p in (Path(conf_dir()) / "task").glob("*.yaml"))
 
@@ -39,12 +39,36 @@ def plan_of(tmp_path: Path, *overrides: str) -> SimpleNamespace:
                            gmis=[SimpleNamespace(id=0, num_envs=16, torch_threads=1)])
 
 
+def rl_games_count(plan: SimpleNamespace) -> int:
+    """Parameters of the models rl-games builds from gmiexp's params: the policy, and the central value net."""
+    from rl_games.algos_torch.model_builder import ModelBuilder
+
+    sp = task_spaces(plan.task)
+    params = build_params(plan, plan.gmis[0])
+    count = built_count(params["network"], sp)
+    cv = params["config"].get("central_value_config")
+    if cv is not None:  # as rl-games' A2CBase.load_networks and CentralValueTrain build it
+        with contextlib.redirect_stdout(io.StringIO()):
+            cv_net = ModelBuilder().load({**cv, "model": {"name": "central_value"}}).build({
+                "value_size": 1, "input_shape": (task_state_dim(plan.task),), "actions_num": sp.actions_num,
+                "num_agents": 1, "num_seqs": 1, "normalize_input": False, "normalize_value": False})
+        count += sum(p.numel() for p in cv_net.parameters())
+    return count
+
+
 @pytest.mark.parametrize("task", TASKS)
 @pytest.mark.parametrize("units", [None, [32], [64, 64, 64, 32]])
 def test_param_count_equals_rl_games_model(task: str, units: list[int] | None, tmp_path: Path) -> None:
     plan = plan_of(tmp_path, f"task={task}", *([f"task.mlp_units={units}"] if units else []))
-    net = build_params(plan, plan.gmis[0])["network"]
-    assert policy_param_count(plan) == built_count(net, task_spaces(plan.task))
+    assert policy_param_count(plan) == rl_games_count(plan)
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_param_count_holds_a_separate_critic_and_the_central_value_net(task: str, tmp_path: Path) -> None:
+    """Table 2's gradient size is everything the reduction moves: a separate critic's tower, the central value net."""
+    plan = plan_of(tmp_path, f"task={task}", "task.separate=true")
+    assert policy_param_count(plan) == rl_games_count(plan)
+    assert (central_value_param_count(plan) > 0) == bool(plan.task.central_value and task_state_dim(plan.task))
 
 
 CONV = {"type": "conv2d", "activation": "elu", "initializer": {"name": "default"}, "regularizer": {"name": "None"},

@@ -83,3 +83,22 @@ def test_first_merge_counts_the_initial_count_once_plus_every_gmis_samples(tmp_p
     initial = 1.0  # rl-games' RunningMeanStd starts from one prior sample, the same on every GMI
     assert float(state["running_mean_std.count"]) == initial + gmis * mini_epochs * rows
     assert float(state["value_mean_std.count"]) == initial + gmis * 2 * rows
+
+
+def test_the_scheduler_reads_the_kl_averaged_over_every_gmi() -> None:
+    """rl-games all-reduces the KL before its adaptive scheduler reads it; gmiexp's wrapper, through the manager."""
+    from rl_games.common.schedulers import AdaptiveScheduler
+
+    from gmiexp.rl.rlgames.sync import SyncedScheduler
+
+    class TwoGMIs:  # the other GMI saw KL 0.0: the mean halves this GMI's
+        def mean_float(self, value: float) -> float:
+            return (value + 0.0) / 2
+
+    inner = AdaptiveScheduler(kl_threshold=0.008)
+    synced = SyncedScheduler(inner, TwoGMIs())  # type: ignore[arg-type]
+    # 0.02 alone is above 2 x threshold (the rate would drop); the mean 0.01 is within [threshold/2, 2 x threshold]
+    assert inner.update(1e-3, 0.0, 1, 0, 0.02)[0] < 1e-3
+    assert synced.update(1e-3, 0.0, 1, 0, 0.02)[0] == 1e-3
+    synced.kl_threshold = 0.1
+    assert inner.kl_threshold == 0.1

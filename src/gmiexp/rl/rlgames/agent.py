@@ -1,31 +1,48 @@
 """GMI-aware PPO agents for rl-games, registered through ``runner.algo_factory``.
 
-rl-games 1.6.5 hard-codes ``init_process_group("nccl")`` and ``cuda:LOCAL_RANK``
-behind ``config.multi_gpu``. The agents here construct rl-games with
-``multi_gpu=False`` (so it never touches NCCL), then switch its multi-GPU
-synchronisation back on over gmiexp's gloo default group: the initial weight
-broadcast, KL averaging, learning-rate broadcast, global frame counting and
-the stop flag all stay rl-games' own code. gmiexp adds what 1.6.5 lacks or
-does its own way: the gradient reduction goes through the Plan's strategy
-(``trancate_gradients_and_step``, rl-games' spelling), and the running
-observation/value normalisers are merged after every epoch.
+rl-games 1.6.5 hard-codes ``init_process_group("nccl")`` and ``cuda:LOCAL_RANK`` behind
+``config.multi_gpu``, and under it hands device tensors to the process group itself: the initial
+weights pickled with ``broadcast_object_list``, the KL all-reduce, learning-rate and stop-flag
+broadcasts, and the central value net's gradient all-reduce. The agents here construct rl-games
+with ``multi_gpu=False`` and keep it off, so none of that code runs; every one of those steps is
+done here through gmiexp's communication layer (:class:`~gmiexp.comm.manager.GMIManager`, staging
+through the host where the device needs it) and the Plan's reduction:
+
+* initial weights and normalisers: broadcast from GMI 0 tensor by tensor (``train``);
+* KL: averaged over every GMI before rl-games' scheduler reads it (:class:`SyncedScheduler`);
+* learning rate and stop flag: GMI 0's, broadcast (``update_lr``, ``train``);
+* frames: the epoch's frames summed over every GMI (``train``);
+* gradients, policy and central value: the Plan's strategy (``trancate_gradients_and_step``,
+  rl-games' spelling; :class:`~gmiexp.rl.rlgames.central_value.GMICentralValue`);
+* running normalisers: merged after every epoch (``train_epoch``).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 from rl_games.algos_torch import a2c_continuous, a2c_discrete
+from rl_games.common.a2c_common import print_statistics
 from torch import nn
 
+from gmiexp.rl.rlgames.central_value import GMICentralValue, central_value_args
 from gmiexp.rl.rlgames.checkpoint import host, model_digest
 from gmiexp.rl.rlgames.lazy import fused_adam_supported, lazy_scalar_guard
 from gmiexp.rl.rlgames.observer import EpochReport, GMIObserver
-from gmiexp.rl.rlgames.sync import gloo_sum, merge_running_stats, reduce_gradients, start_counts
+from gmiexp.rl.rlgames.sync import (
+    SyncedScheduler,
+    broadcast_module,
+    gloo_sum,
+    merge_running_stats,
+    reduce_gradients,
+    start_counts,
+)
 from gmiexp.role import GMIContext
 
 
@@ -37,10 +54,14 @@ class GMISyncMixin:
     def __init__(self, base_name: str, params: dict[str, Any], ctx: GMIContext) -> None:
         self.gmi_ctx = ctx
         config = params["config"]
-        config["multi_gpu"] = False
+        config["multi_gpu"] = False  # and it stays off: rl-games' own sync code never runs
         if ctx.mgr.rank != 0:
             config["print_stats"] = False
         super().__init__(base_name, params)  # type: ignore[call-arg]
+        if self.has_central_value:  # rl-games' net, rebuilt as gmiexp's subclass (its gradients: the Plan's)
+            self.central_value_net = GMICentralValue(ctx, **central_value_args(self)).to(self.ppo_device)
+            if self.normalize_value:
+                self.value_mean_std = self.central_value_net.model.value_mean_std
         if not fused_adam_supported(self.model):
             # rl-games 1.6.5 builds Adam with fused=True, which only a few device types implement
             self.optimizer = torch.optim.Adam(self.model.parameters(), float(self.last_lr), eps=1e-08,
@@ -55,17 +76,17 @@ class GMISyncMixin:
         self._stats_counts: dict[int, float] = {}
         self._cv_stats_counts: dict[int, float] = {}
 
+    @property
+    def gmi_sync(self) -> bool:
+        """More than one GMI trains this policy: the steps rl-games' ``multi_gpu`` guards run here."""
+        return self.gmi_ctx.mgr.distributed
+
     def _take_over_distributed(self) -> None:
         mgr = self.gmi_ctx.mgr
         self.global_rank = mgr.rank
         self.world_size = mgr.world_size
-        self.multi_gpu = mgr.distributed
-        # rl-games' train() calls torch.cuda.set_device(local_rank); each GMI sees one device
-        # (CUDA_VISIBLE_DEVICES), and -1 makes the call a no-op on a CPU-only GMI.
-        self.local_rank = 0 if mgr.torch_device.type == "cuda" else -1
-        if self.has_central_value:  # its gradients: rl-games' own all-reduce, over gmiexp's default group
-            cv = self.central_value_net
-            cv.multi_gpu, cv.world_size, cv.global_rank = self.multi_gpu, self.world_size, self.global_rank
+        if self.gmi_sync:  # the KL every GMI's scheduler reads: the mean over GMIs
+            self.scheduler = SyncedScheduler(self.scheduler, mgr)
         if self.global_rank != 0 and self.writer is not None:
             self.writer.close()
             self.writer = None
@@ -80,8 +101,14 @@ class GMISyncMixin:
         with lazy_scalar_guard(self.central_value_net.model):
             return super().train_central_value()  # type: ignore[misc]
 
+    def update_lr(self, lr: float) -> None:
+        if self.gmi_sync:  # GMI 0's rate, as rl-games' broadcast (its own on the device tensor)
+            lr = self.gmi_ctx.mgr.broadcast_float(lr)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
     def trancate_gradients_and_step(self) -> None:  # (sic) rl-games' method name
-        if self.multi_gpu:
+        if self.gmi_sync:
             reduce_gradients(self.model.parameters(), self.gmi_ctx.reduction)
         if self.truncate_grads:
             self.scaler.unscale_(self.optimizer)
@@ -95,13 +122,13 @@ class GMISyncMixin:
 
     def train_epoch(self) -> tuple:
         comm0 = self.gmi_ctx.reduction.comm_s
-        if self.multi_gpu and not self._stats_counts:  # the counts every GMI starts the first merge from
+        if self.gmi_sync and not self._stats_counts:  # the counts every GMI starts the first merge from
             self._stats_counts = start_counts(self.model)
             if self.has_central_value:
                 self._cv_stats_counts = start_counts(self.central_value_net.model)
         result = super().train_epoch()  # type: ignore[misc]
         t0 = time.perf_counter()
-        if self.multi_gpu:
+        if self.gmi_sync:
             merge_running_stats(self.model, gloo_sum(), self.world_size, self._stats_counts)
             if self.has_central_value:
                 merge_running_stats(self.central_value_net.model, gloo_sum(), self.world_size, self._cv_stats_counts)
@@ -112,6 +139,98 @@ class GMISyncMixin:
         if isinstance(self.algo_observer, GMIObserver):  # it reads nothing back: the agent hands it the epoch
             self.algo_observer.epoch_done(self._epoch_report())
         return result
+
+    # ---- rl-games' training loop ------------------------------------------
+    def train(self) -> tuple[float, int]:
+        """rl-games 1.6.5's ``train`` loop (continuous and discrete), its multi-GPU steps done by gmiexp.
+
+        GMI 0 starts every GMI from its weights, counts every GMI's frames, and decides when to stop
+        (epochs, frames, score); the others follow its decision.
+        """
+        mgr = self.gmi_ctx.mgr
+        self.init_tensors()
+        self.mean_rewards = self.last_mean_rewards = -1000000000
+        total_time = 0.0
+        self.obs = self.env_reset()
+        self.curr_frames = self.batch_size_envs
+        if self.gmi_sync:
+            broadcast_module(self.model, mgr)
+            if self.has_central_value:
+                broadcast_module(self.central_value_net, mgr)
+        while True:
+            epoch_num = self.update_epoch()
+            result = self.train_epoch()
+            self.dataset.update_values_dict(None)  # cleaning memory (rl-games)
+            total_time += result[3]
+            curr_frames = mgr.sum_int(int(self.curr_frames)) if self.gmi_sync else int(self.curr_frames)
+            self.frame += curr_frames
+            should_exit = self._after_epoch(epoch_num, result, total_time, curr_frames) if self.global_rank == 0 \
+                else False
+            if self.gmi_sync:
+                should_exit = bool(mgr.broadcast_float(float(should_exit)))
+            if should_exit:
+                return self.last_mean_rewards, epoch_num
+
+    def _after_epoch(self, epoch_num: int, result: tuple, total_time: float, curr_frames: int) -> bool:
+        """GMI 0's part of rl-games' loop: statistics, checkpoints, and whether to stop."""
+        step_time, play_time, update_time, sum_time = result[:4]
+        a_losses, c_losses = result[4], result[5]
+        b_losses = result[6] if len(result) == 11 else []  # the continuous agent's bounds loss
+        entropies, kls, last_lr, lr_mul = result[-4:]
+        self.diagnostics.epoch(self, current_epoch=epoch_num)
+        scaled_time, scaled_play_time = self.num_agents * sum_time, self.num_agents * play_time
+        frame = self.frame // self.num_agents
+        print_statistics(self.print_stats, curr_frames, step_time, scaled_play_time, scaled_time,
+                         epoch_num, self.max_epochs, frame, self.max_frames)
+        self.write_stats(total_time, epoch_num, step_time, play_time, update_time, a_losses, c_losses, entropies,
+                         kls, last_lr, lr_mul, frame, scaled_time, scaled_play_time, curr_frames)
+        if len(b_losses) > 0:
+            self.writer.add_scalar("losses/bounds_loss", torch.stack(b_losses).mean().item(), frame)
+        self.algo_observer.after_print_stats(frame, epoch_num, total_time)
+        should_exit = False
+        name = self.config["name"]
+        mean_rewards: Any = -np.inf
+        if self.game_rewards.current_size > 0:
+            mean_rewards = self.game_rewards.get_mean()
+            self._write_rewards(mean_rewards, frame, epoch_num, total_time)
+            self.mean_rewards = mean_rewards[0]
+            if self.has_self_play_config:
+                self.self_play_manager.update(self)
+            checkpoint_name = f"{name}_ep_{epoch_num}_rew_{mean_rewards[0]}"
+            if self.save_freq > 0 and epoch_num % self.save_freq == 0:
+                self.save(os.path.join(self.nn_dir, "last_" + checkpoint_name))
+            if mean_rewards[0] > self.last_mean_rewards and epoch_num >= self.save_best_after:
+                print("saving next best rewards: ", mean_rewards)
+                self.last_mean_rewards = mean_rewards[0]
+                self.save(os.path.join(self.nn_dir, name))
+                if "score_to_win" in self.config and self.last_mean_rewards > self.config["score_to_win"]:
+                    print("Maximum reward achieved. Network won!")
+                    self.save(os.path.join(self.nn_dir, checkpoint_name))
+                    should_exit = True
+        shown = str(mean_rewards).replace("[", "_").replace("]", "_")
+        if epoch_num >= self.max_epochs and self.max_epochs != -1:
+            if self.game_rewards.current_size == 0:
+                print("WARNING: Max epochs reached before any env terminated at least once")
+            self.save(os.path.join(self.nn_dir, f"last_{name}_ep_{epoch_num}_rew_{shown}"))
+            print("MAX EPOCHS NUM!")
+            should_exit = True
+        if self.frame >= self.max_frames and self.max_frames != -1:
+            if self.game_rewards.current_size == 0:
+                print("WARNING: Max frames reached before any env terminated at least once")
+            self.save(os.path.join(self.nn_dir, f"last_{name}_frame_{self.frame}_rew_{shown}"))
+            print("MAX FRAMES NUM!")
+            should_exit = True
+        return should_exit
+
+    def _write_rewards(self, mean_rewards: Any, frame: int, epoch_num: int, total_time: float) -> None:
+        shaped, lengths = self.game_shaped_rewards.get_mean(), self.game_lengths.get_mean()
+        for i in range(self.value_size):
+            tag = "rewards" if i == 0 else f"rewards{i}"
+            for suffix, x in (("step", frame), ("iter", epoch_num), ("time", total_time)):
+                self.writer.add_scalar(f"{tag}/{suffix}", mean_rewards[i], x)
+                self.writer.add_scalar(f"shaped_{tag}/{suffix}", shaped[i], x)
+        for suffix, x in (("step", frame), ("iter", epoch_num), ("time", total_time)):
+            self.writer.add_scalar(f"episode_lengths/{suffix}", lengths, x)
 
     def _epoch_report(self) -> EpochReport:
         rewards = self.game_rewards
@@ -124,7 +243,7 @@ class GMISyncMixin:
         digest = model_digest(self.model)
         if self.has_central_value:
             digest += model_digest(self.central_value_net.model)
-        if self.multi_gpu:
+        if self.gmi_sync:
             digests: list[str | None] = [None] * self.world_size
             dist.all_gather_object(digests, digest)
             if len(set(digests)) != 1:

@@ -165,7 +165,10 @@ def build_params(plan: Plan, gmi: GMI, num_envs: int | None = None, device: str 
 
 
 def policy_param_count(plan: Plan) -> int:
-    """Parameters of the policy rl-games builds for this task (what every gradient reduction moves).
+    """Parameters every gradient reduction moves (Table 2's gradient size), as rl-games builds them.
+
+    The policy (actor, critic, a separate critic's own tower) and, with ``task.central_value``, rl-games'
+    central value network.
 
     Counted from the network spec as rl-games' ``A2CBuilder.Network`` lays it out (conv stack, recurrent layer,
     MLP, heads; a ``separate`` critic repeats the towers) rather than by building it, so ``mode=plan`` imports
@@ -174,7 +177,8 @@ def policy_param_count(plan: Plan) -> int:
     """
     from gmiexp.envs import task_spaces
 
-    return network_param_count(network(plan.task, plan.train.activation), task_spaces(plan.task))
+    return (network_param_count(network(plan.task, plan.train.activation), task_spaces(plan.task))
+            + central_value_param_count(plan))
 
 
 def _linear(i: int, o: int) -> int:
@@ -236,3 +240,16 @@ def network_param_count(net: dict[str, Any], spaces: TaskSpaces) -> int:
         head = sum(_linear(out, n) for n in spaces.action_dims)
     value = _linear(out, 1)
     return towers * (cnn_params + rnn_params + _mlp(mlp_in, units)) + value + head
+
+
+def central_value_param_count(plan: Plan) -> int:
+    """Parameters of rl-games' central value network (an MLP on the simulator's ``states``, one value); 0 without."""
+    from gmiexp.envs import task_state_dim
+
+    if not plan.task.central_value:
+        return 0
+    state = task_state_dim(plan.task)
+    if state is None:
+        return 0  # the simulator has no states: rl-games gets none and builds no central value net
+    sizes = [state, *plan.task.mlp_units]
+    return sum(i * o + o for i, o in zip(sizes, sizes[1:], strict=False)) + sizes[-1] + 1

@@ -1,15 +1,55 @@
-"""Keeping GMIs' models identical: flat gradient reduction and running-statistics merge."""
+"""Keeping GMIs' models identical: initial weights, flat gradient reduction, running-statistics merge, KL mean."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 import torch.distributed as dist
+from rl_games.common.schedulers import RLScheduler
 from torch import nn
 
+from gmiexp.comm.manager import GMIManager
 from gmiexp.comm.reduction import Reduction
 from gmiexp.device import host_staging
+
+
+def broadcast_module(model: nn.Module, mgr: GMIManager, src: int = 0) -> None:
+    """GMI ``src``'s parameters and buffers (normalisers included) into ``model`` on every GMI, in place.
+
+    rl-games pickles its state dict with ``broadcast_object_list``; tensor by tensor through the
+    manager works on any device (lazy tensors cannot be pickled, and gloo needs them on the host).
+    """
+    with torch.no_grad():
+        for t in [*model.parameters(), *model.buffers()]:
+            mgr.broadcast_(t, src)
+
+
+class SyncedScheduler(RLScheduler):
+    """rl-games' learning-rate scheduler fed the KL divergence averaged over every GMI.
+
+    rl-games all-reduces the KL itself before its scheduler reads it (under ``multi_gpu``); here the
+    average goes through the manager, so every GMI's adaptive schedule takes the same step.
+    """
+
+    def __init__(self, inner: RLScheduler, mgr: GMIManager) -> None:
+        super().__init__()
+        self.inner = inner
+        self.mgr = mgr
+
+    @property
+    def kl_threshold(self) -> float:  # rl-games' population-based training sets it on the scheduler
+        return self.inner.kl_threshold
+
+    @kl_threshold.setter
+    def kl_threshold(self, value: float) -> None:
+        self.inner.kl_threshold = value
+
+    def update(self, current_lr: float, entropy_coef: float, epoch: int, frames: int, kl_dist: Any = 0.0,
+               **kwargs: Any) -> Any:
+        kl = self.mgr.mean_float(float(kl_dist))
+        return self.inner.update(current_lr, entropy_coef, epoch, frames, kl, **kwargs)
 
 
 def reduce_gradients(params: Iterable[nn.Parameter], reduction: Reduction) -> None:

@@ -1,4 +1,7 @@
-"""What the learner and the serving layouts refuse (exit 2 at plan time); torch-free, so the planner can read it.
+"""Which ``train.*`` settings and policy kinds gmiexp's learner and the serving layouts refuse (exit 2 at plan time).
+
+A fact about the config (which fields only rl-games' own agent applies), so it lives beside the
+schema: the planner reads it without importing the learner (``plan/`` stays below what runs).
 
 The learner applies the PPO/A2C hyper-parameters, the normalisers and ``lr_schedule`` with
 ``kl_threshold`` (:mod:`gmiexp.rl.learner.schedule`). The settings below belong to rl-games' own
