@@ -13,6 +13,7 @@ from gmiexp.config import Config
 from gmiexp.config.compose import to_config
 from gmiexp.config.enums import Mode
 from gmiexp.errors import ConfigError, GmiexpError, Interrupted, LaunchError, fs_problem
+from gmiexp.signals import sigterm_raises
 
 
 def run_train(cfg: Config, run_dir: Path) -> dict:
@@ -22,7 +23,8 @@ def run_train(cfg: Config, run_dir: Path) -> dict:
     node_dir = node_run_dir(cfg.launch, run_dir)  # run_dir itself for one node, else run_dir/node<R>
     try:
         node_dir.mkdir(parents=True, exist_ok=True)
-        with own_run_dir(node_dir):
+        # SIGTERM in any phase (planning, waiting for other nodes, gathering) ends like Ctrl-C: exit 130
+        with own_run_dir(node_dir), sigterm_raises(_stopped):
             return _train(cfg, run_dir, node_dir)
     except OSError as e:  # the run dir cannot be written before anything started
         if fs_problem(e) is None:
@@ -188,6 +190,12 @@ def run_job(cfg: DictConfig | Config, run_dir: Path) -> tuple[int, dict | None]:
     except Exception:  # a bug, not bad input: show it, exit 1
         traceback.print_exc()
         return 1, None
+
+
+def _stopped(signum: int) -> Interrupted:
+    import signal
+
+    return Interrupted(f"stopped by signal {signal.Signals(signum).name}")
 
 
 def objective(result: dict | None, name: str) -> float | None:
