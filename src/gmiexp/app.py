@@ -103,6 +103,7 @@ def run_plan(cfg: Config, run_dir: Path, overrides: list[str] | None = None) -> 
     from gmiexp.cost.reduction import format_cost, reduction_cost
     from gmiexp.plan.build import build_plan
     from gmiexp.plan.commands import format_commands, node_commands
+    from gmiexp.plan.resources import disk_need, shm_need
     from gmiexp.rl.rlgames.params import policy_param_count
 
     plan, _backend = build_plan(cfg, run_dir)
@@ -122,6 +123,8 @@ def run_plan(cfg: Config, run_dir: Path, overrides: list[str] | None = None) -> 
           f"({per_node} per node on {len(plan.devices)} GPU{'s' if len(plan.devices) != 1 else ''}); "
           f"reduction {plan.reduction}: {plan.reduction_reason}", file=sys.stderr, flush=True)
     print(format_cost(cost), file=sys.stderr, flush=True)
+    print(f"space (this node, estimated): {shm_need(plan).format()}; {disk_need(plan).format()}",
+          file=sys.stderr, flush=True)
     if cmds:
         print(format_commands(cmds), file=sys.stderr, flush=True)
     return {"status": "ok", "plan_id": plan.plan_id}

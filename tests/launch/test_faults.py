@@ -78,8 +78,8 @@ def error_lines(stderr: str) -> list[str]:
 def test_dev_shm_too_small_is_refused_before_launch_naming_need_free_and_fixes(tmp_path: Path,
                                                                                no_orphans: None) -> None:
     r = in_namespace("mount -t tmpfs -o size=2m tmpfs /dev/shm && " + gmiexp_cmd(
-        "layout=tdg_ex", "reduction=mpr", *FAST, "num_gpus=1", "gmis_per_gpu=4", "max_iterations=2",
-        f"hydra.run.dir={tmp_path}"))
+        "layout=tdg_ex", "reduction=mpr", *FAST, "num_envs=64", "num_gpus=1", "gmis_per_gpu=4",
+        "max_iterations=300", f"hydra.run.dir={tmp_path}"))  # before: SIGBUS (exit -7) once the rings filled 2 MiB
     assert r.returncode == 2, r.stderr[-3000:]
     (line,) = error_lines(r.stderr)
     assert "/dev/shm has 2.0 MiB free" in line and "this plan needs about /dev/shm:" in line

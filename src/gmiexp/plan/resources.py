@@ -22,9 +22,11 @@ PAGE = 4096
 RING_HDR, SLOT_HDR, ALIGN = 256, 128, 64  # comm/channels/ring.py
 BOARD_HDR = 64  # rl/experience/weights.py
 SEQ_FIELDS = 2  # seq and version, int64, appended to every channel's fields
-LOG_BYTES_PER_EPOCH = 4096  # history row, status, the GMI's own log lines (rl-games prints a few per epoch)
-LOG_BYTES_FIXED = 256 << 10  # per GMI: start-up output, plan, summary
-CHECKPOINT_OVERHEAD = 64 << 10  # torch's zip container and pickled keys
+# measured on Cartpole/Ant runs, rounded up: a history row is 270-600 bytes, rl-games prints ~150 per epoch
+LOG_BYTES_PER_EPOCH = 1024
+LOG_BYTES_FIXED = 32 << 10  # per GMI: status, result, history and two log files, 4 KiB blocks each, and start-up
+RUN_BYTES_FIXED = 128 << 10  # per node: .hydra/, plan.yaml, summary.json, the lock
+CHECKPOINT_OVERHEAD = 16 << 10  # torch's zip container and pickled keys (a Cartpole checkpoint: 28 KiB)
 
 
 @dataclass
@@ -43,8 +45,16 @@ class Need:
             self.items[what] = self.items.get(what, 0) + int(nbytes)
 
     def format(self) -> str:
-        parts = ", ".join(f"{k} {v / MIB:.1f}" for k, v in self.items.items()) or "nothing"
-        return f"{self.where}: {self.total / MIB:.1f} MiB ({parts})"
+        parts = ", ".join(f"{k} {size(v)}" for k, v in self.items.items()) or "nothing"
+        return f"{self.where}: {size(self.total)} ({parts})"
+
+
+def size(nbytes: float) -> str:
+    """``848.4 MiB``, ``12.0 KiB``, ``1.2 GiB``."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", MIB), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{int(nbytes)} B"
 
 
 def _round(x: int, to: int) -> int:
@@ -145,7 +155,7 @@ def disk_need(plan: Plan) -> Need:
         freq = int(plan.train.save_frequency)
         count = 2 + (epochs // freq if freq > 0 else 0)  # rl-games: best and last, plus every save_frequency
         need.add("checkpoints", count * ckpt)
-    need.add("logs", len(plan.local_gmis) * (LOG_BYTES_FIXED + LOG_BYTES_PER_EPOCH * epochs))
+    need.add("logs", RUN_BYTES_FIXED + len(plan.local_gmis) * (LOG_BYTES_FIXED + LOG_BYTES_PER_EPOCH * epochs))
     return need
 
 
@@ -167,12 +177,12 @@ def check_resources(plan: Plan, run_dir: Path, shm_dir: Path | None = None) -> N
         free = free_bytes(shm_dir or SHM_DIR)
         if shm.total > free:
             raise ConfigError(
-                f"{shm_dir or SHM_DIR} has {free / MIB:.1f} MiB free; this plan needs about {shm.format()}; "
+                f"{shm_dir or SHM_DIR} has {size(free)} free; this plan needs about {shm.format()}; "
                 "valid: more shared memory (docker run --shm-size=1g, podman --shm-size, a Kubernetes emptyDir "
                 "with medium: Memory), or smaller channel.slots / channel.target_bytes / channel.store_capacity")
     disk = disk_need(plan)
     free = free_bytes(run_dir)
     if disk.total > free:
-        raise ConfigError(f"run directory {run_dir} has {free / MIB:.1f} MiB free; this run will write about "
+        raise ConfigError(f"run directory {run_dir} has {size(free)} free; this run will write about "
                           f"{disk.format()}; valid: a run dir with more space (hydra.run.dir=...), "
                           "fewer checkpoints (train.save_frequency=0) or fewer max_iterations")
