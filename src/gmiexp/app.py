@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import traceback
@@ -13,36 +12,88 @@ from omegaconf import DictConfig
 from gmiexp.config import Config
 from gmiexp.config.compose import to_config
 from gmiexp.config.enums import Mode
-from gmiexp.errors import ConfigError, GmiexpError, Interrupted, LaunchError
+from gmiexp.errors import ConfigError, GmiexpError, Interrupted, LaunchError, fs_problem
+from gmiexp.signals import sigterm_raises
 
 
 def run_train(cfg: Config, run_dir: Path) -> dict:
-    from gmiexp.launch.launcher import launch, node_run_dir
-    from gmiexp.launch.requeue import resume
-    from gmiexp.launch.summary import one_line
-    from gmiexp.metrics import publish
-    from gmiexp.plan.build import build_plan
+    from gmiexp.launch.launcher import node_run_dir
+    from gmiexp.launch.ownership import own_run_dir
 
     node_dir = node_run_dir(cfg.launch, run_dir)  # run_dir itself for one node, else run_dir/node<R>
+    try:
+        node_dir.mkdir(parents=True, exist_ok=True)
+        # SIGTERM in any phase (planning, waiting for other nodes, gathering) ends like Ctrl-C: exit 130
+        with own_run_dir(node_dir), sigterm_raises(_stopped):
+            return _train(cfg, run_dir, node_dir)
+    except OSError as e:  # the run dir cannot be written before anything started
+        if fs_problem(e) is None:
+            raise
+        raise ConfigError(f"cannot write the run directory: {fs_problem(e)}; valid: a writable run dir with free "
+                          "space (hydra.run.dir=...)") from None
+
+
+def _train(cfg: Config, run_dir: Path, node_dir: Path) -> dict:
+    from gmiexp.launch.launcher import launch
+    from gmiexp.launch.requeue import resume
+    from gmiexp.launch.summary import one_line, write_summary
+    from gmiexp.metrics import publish
+    from gmiexp.plan.build import build_plan
+    from gmiexp.plan.resources import check_resources
+
     plan, backend = build_plan(cfg, node_dir)
     resume(plan, node_dir, cfg.launch.resume)  # a requeued run goes on from its own latest checkpoint
     if backend.hardware.is_preset:
         raise ConfigError(f"invalid hardware={cfg.hardware.name} for mode=train: presets only plan (mode=plan); "
                           "valid for running: auto, cpu")
+    check_resources(plan, node_dir)
     try:
-        summary = launch(plan, backend, node_dir)
+        try:
+            summary = launch(plan, backend, node_dir)
+        except OSError as e:  # the launcher's own writes (status, plan, logs) on a full or read-only disk
+            if fs_problem(e) is None:
+                raise
+            raise LaunchError(f"cannot write the run's files: {fs_problem(e)}") from None
     except (LaunchError, Interrupted) as e:
+        e = _explained(e, plan, node_dir)
         failed = {"status": "failed", "error": str(e).splitlines()[0], "run_dir": str(run_dir),
-                  "plan_id": plan.plan_id}
-        for d in {node_dir, run_dir} if plan.node_rank == 0 else {node_dir}:  # node 0 speaks for the run
-            (d / "summary.json").write_text(json.dumps(failed, indent=2))
-        if plan.node_rank == 0:
-            publish(plan, node_dir, failed)
-        raise
+                  "plan_id": plan.plan_id, **({"resumed": plan.resumed} if plan.resumed else {})}
+        try:
+            for d in {node_dir, run_dir} if plan.node_rank == 0 else {node_dir}:  # node 0 speaks for the run
+                write_summary(d / "summary.json", failed)
+            if plan.node_rank == 0:
+                publish(plan, node_dir, failed)
+        except OSError as write_err:  # a full disk: the error the user needs is the run's, said once
+            if fs_problem(write_err) is None:
+                raise
+            print(f"gmiexp: could not write the failure summary: {fs_problem(write_err)}", file=sys.stderr)
+        raise e from None
     if plan.node_rank == 0:
         publish(plan, node_dir, summary)
     print(one_line(summary), flush=True)
     return summary
+
+
+def _explained(e: LaunchError | Interrupted, plan: object, node_dir: Path) -> LaunchError | Interrupted:
+    """``e`` with what the user must know first: a full run directory, the checkpoint a failed resume loaded."""
+    if not isinstance(e, LaunchError):
+        return e
+    from gmiexp.plan.resources import MIB, free_bytes
+
+    head, _, rest = str(e).partition("\n")
+    extra = []
+    try:
+        free = free_bytes(node_dir)
+    except OSError:
+        free = None
+    if free is not None and free < MIB and "no space left" not in head:
+        extra.append(f"the run directory {node_dir} is full ({free / MIB:.2f} MiB free)")
+    resumed = getattr(plan, "resumed", None)
+    if resumed:
+        extra.append(f"this attempt resumed from checkpoint {resumed['checkpoint']} (epoch {resumed['epoch']})")
+    if not extra:
+        return e
+    return LaunchError(f"{head}; {'; '.join(extra)}" + (f"\n{rest}" if rest else ""))
 
 
 def run_plan(cfg: Config, run_dir: Path, overrides: list[str] | None = None) -> dict:
@@ -54,6 +105,7 @@ def run_plan(cfg: Config, run_dir: Path, overrides: list[str] | None = None) -> 
     from gmiexp.cost.reduction import format_cost, reduction_cost
     from gmiexp.plan.build import build_plan
     from gmiexp.plan.commands import format_commands, node_commands
+    from gmiexp.plan.resources import disk_need, shm_need
     from gmiexp.rl.rlgames.params import policy_param_count
 
     plan, _backend = build_plan(cfg, run_dir)
@@ -73,6 +125,8 @@ def run_plan(cfg: Config, run_dir: Path, overrides: list[str] | None = None) -> 
           f"({per_node} per node on {len(plan.devices)} GPU{'s' if len(plan.devices) != 1 else ''}); "
           f"reduction {plan.reduction}: {plan.reduction_reason}", file=sys.stderr, flush=True)
     print(format_cost(cost), file=sys.stderr, flush=True)
+    print(f"space (this node, estimated): {shm_need(plan).format()}; {disk_need(plan).format()}",
+          file=sys.stderr, flush=True)
     if cmds:
         print(format_commands(cmds), file=sys.stderr, flush=True)
     return {"status": "ok", "plan_id": plan.plan_id}
@@ -118,7 +172,13 @@ def run_job(cfg: DictConfig | Config, run_dir: Path) -> tuple[int, dict | None]:
     """Run one job; return its exit code and what its mode returned (a train run's summary)."""
     try:
         c = to_config(cfg)
-        run_dir.mkdir(parents=True, exist_ok=True)  # c.mode is a Mode: to_config checked it
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)  # c.mode is a Mode: to_config checked it
+        except OSError as e:
+            if fs_problem(e) is None:
+                raise
+            raise ConfigError(f"cannot create the run directory: {fs_problem(e)}; valid: a writable place "
+                              "(hydra.run.dir=...)") from None
         return 0, RUNNERS[Mode(c.mode)](c, run_dir)
     except GmiexpError as e:
         print(f"gmiexp: error: {e}", file=sys.stderr, flush=True)
@@ -126,9 +186,21 @@ def run_job(cfg: DictConfig | Config, run_dir: Path) -> tuple[int, dict | None]:
     except KeyboardInterrupt:
         print("gmiexp: interrupted", file=sys.stderr, flush=True)
         return 130, None
+    except OSError as e:  # a file system that refused a write (full, quota, read-only): not a bug
+        if fs_problem(e) is None:
+            traceback.print_exc()
+            return 1, None
+        print(f"gmiexp: error: {fs_problem(e)}", file=sys.stderr, flush=True)
+        return 1, None
     except Exception:  # a bug, not bad input: show it, exit 1
         traceback.print_exc()
         return 1, None
+
+
+def _stopped(signum: int) -> Interrupted:
+    import signal
+
+    return Interrupted(f"stopped by signal {signal.Signals(signum).name}")
 
 
 def objective(result: dict | None, name: str) -> float | None:

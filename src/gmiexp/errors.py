@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterable
 
 
@@ -38,3 +39,20 @@ class Interrupted(GmiexpError):
     """Ctrl-C or SIGTERM: every GMI was stopped."""
 
     exit_code = 130
+
+
+#: errors of the file system a run writes to (not of gmiexp): full, over quota, read-only, not writable
+FS_ERRNOS = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
+             errno.EROFS: "read-only file system", errno.EACCES: "permission denied"}
+
+
+def fs_problem(exc: BaseException) -> str | None:
+    """``exc`` (or what it was raised from) as "<path>: <what>" when a file system refused a write, else None."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in FS_ERRNOS:
+            path = exc.filename if exc.filename is not None else "a file"
+            return f"{path}: {FS_ERRNOS[exc.errno]} ([Errno {exc.errno}])"
+        exc = exc.__cause__ or exc.__context__
+    return None

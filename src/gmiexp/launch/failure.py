@@ -77,11 +77,26 @@ def process_failures(err: Exception, gmi_of_local_rank: dict[int, int], node: in
     for f in (getattr(err, "failures", {}) or {}).values():
         gmi = gmi_of_local_rank.get(f.local_rank, f.local_rank)
         pid = f", pid {f.pid}" if nnodes == 1 else ""
-        out.append(Failure(node=node, gmi=gmi, head=f"{where(gmi, node, nnodes)} failed (exit code {f.exitcode}{pid})",
+        why = f": {bus_error()}" if f.exitcode == -signal.SIGBUS else ""
+        out.append(Failure(node=node, gmi=gmi,
+                           head=f"{where(gmi, node, nnodes)} failed (exit code {f.exitcode}{pid}){why}",
                            tail=log_tail(run_dir, f.local_rank), time=float(f.timestamp),
                            secondary=killed is True or (killed is not False and f.pid in killed)
                            or f.exitcode in SECONDARY_EXIT_CODES))
     return out
+
+
+def bus_error() -> str:
+    """What a SIGBUS in a GMI means here: a page of a shared-memory segment that /dev/shm could not supply."""
+    from gmiexp.shm.names import SHM_DIR
+    from gmiexp.shm.segment import free_shm_bytes
+
+    try:
+        free = f"{free_shm_bytes(SHM_DIR) / 2**20:.1f} MiB free now"
+    except OSError:
+        free = "its free space unknown"
+    return (f"bus error: {SHM_DIR} ran out of space under a shared-memory segment ({free}); give the run more "
+            "shared memory (docker run --shm-size=...) or smaller channel.*")
 
 
 def root_cause(failures: list[Failure]) -> Failure | None:

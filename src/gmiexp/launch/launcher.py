@@ -102,8 +102,8 @@ def _describe_failure(err: Exception, plan: Plan, run_dir: Path, watchdog: Watch
         h = watchdog.hang
         failures.append(Failure(
             node=node, gmi=h.gmi, secondary=False, time=time.time(), tail=log_tail(run_dir, local_rank[h.gmi]),
-            head=(f"{where(h.gmi, node, nnodes)} hung: no heartbeat for {h.silent_s:.1f}s (stage '{h.stage}', "
-                  f"limit launch.heartbeat_timeout_s={watchdog.heartbeat_timeout_s:g})")))
+            head=(f"{h.describe(lambda g: where(g, node, nnodes))} "
+                  f"(limit launch.heartbeat_timeout_s={watchdog.heartbeat_timeout_s:g})")))
     failures += process_failures(err, {i: g for g, i in local_rank.items()}, node, nnodes, run_dir,
                                  killed=watchdog.hang is not None or killed)
     msg = coord.describe(failures) if coord is not None else describe(failures, nnodes)
@@ -145,9 +145,13 @@ def launch(plan: Plan, backend: Backend, run_dir: Path) -> dict[str, Any]:
     tag = os.environ["GMIEXP_RUN_TAG"] = launcher_tag()
     os.environ[lifeline.ENV] = lifeline.identity()
     t0 = time.perf_counter()
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+
     try:
         with backend.session(plan, run_dir):
             return _run_session(plan, run_dir, watchdog, monitor, t0)
+    except SignalException as sig:  # after elastic's run its handlers stay: a signal while nodes gather
+        raise Interrupted(f"stopped by signal {sig.sigval.name}") from None
     finally:
         cleanup_run(tag)  # segments a crashed GMI could not unlink
         for k, v in previous.items():

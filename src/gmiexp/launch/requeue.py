@@ -77,11 +77,20 @@ def read(path: Path) -> dict[str, Any]:
     return torch.load(path, map_location="cpu", weights_only=False)
 
 
-def latest_checkpoint(nn_dir: Path) -> tuple[Path, int] | None:
-    """The checkpoint of the highest epoch (the newest file among equals) that loads, with that epoch.
+def intact(path: Path) -> bool:
+    """False when the checkpoint's checksum (written with it) does not match its bytes; True without one."""
+    from gmiexp.rl.rlgames.checkpoint import verify
 
-    A job killed while rl-games wrote a checkpoint leaves a truncated file: it is passed over (named on stderr)
-    for the one before, or every requeue of the job would fail on it.
+    return verify(path) is not False
+
+
+def latest_checkpoint(nn_dir: Path) -> tuple[Path, int] | None:
+    """The checkpoint of the highest epoch (the newest file among equals) that is whole, with that epoch.
+
+    A job killed while rl-games wrote a checkpoint leaves a truncated file, and a disk or copy can damage one
+    without changing its size (it would load, then train on garbage): both are passed over (named on stderr) for
+    the one before, or every requeue of the job would fail on them. Damage shows against the checksum written
+    beside each checkpoint (:func:`gmiexp.rl.rlgames.checkpoint.checksummed`).
     """
     found = []
     for p in nn_dir.glob("*.pth") if nn_dir.is_dir() else []:
@@ -90,6 +99,10 @@ def latest_checkpoint(nn_dir: Path) -> tuple[Path, int] | None:
         except Exception as e:  # noqa: BLE001 - unreadable: torch and pickle raise many kinds
             print(f"gmiexp: passing over checkpoint {p} (unreadable: {e})", file=sys.stderr, flush=True)
     for epoch, _, path in sorted(found, reverse=True):
+        if not intact(path):
+            print(f"gmiexp: passing over checkpoint {path} (damaged: its bytes do not match "
+                  f"{path.name}.sha256)", file=sys.stderr, flush=True)
+            continue
         try:
             read(path)
         except Exception as e:  # noqa: BLE001

@@ -11,7 +11,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -23,6 +26,9 @@ from gmiexp.plan.nodes import endpoint_host, endpoint_port
 
 if TYPE_CHECKING:
     from torch.distributed import TCPStore
+
+
+CONNECT_GRACE_S = 2.0  # beyond launch.rdzv_timeout_s, for torch's own timeout to be the one that speaks
 
 
 class NodeStore:
@@ -93,17 +99,54 @@ def host(plan: Plan) -> NodeStore:
 
 
 def connect(plan: Plan, timeout_s: float | None = None) -> NodeStore:
-    """A client of node 0's store; waits up to ``timeout_s`` (``launch.rdzv_timeout_s``) for node 0 to serve it."""
+    """A client of node 0's store; waits up to ``timeout_s`` (``launch.rdzv_timeout_s``) for node 0 to serve it.
+
+    Bounded whatever listens on the port: torch's client waits forever for the handshake of a server that
+    accepts and never answers (not a rendezvous store: a proxy, another program), so the client is built in a
+    thread that is left behind (a daemon: it does not keep the process alive) when the time is up.
+    """
     from torch.distributed import TCPStore
 
     ep = str(plan.launch.rdzv_endpoint)
     timeout_s = float(plan.launch.rdzv_timeout_s) if timeout_s is None else timeout_s
-    try:
-        with native_stderr_to(store_log(plan)):
-            store = TCPStore(endpoint_host(ep), endpoint_port(ep), is_master=False,
-                             timeout=timedelta(seconds=timeout_s))
-    except (RuntimeError, ValueError) as e:
-        raise LaunchError(f"node {plan.node_rank} cannot reach node 0's store at launch.rdzv_endpoint={ep} "
-                          f"within {timeout_s:g}s (launch.rdzv_timeout_s; is node 0's launcher running?): "
-                          f"{str(e).splitlines()[0]} (details: {store_log(plan)})") from None
-    return NodeStore(store, str(plan.launch.rdzv_id), ep)
+    cant = (f"node {plan.node_rank} cannot reach node 0's store at launch.rdzv_endpoint={ep} within {timeout_s:g}s "
+            "(launch.rdzv_timeout_s; is node 0's launcher running?)")
+    deadline = time.monotonic() + timeout_s
+    refused = _wait_for_listener(endpoint_host(ep), endpoint_port(ep), deadline)
+    if refused is not None:  # nothing listens yet: torch would retry with C++ stack frames on stderr
+        raise LaunchError(f"{cant}: {refused}")
+    box: dict[str, Any] = {}
+
+    def build() -> None:
+        try:
+            with native_stderr_to(store_log(plan)):  # c10d's C++ frames go to the node's log, not stderr
+                box["store"] = TCPStore(endpoint_host(ep), endpoint_port(ep), is_master=False,
+                                        timeout=timedelta(seconds=timeout_s))
+        except (RuntimeError, ValueError) as e:
+            box["error"] = e
+
+    t = threading.Thread(target=build, name="gmiexp-store-connect", daemon=True)
+    t.start()
+    t.join(max(0.0, deadline - time.monotonic()) + CONNECT_GRACE_S)
+    if t.is_alive():
+        raise LaunchError(f"{cant}: something accepts connections on that port but does not answer as a "
+                          "rendezvous store (another program on the port?)")
+    if "error" in box:
+        # torch's message goes on with C++ frames: those stay in the store log
+        raise LaunchError(f"{cant}: {str(box['error']).splitlines()[0]} (details: {store_log(plan)})") from None
+    return NodeStore(box["store"], str(plan.launch.rdzv_id), ep)
+
+
+def _wait_for_listener(host_name: str, port: int, deadline: float) -> str | None:
+    """Retry a plain TCP connection until something listens on the port (None) or ``deadline`` (the last error)."""
+    last = "nothing listens on that port"
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return last
+        try:
+            with socket.create_connection((host_name, port), timeout=min(2.0, left)):
+                return None
+        except OSError as e:
+            last = f"{e.strerror or e}"
+        time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))

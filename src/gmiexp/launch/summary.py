@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,7 @@ def build_summary(plan: Plan, run_dir: Path, wall_s: float, host_metrics: dict[s
         "history": histories.get(lead, []),
         **({"node": plan.node_rank} if plan.nnodes > 1 else {}),
     }
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    write_summary(run_dir / "summary.json", summary)
     return summary
 
 
@@ -125,8 +126,18 @@ def merge_nodes(plan: Plan, run_dir: Path, nodes: dict[int, dict[str, Any]], wal
                for n, s in sorted(nodes.items())},
     )
     merged.pop("node", None)
-    (run_dir / "summary.json").write_text(json.dumps(merged, indent=2, default=str))
+    write_summary(run_dir / "summary.json", merged)
     return merged
+
+
+def write_summary(path: Path, summary: dict[str, Any]) -> None:
+    """Write ``summary.json`` whole or not at all (temporary file, then rename): a full disk leaves no empty one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(summary, indent=2, default=str))
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def one_line(summary: dict[str, Any]) -> str:

@@ -7,6 +7,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gmiexp.config import LaunchConfig
@@ -16,9 +17,22 @@ from gmiexp.launch.status import read_status
 
 @dataclass
 class Hang:
+    """The GMI that stopped first, and the peers that fell silent waiting for it (in a collective, a channel)."""
+
     gmi: int
     silent_s: float
     stage: str
+    stopped: bool = False  # its process was stopped (SIGSTOP, a debugger): it could not even act on SIGTERM
+    waiting: list[tuple[int, float, str]] = field(default_factory=list)  # (gmi, silent_s, stage) of its peers
+
+    def describe(self, name: Callable[[int], str] = "GMI {}".format) -> str:
+        """``... hung: no heartbeat for 15.2s (stage 'training', process stopped); GMI 0 waited on it (...)``."""
+        what = f"stage '{self.stage}'" + (", process stopped (SIGSTOP)" if self.stopped else "")
+        text = f"{name(self.gmi)} hung: no heartbeat for {self.silent_s:.1f}s ({what})"
+        if self.waiting:
+            peers = ", ".join(f"{name(g)} (silent {s:.1f}s, stage '{st}')" for g, s, st in self.waiting)
+            text += f"; waiting on it: {peers}"
+        return text
 
 
 @dataclass
@@ -73,21 +87,44 @@ class Watchdog:
         display.update(frames=frames, rate=rate, iteration=iteration, reward=None if reward is None else float(reward))
 
     def _check_heartbeats(self, statuses: list[dict | None], t_start: float) -> None:
-        """Kill the first GMI silent for longer than the timeout; elastic then stops every other GMI.
+        """Once a GMI is silent for longer than the timeout, find the one that stopped first and SIGKILL them all.
+
+        When one GMI stops, its peers soon wait for it (a gradient collective, a channel, the weight board) and
+        fall silent too, so the first silent GMI by id is often a victim. The culprit is a stopped process if there
+        is one (SIGSTOP), else the GMI whose last heartbeat is the oldest: the others beat on until they reached
+        what waits for it. It is named; every GMI of this node is killed with SIGKILL (a stopped process does not
+        act on SIGTERM, and the waiting ones would only wait), so all are gone moments after the timeout.
 
         A GMI without a status file has no pid to kill yet (its worker writes one before importing anything,
         so only a process still being spawned lacks it): it is skipped, not declared hung, or the watchdog would
         stop watching with nothing killed while a really hung GMI ran on.
         """
         now = time.time()
+        watched = []  # (gmi, status, silent seconds, stopped)
         for gmi, s in zip(self.gmis, statuses, strict=True):
             if not s or not s.get("pid") or s.get("stage") == "done":
                 continue
-            silent = now - float(s.get("time", t_start))
-            if silent > self.heartbeat_timeout_s:
-                self.hang = Hang(gmi=gmi, silent_s=silent, stage=s.get("stage", "starting"))
-                try:
-                    os.kill(int(s["pid"]), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                return
+            watched.append((gmi, s, now - float(s.get("time", t_start))))
+        if not any(silent > self.heartbeat_timeout_s for _, _, silent in watched):
+            return
+        stopped = {gmi for gmi, s, _ in watched if _is_stopped(int(s["pid"]))}
+        gmi, s, silent = max(watched, key=lambda w: (w[0] in stopped, w[2]))
+        waiting = [(g, sl, str(st.get("stage", "starting"))) for g, st, sl in watched
+                   if g != gmi and sl > self.interval_s + 1.0]
+        self.hang = Hang(gmi=gmi, silent_s=silent, stage=s.get("stage", "starting"), stopped=gmi in stopped,
+                         waiting=waiting)
+        for _, st, _ in sorted(watched, key=lambda w: w[0] != gmi):  # the culprit first
+            try:
+                os.kill(int(st["pid"]), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _is_stopped(pid: int) -> bool:
+    """True when ``pid`` is stopped (SIGSTOP, SIGTSTP, a tracer): it runs no code, not even a signal handler."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP)
+    except psutil.Error:
+        return False

@@ -10,6 +10,7 @@ creating a segment and sealing it can leave one behind (:mod:`gmiexp.shm.cleanup
 from __future__ import annotations
 
 import atexit
+import errno
 import mmap
 import os
 import stat
@@ -80,6 +81,7 @@ def create(name: str, size: int, replace: bool = False) -> Segment:
     try:
         os.fchmod(fd, 0o600)  # umask cannot widen it, but be explicit
         os.ftruncate(fd, size)
+        reserve(fd, size, path)
         mode = stat.S_IMODE(os.fstat(fd).st_mode)
         buf = mmap.mmap(fd, size)
     except BaseException:
@@ -89,6 +91,34 @@ def create(name: str, size: int, replace: bool = False) -> Segment:
     finally:
         os.close(fd)
     return Segment(name, size, buf, mode, owner=True)
+
+
+class ShmFull(OSError):
+    """/dev/shm cannot hold a segment: raised at creation, where a process would otherwise die of SIGBUS later."""
+
+
+def reserve(fd: int, size: int, path: Path) -> None:
+    """Give the segment its pages now (``posix_fallocate``), so a full ``/dev/shm`` fails here, not at first touch.
+
+    ``ftruncate`` alone makes a sparse file: tmpfs supplies pages only when they are written, and a page it
+    cannot supply kills the writer with SIGBUS, with no message.
+    """
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.ENOMEM):
+            raise
+        free = free_shm_bytes(path.parent)
+        raise ShmFull(e.errno, f"{path.parent} has {free / 2**20:.1f} MiB free, too little for a {size / 2**20:.1f} "
+                               f"MiB shared-memory segment ({path.name}); in a container raise it (docker run "
+                               "--shm-size=...), or make channel.slots/channel.target_bytes/channel.store_capacity "
+                               "smaller") from None
+
+
+def free_shm_bytes(directory: Path = SHM_DIR) -> int:
+    """Bytes the file system of ``directory`` (``/dev/shm``) has free for an unprivileged writer."""
+    st = os.statvfs(directory)
+    return st.f_bavail * st.f_frsize
 
 
 def attach(name: str) -> Segment:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,7 @@ from rl_games.common.a2c_common import print_statistics
 from torch import nn
 
 from gmiexp.rl.rlgames.central_value import GMICentralValue, central_value_args
-from gmiexp.rl.rlgames.checkpoint import host, model_digest
+from gmiexp.rl.rlgames.checkpoint import checksummed, host, model_digest
 from gmiexp.rl.rlgames.lazy import fused_adam_supported, lazy_scalar_guard
 from gmiexp.rl.rlgames.observer import EpochReport, GMIObserver
 from gmiexp.rl.rlgames.sync import (
@@ -115,6 +116,11 @@ class GMISyncMixin:
             nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_norm)
         self.scaler.step(self.optimizer)
         self.scaler.update()
+
+    def save(self, fn: str) -> None:
+        """rl-games' save, with the checkpoint's checksum beside it (a damaged file is passed over on resume)."""
+        with checksummed(Path(fn + ".pth")):
+            super().save(fn)  # type: ignore[misc]
 
     def get_full_state_weights(self) -> dict[str, Any]:
         """rl-games' checkpoint state with host tensors: loadable on any host (and lazy tensors cannot be pickled)."""

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +39,55 @@ def restore(model: nn.Module, state: dict[str, Any], optimizer: torch.optim.Opti
 
 
 def save(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, epoch: int, frame: int) -> Path:
-    """Write an rl-games-format checkpoint (``path`` without ``.pth``, as rl-games names them)."""
+    """Write an rl-games-format checkpoint (``path`` without ``.pth``, as rl-games names them) and its checksum."""
     os.makedirs(path.parent, exist_ok=True)
     state = {"model": host(model.state_dict()), "optimizer": host(optimizer.state_dict()),
              "epoch": epoch, "frame": frame, "last_mean_rewards": -1e9}
-    torch_ext.save_checkpoint(str(path), state)
-    return path.with_name(path.name + ".pth")
+    pth = path.with_name(path.name + ".pth")
+    with checksummed(pth):
+        torch_ext.save_checkpoint(str(path), state)
+    return pth
+
+
+#: a checkpoint's checksum sits beside it, in ``sha256sum``'s format (``sha256sum -c`` checks it)
+CHECKSUM_SUFFIX = ".sha256"
+
+
+def checksum_path(pth: Path) -> Path:
+    return pth.with_name(pth.name + CHECKSUM_SUFFIX)
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@contextmanager
+def checksummed(pth: Path) -> Iterator[None]:
+    """Around a write of ``pth``: drop its old checksum first, write the new one once the file is whole.
+
+    A write cut short (killed, disk full) leaves a file without a checksum or with none of its own, never a
+    damaged file under a matching one; :func:`verify` tells which.
+    """
+    side = checksum_path(Path(pth))
+    side.unlink(missing_ok=True)
+    yield
+    tmp = side.with_name(side.name + ".tmp")
+    tmp.write_text(f"{file_sha256(Path(pth))}  {Path(pth).name}\n")
+    tmp.replace(side)
+
+
+def verify(pth: Path) -> bool | None:
+    """True: the file matches its checksum; False: it does not (damaged); None: it has none (older gmiexp)."""
+    side = checksum_path(Path(pth))
+    try:
+        want = side.read_text().split()[0]
+    except (OSError, IndexError):
+        return None
+    return file_sha256(Path(pth)) == want
 
 
 def host(obj: Any) -> Any:

@@ -1,0 +1,94 @@
+"""The run directory: writable before Hydra writes into it, and owned by one launcher at a time.
+
+One launcher per run directory: ``<run_dir>/launcher.lock``, an ``flock`` held for the launcher's life.
+
+Two runs in one directory would append to the same histories and write checkpoints under the same names.
+The kernel drops an ``flock`` when its holder exits however it exits (``kill -9`` included), so a dead launcher
+never keeps the directory; the same run started again after the first ended (a requeue) takes it at once.
+The file says who holds it (pid, host, start time), for the second run's message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+
+from gmiexp.errors import ConfigError
+
+LOCK_NAME = "launcher.lock"
+
+
+@contextlib.contextmanager
+def own_run_dir(run_dir: Path) -> Iterator[None]:
+    """Hold ``run_dir`` for this process; ConfigError (exit 2) naming the holder when another launcher does."""
+    path = Path(run_dir) / LOCK_NAME
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by the GMIs (O_CLOEXEC is Python's default)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read(fd)
+            who = f"pid {holder.get('pid', '?')} on {holder.get('host', '?')}" if holder else "another process"
+            raise ConfigError(
+                f"invalid run dir {run_dir}: another gmiexp run ({who}) is running there; valid: a new run dir "
+                "(hydra.run.dir=...), or wait for that run to end (then the same command resumes it)") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}).encode(), 0)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _read(fd: int) -> dict:
+    try:
+        return json.loads(os.pread(fd, 4096, 0) or b"{}")
+    except ValueError:
+        return {}
+
+
+def unwritable(run_dir: Path) -> str | None:
+    """Why ``run_dir`` cannot be created or written (its nearest existing ancestor decides), or None."""
+    p = Path(run_dir).absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    if os.statvfs(p).f_flag & os.ST_RDONLY:
+        return f"{p} is on a read-only file system"
+    if not os.access(p, os.W_OK | os.X_OK):
+        return f"{p} is not writable by this user"
+    return None
+
+
+class RunDirCheck(Callback):
+    """Hydra callback (``hydra.callbacks`` in conf/config.yaml): refuse an unwritable run dir in one line, exit 2.
+
+    Hydra creates the run dir and writes ``.hydra/`` before gmiexp runs; on a read-only place that failed with
+    Hydra's traceback.
+    """
+
+    def on_run_start(self, config: Any, **kwargs: Any) -> None:
+        self._check(str(config.hydra.run.dir), "hydra.run.dir")
+
+    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+        self._check(str(config.hydra.sweep.dir), "hydra.sweep.dir")
+
+    @staticmethod
+    def _check(run_dir: str, key: str) -> None:
+        import sys
+
+        why = unwritable(Path(run_dir))
+        if why:
+            print(f"gmiexp: error: invalid {key}={run_dir}: {why}; valid: a writable place ({key}=...)",
+                  file=sys.stderr, flush=True)
+            raise SystemExit(2)

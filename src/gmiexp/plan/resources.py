@@ -1,0 +1,188 @@
+"""What a Plan will put in ``/dev/shm`` and in its run directory, checked against the free space before launching.
+
+tmpfs hands out a page only when it is first written, so a ``/dev/shm`` too small for the run used to show up
+as a SIGBUS in the middle of it (a Docker container has 64 MiB by default); a full disk, as a torch writer error
+at the first checkpoint. Both are known before anything starts: the sizes below follow the code that allocates
+them (channel rings, reduction arenas, weight boards, replay stores, TDG's state rings; checkpoints and logs),
+without importing torch, so ``mode=plan`` prints them. They are estimates: the segments are reserved when
+created (:func:`gmiexp.shm.segment.reserve`), which stays the exact check.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gmiexp.errors import ConfigError
+from gmiexp.plan import Plan
+
+MIB = 1 << 20
+PAGE = 4096
+RING_HDR, SLOT_HDR, ALIGN = 256, 128, 64  # comm/channels/ring.py
+BOARD_HDR = 64  # rl/experience/weights.py
+SEQ_FIELDS = 2  # seq and version, int64, appended to every channel's fields
+# measured on Cartpole/Ant runs, rounded up: a history row is 270-600 bytes, rl-games prints ~150 per epoch
+LOG_BYTES_PER_EPOCH = 1024
+LOG_BYTES_FIXED = 32 << 10  # per GMI: status, result, history and two log files, 4 KiB blocks each, and start-up
+RUN_BYTES_FIXED = 128 << 10  # per node: .hydra/, plan.yaml, summary.json, the lock
+CHECKPOINT_OVERHEAD = 16 << 10  # torch's zip container and pickled keys (a Cartpole checkpoint: 28 KiB)
+
+
+@dataclass
+class Need:
+    """Bytes a run needs in one place, by item (for the message and ``mode=plan``)."""
+
+    where: str
+    items: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(self.items.values())
+
+    def add(self, what: str, nbytes: int) -> None:
+        if nbytes > 0:
+            self.items[what] = self.items.get(what, 0) + int(nbytes)
+
+    def format(self) -> str:
+        parts = ", ".join(f"{k} {size(v)}" for k, v in self.items.items()) or "nothing"
+        return f"{self.where}: {size(self.total)} ({parts})"
+
+
+def size(nbytes: float) -> str:
+    """``848.4 MiB``, ``12.0 KiB``, ``1.2 GiB``."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", MIB), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{int(nbytes)} B"
+
+
+def _round(x: int, to: int) -> int:
+    return (x + to - 1) // to * to
+
+
+def _ring(n_slots: int, slot_bytes: int) -> int:
+    return _round(RING_HDR + n_slots * _round(SLOT_HDR + slot_bytes, ALIGN), PAGE)
+
+
+def _row_bytes(plan: Plan) -> dict[str, int]:
+    """Bytes of one environment step per experience field (rl/rlgames/policy.py: experience_fields)."""
+    from gmiexp.envs import task_dims
+
+    obs, act = task_dims(plan.task)
+    known = {"obs": 4 * obs, "actions": 4 * act if plan.task.continuous else 8, "rewards": 4, "values": 4,
+             "dones": 1, "neglogp": 4}
+    rows = {n: known[n] for n in plan.channel.fields if n in known}
+    rows.update(seq=8, version=8)
+    return rows
+
+
+def state_bytes(plan: Plan) -> int:
+    """The policy's state_dict: parameters and the observation/value normalisers, float32."""
+    from gmiexp.envs import task_dims
+    from gmiexp.rl.rlgames.params import policy_param_count
+
+    obs, _ = task_dims(plan.task)
+    return 4 * (policy_param_count(plan) + 2 * obs + 8)
+
+
+def shm_need(plan: Plan) -> Need:
+    """What this node's GMIs put in ``/dev/shm`` at once (the segments live for the whole run)."""
+    need = Need("/dev/shm")
+    local = {g.id for g in plan.local_gmis}
+    horizon = int(plan.train.horizon_length)
+    experience = plan.channel is not None and plan.async_train is not None
+    if experience:
+        rows = _row_bytes(plan)
+        widest = max(rows.values())
+        for agent, _trainer in plan.channels:
+            if agent not in local:
+                continue
+            n = plan.gmi(agent).num_envs or 1
+            if str(plan.channel.name) == "uni":
+                need.add("channels", _ring(int(plan.channel.slots) * len(rows), n * widest))
+            else:
+                per = _aligned_rows(int(plan.channel.target_bytes) // widest, horizon * n)
+                need.add("channels", sum(_ring(int(plan.channel.slots), per * b) for b in rows.values()))
+        for t in {t for _, t in plan.channels if t in local}:
+            need.add("weight boards", _round(BOARD_HDR + 2 * state_bytes(plan), PAGE))
+            if int(plan.async_train.replay_ratio) > 0:
+                envs = max(plan.gmi(a).num_envs for a, tt in plan.channels if tt == t) or 1
+                slot_rows = horizon * envs
+                slots = max(1, int(plan.channel.store_capacity) // slot_rows)
+                need.add("replay stores", slots * (slot_rows * sum(rows.values()) + 8) + 8 + 17 * slots)
+    elif plan.role == "tdg":  # rl/experience/serving.py: a state ring and an action ring per pair, 2 slots each
+        from gmiexp.envs import task_dims
+
+        obs, act = task_dims(plan.task)
+        for agent, sim in plan.channels:
+            n = plan.gmi(sim).num_envs or 1
+            if sim in local:
+                need.add("TDG rings", _ring(2, n * (obs + 2) * 4))
+            if agent in local:
+                need.add("TDG rings", _ring(2, n * (4 * act if plan.task.continuous else 8)))
+    trainers = [t for t in plan.trainer_group if t in local]
+    if str(plan.reduction) in ("mpr", "har") and len(trainers) > 1:
+        grad = _round(state_bytes(plan), PAGE)
+        key = (lambda g: g.node) if str(plan.reduction) == "mpr" else (lambda g: (g.node, g.device))
+        groups: dict[object, int] = {}
+        for t in trainers:
+            groups[key(plan.gmi(t))] = groups.get(key(plan.gmi(t)), 0) + 1
+        for n in groups.values():
+            if n > 1:
+                need.add("reduction arenas", _round(64 * (1 + n), PAGE) + (n + 1) * grad)
+    return need
+
+
+def _aligned_rows(rows: int, batch_rows: int) -> int:
+    """comm/channels/channelset.py's aligned_rows (that module imports torch)."""
+    if batch_rows < 1:
+        return rows
+    if rows >= batch_rows:
+        return rows // batch_rows * batch_rows
+    for k in range(2, batch_rows + 1):
+        if batch_rows % k == 0 and batch_rows // k <= rows:
+            return batch_rows // k if batch_rows // k * 2 >= rows else rows
+    return rows
+
+
+def disk_need(plan: Plan) -> Need:
+    """What this node's run directory gains: GMI 0's checkpoints (node 0) and every local GMI's logs."""
+    need = Need("run directory")
+    epochs = int(plan.max_iterations)
+    if plan.node_rank == 0:
+        ckpt = 3 * state_bytes(plan) + CHECKPOINT_OVERHEAD  # weights and normalisers, Adam's two moments
+        freq = int(plan.train.save_frequency)
+        count = 2 + (epochs // freq if freq > 0 else 0)  # rl-games: best and last, plus every save_frequency
+        need.add("checkpoints", count * ckpt)
+    need.add("logs", RUN_BYTES_FIXED + len(plan.local_gmis) * (LOG_BYTES_FIXED + LOG_BYTES_PER_EPOCH * epochs))
+    return need
+
+
+def free_bytes(path: Path) -> int:
+    """Bytes an unprivileged writer may still use on ``path``'s file system (its nearest existing parent)."""
+    p = Path(path)
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    st = os.statvfs(p)
+    return st.f_bavail * st.f_frsize
+
+
+def check_resources(plan: Plan, run_dir: Path, shm_dir: Path | None = None) -> None:
+    """Refuse (exit 2) a plan whose shared memory or files do not fit the free space, naming both and the fixes."""
+    from gmiexp.shm.names import SHM_DIR
+
+    shm = shm_need(plan)
+    if shm.total:
+        free = free_bytes(shm_dir or SHM_DIR)
+        if shm.total > free:
+            raise ConfigError(
+                f"{shm_dir or SHM_DIR} has {size(free)} free; this plan needs about {shm.format()}; "
+                "valid: more shared memory (docker run --shm-size=1g, podman --shm-size, a Kubernetes emptyDir "
+                "with medium: Memory), or smaller channel.slots / channel.target_bytes / channel.store_capacity")
+    disk = disk_need(plan)
+    free = free_bytes(run_dir)
+    if disk.total > free:
+        raise ConfigError(f"run directory {run_dir} has {size(free)} free; this run will write about "
+                          f"{disk.format()}; valid: a run dir with more space (hydra.run.dir=...), "
+                          "fewer checkpoints (train.save_frequency=0) or fewer max_iterations")
