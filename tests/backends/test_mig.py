@@ -7,7 +7,13 @@ from gmiexp.backends.mig_profiles import PRODUCTS, find, largest_fitting, produc
 from gmiexp.backends.mps_clients import kept_by
 from gmiexp.config.schema import MigBackendConfig
 from gmiexp.errors import ConfigError
-from gmiexp.hardware import discover, preset
+from gmiexp import hardware
+from gmiexp.hardware import discover
+
+
+def preset(name: str) -> hardware.Hardware:
+    """A preset with MIG on (presets are stock machines: MIG off)."""
+    return hardware.with_mig(hardware.preset(name), True)
 
 
 def a100_with(profile="3g.20gb", n=2, total_mb=19968):

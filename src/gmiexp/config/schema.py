@@ -125,7 +125,7 @@ class LayoutConfig:
 class ReductionConfig:
     """Gradient reduction among trainer GMIs (paper section 4.1)."""
 
-    name: str = "allreduce"
+    name: str = "auto"  # Algorithm 1 where the GMIs run on GPUs; allreduce on CPU cores (comm.reduction.resolve)
     calibrate: bool = False  # measure B1/B2 for the Table 2 cost model in mode=plan
 
 
