@@ -75,8 +75,8 @@ def test_auto_reduction_on_mig_avoids_nccl(tmp_path):
 
     from gmiexp.plan.build import build_plan
 
-    cfg = compose_config("mode=plan", "hardware=h100x8", "hardware.mig=true", "backend=mig", "num_gpus=2", "reduction=auto",
-                         "task=Cartpole")
+    cfg = compose_config("mode=plan", "hardware=h100x8", "hardware.mig=true", "backend=mig", "num_gpus=2",
+                         "reduction=auto", "task=Cartpole")
     plan, _ = build_plan(cfg, tmp_path)  # Algorithm 1 alone says MRR (2 GMIs per GPU <= 2 GPUs)
     assert plan.reduction == "allreduce" and "NCCL cannot join MIG instances" in plan.reduction_reason
 

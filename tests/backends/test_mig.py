@@ -2,12 +2,12 @@ import pytest
 from backend_helpers import nvml_host, realise
 
 from fakes import nvml as fake_nvml
+from gmiexp import hardware
 from gmiexp.backends import get, mig
 from gmiexp.backends.mig_profiles import PRODUCTS, find, largest_fitting, product_of
 from gmiexp.backends.mps_clients import kept_by
 from gmiexp.config.schema import MigBackendConfig
 from gmiexp.errors import ConfigError
-from gmiexp import hardware
 from gmiexp.hardware import discover
 
 
