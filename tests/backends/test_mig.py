@@ -40,13 +40,55 @@ def test_missing_instances_print_the_exact_commands(tmp_path):
     assert "backend.create_instances=true" in msg
 
 
-def test_blocking_instances_are_destroyed_first_in_the_commands(tmp_path):
+def test_instances_in_the_way_are_named_and_left_alone(tmp_path):
+    """Someone else's instances leave no room: exit 2 naming them (by UUID and GI/CI id), never -dci/-dgi on the GPU."""
     hw = a100_with()  # two 3g.20gb use 6 of 7 slices; three 2g.10gb need 6 more
     with pytest.raises(ConfigError) as info:
-        realise(hw, tmp_path, gmis_per_gpu=3, name="mig")
-    lines = [ln.strip() for ln in str(info.value).splitlines()[1:4]]
-    assert lines == ["sudo nvidia-smi mig -i 0 -dci", "sudo nvidia-smi mig -i 0 -dgi",
-                     "sudo nvidia-smi mig -i 0 -cgi 14,14,14 -C"]
+        realise(hw, tmp_path, gmis_per_gpu=3, name="mig", create_instances=True)
+    msg = str(info.value)
+    for d in hw.gpus[0].mig_devices:
+        assert f"{d.uuid} (3g.20gb, GPU instance {d.gi_id}, compute instance 0)" in msg
+    assert "which gmiexp did not create, are in the way" in msg and "gmiexp leaves them alone" in msg
+    assert "sudo nvidia-smi mig -i 0 -dci -gi 1 -ci 0 && sudo nvidia-smi mig -i 0 -dgi -gi 1" in msg
+    assert not any(ln.strip() in ("sudo nvidia-smi mig -i 0 -dci", "sudo nvidia-smi mig -i 0 -dgi")
+                   for ln in msg.replace(" && ", "\n").replace(": ", "\n").splitlines())
+
+
+class FakeSmi:
+    """nvidia-smi mig on a fake GPU: -cgi <ids> -C makes instances (next GI ids), -dgi -gi G removes GI G."""
+
+    def __init__(self, gpu: fake_nvml.FakeGPU, profile: str = "3g.20gb") -> None:
+        self.gpu, self.profile, self.ran = gpu, profile, []
+
+    def __call__(self, cmd: list[str]) -> None:
+        self.ran.append(" ".join(cmd))
+        if "-cgi" in cmd:
+            for _ in cmd[cmd.index("-cgi") + 1].split(","):
+                gi = max([m.gi for m in self.gpu.migs], default=0) + 1
+                self.gpu.migs.append(fake_nvml.FakeMig(self.profile, f"MIG-0e1f2a3b-4c5d-5e6f-8a9b-{gi:012d}",
+                                                       19968, gi=gi, ci=0))
+        if "-dgi" in cmd:
+            gi = int(cmd[cmd.index("-gi") + 1])
+            self.gpu.migs = [m for m in self.gpu.migs if m.gi != gi]
+
+
+def test_a_run_removes_only_the_instances_it_created(tmp_path, monkeypatch):
+    theirs = fake_nvml.FakeMig("3g.20gb", "MIG-0e1f2a3b-4c5d-5e6f-8a9b-theirs000005", 19968, gi=5, ci=0)
+    gpu = fake_nvml.a100_40gb(mig=1, migs=[theirs])
+    nv = fake_nvml.make([gpu])
+    hw = discover(nv)
+    smi = FakeSmi(gpu)
+    monkeypatch.setattr(mig, "nvidia_smi", smi)
+    backend = mig.MIGBackend(MigBackendConfig(create_instances=True, profile="3g.20gb"), hw, nvml=nv)
+    from backend_helpers import plan_for
+
+    plan = backend.realise(plan_for(hw, gmis_per_gpu=2), tmp_path)
+    with backend.session(plan, tmp_path):
+        assert [(c["gi"], c["ci"]) for c in plan.mig.created] == [(6, 0)]  # recorded at creation
+        assert {g.env["CUDA_VISIBLE_DEVICES"] for g in plan.gmis} == {theirs.uuid, gpu.migs[1].uuid}
+    assert smi.ran == ["nvidia-smi mig -i 0 -cgi 9 -C", "nvidia-smi mig -i 0 -dci -gi 6 -ci 0",
+                       "nvidia-smi mig -i 0 -dgi -gi 6"]
+    assert gpu.migs == [theirs]  # someone else's instance is still there
 
 
 @pytest.mark.parametrize("name, n, profile, cmd", [
