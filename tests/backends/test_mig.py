@@ -250,3 +250,31 @@ def test_products_and_lookup():
     assert set(PRODUCTS) == {"A100-40GB", "A100-80GB", "H100-80GB", "H100-NVL", "H200-141GB", "A30", "B200"}
     assert max(p.slices for p in PRODUCTS["A30"]) == 4
     assert all(max(p.slices for p in t) == 7 for k, t in PRODUCTS.items() if k != "A30")
+
+
+NVIDIA_SMI_L = """GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-b3c9e7d1-0f2a-4c6b-8e5d-6a7b8c900000)
+  MIG 3g.40gb     Device  0: (UUID: MIG-11111111-2222-5333-8444-555555555555)
+  MIG 3g.40gb     Device  1: (UUID: MIG-66666666-7777-5888-8999-000000000000)
+"""
+
+
+def test_plan_commands_under_mig_paste_as_is(tmp_path):
+    """mode=plan's MPS start line for an instance setup creates: its UUID comes from nvidia-smi -L, no placeholder."""
+    import os
+    import subprocess
+
+    plan, _ = realise(preset("h100x8"), tmp_path, gmis_per_gpu=4, name="mig", mps_in_mig=True, profile="3g.40gb")
+    text = "\n".join(plan.setup_commands)
+    assert mig.PENDING not in text and "<pending" not in text
+    assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
+    assert plan.setup_commands[0] == "sudo nvidia-smi mig -i 0 -cgi 9,9 -C"
+    assert 'CUDA_VISIBLE_DEVICES="$MIG_GPU0_2"' in plan.setup_commands[-1]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(f"#!/bin/sh\ncat <<'EOF'\n{NVIDIA_SMI_L}EOF\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    steps = [ln for ln in plan.setup_commands if ln.startswith("MIG_GPU")]
+    out = subprocess.run(["bash", "-c", "\n".join([*steps, 'echo "$MIG_GPU0_1 $MIG_GPU0_2"'])], text=True,
+                         capture_output=True, env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    assert out.stdout.split() == ["MIG-11111111-2222-5333-8444-555555555555",
+                                  "MIG-66666666-7777-5888-8999-000000000000"]

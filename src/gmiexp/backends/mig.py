@@ -9,6 +9,7 @@ GMIs share an instance through one MPS daemon per MIG device.
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import subprocess
@@ -139,6 +140,25 @@ def slots_for(gpu: GPUInfo, count: int, prof: Profile | None) -> tuple[list[Slot
     return slots, cmds
 
 
+def uuid_steps(lines: list[str], pending: list[tuple[Slot, int]]) -> list[str]:
+    """``lines`` runnable as printed: each instance placeholder becomes a shell variable.
+
+    The variable is set, once the instances exist, from ``nvidia-smi -L`` (it lists every MIG device's UUID:
+    ``MIG <profile> Device <n>: (UUID: MIG-...)``), so every command ``mode=plan`` prints pastes as is.
+    """
+    steps = []
+    for slot, nth in pending:
+        if not any(slot.uuid in ln for ln in lines):
+            continue
+        var = f"MIG_GPU{slot.gpu}_{nth}"
+        pattern = rf"s/^ *MIG {re.escape(slot.profile)} .*(UUID: \(MIG-[^)]*\)).*/\1/p"
+        steps.append(f"{var}=$(nvidia-smi -L -i {slot.gpu} | sed -n {shlex.quote(pattern)} | sed -n {nth}p)  "
+                     f"# once the instances above exist: GPU {slot.gpu}'s {slot.profile} instance no. {nth} "
+                     f"(nvidia-smi -L lists their UUIDs)")
+        lines = [ln.replace(shlex.quote(slot.uuid), f'"${var}"').replace(slot.uuid, f"${{{var}}}") for ln in lines]
+    return steps + lines
+
+
 def show(cmd: list[str]) -> str:
     return "sudo " + " ".join(shlex.quote(c) for c in cmd)
 
@@ -158,11 +178,14 @@ class MIGBackend(Backend):
         creates: list[list[str]] = []
         placed: list[dict[str, Any]] = []
         daemons: list[mps_daemon.Daemon] = []
+        pending: list[tuple[Slot, int]] = []  # placeholders, with their place among their profile's instances
         for gmis in by_device(plan).values():
             gpu = gpu_of(hw, gmis[0])
             check_gpu(gpu)
             count, prof = instances_wanted(gpu, len(gmis), self.cfg)
             slots, cmds = slots_for(gpu, count, prof)
+            have = sum(1 for d in gpu.mig_devices if prof is not None and d.profile == prof.name)
+            pending += [(s, have + k + 1) for k, s in enumerate(x for x in slots if x.pending)]
             creates += cmds
             groups = self._assign(gmis, slots)
             daemons += self._apply(groups, run_dir)
@@ -176,7 +199,7 @@ class MIGBackend(Backend):
         plan.backend = self.name
         plan.backend_reason = plan.backend_reason or "backend=mig (set by hand)"
         up, down = daemon_commands(daemons)
-        plan.setup_commands += [show(c) for c in creates] + up
+        plan.setup_commands += [show(c) for c in creates] + uuid_steps(up, pending)
         plan.teardown_commands += down
         plan.mig = MigState(instances=placed, create=creates, create_instances=bool(self.cfg.create_instances))
         if daemons:
