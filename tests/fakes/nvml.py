@@ -75,9 +75,40 @@ def a100_migs(profile: str = "3g.20gb", n: int = 2, total_mb: int = 19968, gpu: 
             for k in range(n)]
 
 
+def mps_clients_from_proc(gpu: FakeGPU, index: int) -> list[tuple[int, int]]:
+    """Processes a live fake MPS daemon serves on this GPU, as NVML would list them: their environment names
+    the daemon's pipe dir (``CUDA_MPS_PIPE_DIRECTORY``, its pid file alive) and this GPU (UUID or index).
+
+    ``FAKE_NVML_NOT_MPS=1`` leaves the newest one out: a GMI that CUDA ran without MPS (no error, no client).
+    """
+    import os
+
+    found = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            env = dict(kv.split(b"=", 1) for kv in open(f"/proc/{pid}/environ", "rb").read().split(b"\0") if b"=" in kv)
+        except OSError:
+            continue
+        pipe, vis = env.get(b"CUDA_MPS_PIPE_DIRECTORY"), env.get(b"CUDA_VISIBLE_DEVICES", b"").decode()
+        if pipe is None or vis not in (gpu.uuid, str(index)):
+            continue
+        try:
+            os.kill(int(open(os.path.join(pipe.decode(), "nvidia-cuda-mps-control.pid")).read()), 0)
+        except (OSError, ValueError):
+            continue
+        found.append((int(pid), 1 << 28))
+    found.sort()
+    if found and os.environ.get("FAKE_NVML_NOT_MPS") == "1":
+        found.pop()
+    return found
+
+
 def make(gpus: list[FakeGPU], driver: str = "550.54.15", cuda: int = 12040,
-         no_driver: bool = False) -> types.ModuleType:
-    """A module with pynvml's functions over ``gpus``; ``mod.calls`` lists the functions called."""
+         no_driver: bool = False, mps_from_proc: bool = False) -> types.ModuleType:
+    """A module with pynvml's functions over ``gpus``; ``mod.calls`` lists the functions called.
+
+    ``mps_from_proc``: MPS clients are the live processes a fake daemon serves (:func:`mps_clients_from_proc`).
+    """
     mod = types.ModuleType("fake_pynvml")
     for name in dir(pynvml):
         if name.startswith(("NVMLError", "NVML_")):
@@ -216,7 +247,8 @@ def make(gpus: list[FakeGPU], driver: str = "550.54.15", cuda: int = 12040,
 
     @api
     def nvmlDeviceGetMPSComputeRunningProcesses(h):
-        return procs(gpu_of(h).mps_procs)
+        g = gpu_of(h)
+        return procs(g.mps_procs + (mps_clients_from_proc(g, h[1]) if mps_from_proc else []))
 
     @api
     def nvmlDeviceGetProcessUtilization(h, last_seen_timestamp):
