@@ -75,6 +75,23 @@ def a100_migs(profile: str = "3g.20gb", n: int = 2, total_mb: int = 19968, gpu: 
             for k in range(n)]
 
 
+def _client_env(pid: str) -> dict[str, str]:
+    """The CUDA environment process ``pid`` runs with: a gmiexp GMI's from its plan (the worker applies it after
+    start, so /proc shows only what elastic passed: LOCAL_RANK), any other process's from /proc."""
+
+    import yaml
+
+    env = {k.decode(): v.decode(errors="replace") for k, v in
+           (kv.split(b"=", 1) for kv in open(f"/proc/{pid}/environ", "rb").read().split(b"\0") if b"=" in kv)}
+    argv = open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace").split("\0")
+    if "gmiexp.launch.worker" in argv and argv.index("gmiexp.launch.worker") + 1 < len(argv):
+        plan = yaml.safe_load(open(argv[argv.index("gmiexp.launch.worker") + 1]))
+        node = (plan.get("launch") or {}).get("node_rank") or 0
+        local = [g for g in plan["gmis"] if g.get("node", 0) == node]
+        env.update(local[int(env.get("LOCAL_RANK", "0"))].get("env") or {})
+    return env
+
+
 def mps_clients_from_proc(gpu: FakeGPU, index: int) -> list[tuple[int, int]]:
     """Processes a live fake MPS daemon serves on this GPU, as NVML would list them: their environment names
     the daemon's pipe dir (``CUDA_MPS_PIPE_DIRECTORY``, its pid file alive) and this GPU (UUID or index).
@@ -86,15 +103,12 @@ def mps_clients_from_proc(gpu: FakeGPU, index: int) -> list[tuple[int, int]]:
     found = []
     for pid in (p for p in os.listdir("/proc") if p.isdigit()):
         try:
-            env = dict(kv.split(b"=", 1) for kv in open(f"/proc/{pid}/environ", "rb").read().split(b"\0") if b"=" in kv)
-        except OSError:
-            continue
-        pipe, vis = env.get(b"CUDA_MPS_PIPE_DIRECTORY"), env.get(b"CUDA_VISIBLE_DEVICES", b"").decode()
-        if pipe is None or vis not in (gpu.uuid, str(index)):
-            continue
-        try:
-            os.kill(int(open(os.path.join(pipe.decode(), "nvidia-cuda-mps-control.pid")).read()), 0)
-        except (OSError, ValueError):
+            env = _client_env(pid)
+            pipe = env.get("CUDA_MPS_PIPE_DIRECTORY")
+            if pipe is None or env.get("CUDA_VISIBLE_DEVICES") not in (gpu.uuid, str(index)):
+                continue
+            os.kill(int(open(os.path.join(pipe, "nvidia-cuda-mps-control.pid")).read()), 0)
+        except (OSError, ValueError, IndexError, KeyError, TypeError):
             continue
         found.append((int(pid), 1 << 28))
     found.sort()
