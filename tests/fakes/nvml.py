@@ -96,7 +96,8 @@ def mps_clients_from_proc(gpu: FakeGPU, index: int) -> list[tuple[int, int]]:
     """Processes a live fake MPS daemon serves on this GPU, as NVML would list them: their environment names
     the daemon's pipe dir (``CUDA_MPS_PIPE_DIRECTORY``, its pid file alive) and this GPU (UUID or index).
 
-    ``FAKE_NVML_NOT_MPS=1`` leaves the newest one out: a GMI that CUDA ran without MPS (no error, no client).
+    ``FAKE_NVML_NOT_MPS=1`` leaves out the second GMI of every run (``LOCAL_RANK=1``): a GMI that CUDA ran
+    without MPS (no error, no client).
     """
     import os
 
@@ -107,14 +108,13 @@ def mps_clients_from_proc(gpu: FakeGPU, index: int) -> list[tuple[int, int]]:
             pipe = env.get("CUDA_MPS_PIPE_DIRECTORY")
             if pipe is None or env.get("CUDA_VISIBLE_DEVICES") not in (gpu.uuid, str(index)):
                 continue
+            if os.environ.get("FAKE_NVML_NOT_MPS") == "1" and env.get("LOCAL_RANK") == "1":
+                continue
             os.kill(int(open(os.path.join(pipe, "nvidia-cuda-mps-control.pid")).read()), 0)
         except (OSError, ValueError, IndexError, KeyError, TypeError):
             continue
         found.append((int(pid), 1 << 28))
-    found.sort()
-    if found and os.environ.get("FAKE_NVML_NOT_MPS") == "1":
-        found.pop()
-    return found
+    return sorted(found)
 
 
 def make(gpus: list[FakeGPU], driver: str = "550.54.15", cuda: int = 12040,
