@@ -66,3 +66,19 @@ def test_mode_plan_in_a_slurm_task_shows_the_derived_endpoint(tmp_path: Path) ->
     assert r.returncode == 0, r.stderr
     launch = yaml.safe_load(r.stdout)["launch"]
     assert launch["node_rank"] == 1 and launch["rdzv_endpoint"].startswith("gpu007:") and launch["rdzv_id"] == "903"
+
+
+def test_the_documented_sbatch_script_appends_its_log_and_fails_with_its_run() -> None:
+    """A requeue must not empty the first attempt's log; a bare ``wait`` would end a failed run COMPLETED."""
+    import re
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    pages = [root / "README.md", *sorted((root / "docs").glob("**/*.md"))]
+    blocks = [b for p in pages if p.exists() for b in re.findall(r"```bash\n(.*?)```", p.read_text(), re.S)
+              if "#SBATCH --nodes" in b]
+    assert blocks, "no sbatch script in README.md or docs/"
+    for script in blocks:
+        assert "#SBATCH --open-mode=append" in script and "#SBATCH --requeue" in script
+        assert re.search(r"^wait \$!", script, re.M), script
+        assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
