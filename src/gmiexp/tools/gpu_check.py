@@ -240,14 +240,21 @@ def run_case(case: Case, runs: Path, common: list[str], nvml: ModuleType | None,
 
 
 def throughput(runs: Path, common: list[str], over: list[str], seconds: float,
-               popen: Callable[..., subprocess.Popen] = subprocess.Popen) -> tuple[str, str, dict[str, Any]]:
-    """tcg_ex with 1 then 2 GMIs per GPU for ``seconds`` each: (status, detail, evidence) with the ratio."""
+               popen: Callable[..., subprocess.Popen] = subprocess.Popen,
+               start_s: float = 900) -> tuple[str, str, dict[str, Any]]:
+    """tcg_ex with 1 then 2 GMIs per GPU, ``seconds`` of training each: (status, detail, evidence) with the ratio.
+
+    Timed from every GMI's first epoch, so start-up is not counted; ``start_s`` bounds the start-up.
+    """
     rates: dict[int, float] = {}
     for k in (1, 2):
         run_dir = runs / f"throughput-{k}-per-gpu"
         cmd = [sys.executable, "-m", "gmiexp", *common, "layout=tcg_ex", *over, f"gmis_per_gpu={k}",
                "max_iterations=1000000", f"hydra.run.dir={run_dir}"]
         p = popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        deadline = time.monotonic() + start_s
+        while time.monotonic() < deadline and p.poll() is None and not trained(run_dir):
+            time.sleep(0.2)
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline and p.poll() is None:
             time.sleep(0.2)
@@ -267,6 +274,15 @@ def throughput(runs: Path, common: list[str], over: list[str], seconds: float,
     ratio = rates[2] / rates[1]
     ev["ratio"] = f"{ratio:.2f}x (2 GMIs per GPU / 1 GMI per GPU)"
     return "passed", f"2 vs 1 GMIs per GPU: {ratio:.2f}x env steps/s", ev
+
+
+def trained(run_dir: Path) -> bool:
+    """Every GMI of the run finished its first epoch (wrote a history row)."""
+    try:
+        n = len(yaml.safe_load((run_dir / "plan.yaml").read_text())["gmis"])
+    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        return False
+    return all(read_history(run_dir, g) for g in range(n))
 
 
 def env_steps_per_s(run_dir: Path) -> float:
@@ -369,7 +385,7 @@ def main(argv: list[str] | None = None, nvml: ModuleType | None = None, runner: 
             main_b = whole_gpu_backend(backend_limits(hw, which))
             status, detail, ev = throughput(runs, [c for c in common if not c.startswith(("gmis_per_gpu=",
                                                                                           "max_iterations="))],
-                                            BACKENDS[main_b], args.throughput_s, popen)
+                                            BACKENDS[main_b], args.throughput_s, popen, args.timeout)
             outcomes.append(Outcome(Case(f"throughput-1-vs-2-{main_b}", backend=main_b), status, detail, ev))
             print(f"gpu-check: throughput: {status} {detail}", file=sys.stderr, flush=True)
     finally:  # the report is written whatever happened
