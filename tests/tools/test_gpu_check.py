@@ -186,3 +186,32 @@ def test_a_run_that_times_out_is_a_failure_in_the_report(tmp_path):
     code, text, _ = check(tmp_path, fake_nvml.h100_80gb(0, mig=0), "timeout", "--timeout", "5", "--layouts", "tcg_ex")
     assert code == 1
     assert "| tcg_ex-mps | failed | timed out after 5 s (--timeout) |" in text
+
+
+TRAINING = r"""
+import json, sys, time, pathlib, yaml
+args = dict(a.split("=", 1) for a in sys.argv[1:] if "=" in a)
+run, k = pathlib.Path(args["hydra.run.dir"]), int(args["gmis_per_gpu"])
+run.mkdir(parents=True)
+(run / "plan.yaml").write_text(yaml.safe_dump({"gmis": [{"id": g} for g in range(k)]}))
+t0, i = time.monotonic(), 0
+while True:  # an epoch of 64 env steps per GMI every 0.05 s, until SIGINT
+    i += 1
+    for g in range(k):
+        d = run / "gmis" / str(g)
+        d.mkdir(parents=True, exist_ok=True)
+        with open(d / "history.jsonl", "a") as f:
+            f.write(json.dumps({"iteration": i, "wall_s": time.monotonic() - t0, "local_frames": 64}) + "\n")
+    time.sleep(0.05)
+"""
+
+
+def test_throughput_compares_1_and_2_gmis_per_gpu_as_a_ratio(tmp_path):
+    def popen(cmd, **kw):
+        return subprocess.Popen([sys.executable, "-c", TRAINING, *cmd[3:]], **kw)
+
+    status, detail, ev = gpu_check.throughput(tmp_path, ["task=Cartpole"], ["backend=mps"], 0.6, popen)
+    assert status == "passed", detail
+    assert detail.startswith("2 vs 1 GMIs per GPU: ") and detail.endswith("x env steps/s")
+    assert ev["ratio"].endswith("x (2 GMIs per GPU / 1 GMI per GPU)")
+    assert set(ev) == {"1 GMI(s) per GPU", "2 GMI(s) per GPU", "ratio"}
