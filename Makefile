@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 # pins the torch the venv already has while extras install (mjlab would otherwise pull a CUDA torch)
 CONSTRAINTS := $(VENV)/torch-constraints.txt
 
-.PHONY: venv renderer run test test-slow test-gpu gpu-check lint plan doctor bench clean
+.PHONY: venv renderer run test test-slow test-gpu test-slurm gpu-check lint plan doctor bench clean
 
 venv: $(STAMP)
 
@@ -49,6 +49,11 @@ test-slow: venv
 
 test-gpu: venv
 	$(PY) -m pytest -q -m gpu
+
+# A real single-host Slurm (Debian's slurm-wlm, slurmdbd + MariaDB, munge; installed when missing, as root) on
+# loopback: the sbatch script, a gmiexp_slurm sweep, a failing member, requeue with resume. Minutes; not in `make test`.
+test-slurm: venv
+	PY=$(abspath $(PY)) bash tests/slurm/run.sh
 
 # On a GPU host: gpu-marked tests + a smoke matrix of every layout and backend; writes gpu-check.md
 # (exits 2 on a host without a GPU).

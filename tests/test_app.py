@@ -28,7 +28,8 @@ def test_plan_mode_dgx_mps_prints_complete_plan(tmp_path: Path) -> None:
 
 
 def test_plan_mode_h200_mig(tmp_path: Path) -> None:
-    r = run_cli("mode=plan", "hardware=h200x1", "gmis_per_gpu=3", "backend=mig", f"hydra.run.dir={tmp_path}")
+    r = run_cli("mode=plan", "hardware=h200x1", "hardware.mig=true", "gmis_per_gpu=3", "backend=mig",
+                f"hydra.run.dir={tmp_path}")
     assert r.returncode == 0, r.stderr
     plan = Plan.from_dict(yaml.safe_load(r.stdout))
     assert {g.share for g in plan.gmis} == {"2g.35gb"}

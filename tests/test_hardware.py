@@ -18,6 +18,13 @@ def test_presets() -> None:
     assert not hardware.preset("cpu").has_gpu
 
 
+def test_presets_are_stock_machines_with_mig_off() -> None:
+    """DGX A100/H100/H200 ship with MIG disabled; hardware.mig=true (hardware.with_mig) turns it on."""
+    for name in ("dgx_a100", "h100x8", "h200x1"):
+        assert {g.mig_mode for g in hardware.preset(name).gpus} == {False}, name
+        assert {g.mig_mode for g in hardware.with_mig(hardware.preset(name), True).gpus} == {True}
+
+
 def test_unknown_preset_lists_valid() -> None:
     with pytest.raises(ConfigError, match="invalid hardware: 'tpu'; valid: auto, cpu, dgx_a100, h100x8, h200x1"):
         hardware.resolve("tpu")

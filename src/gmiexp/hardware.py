@@ -84,14 +84,15 @@ def _gpu(index: int, name: str, cc: tuple[int, int], mem_mb: int, mig: bool | No
                    memory_mb=mem_mb, mig_mode=mig)
 
 
-# Presets let a user plan a DGX run from a laptop (mode=plan hardware=dgx_a100). ``net`` is one node's
-# inter-node bandwidth in Gb/s counted as ONE network port per node: an HDR InfiniBand port (200) on the
-# DGX A100, an NDR port (400) on the H100 and H200 hosts. Nodes wired with one port per GPU (a DGX has
-# eight compute ports) have that many times more: plan them with hardware.network_gbps=<the sum>.
+# Presets let a user plan a DGX run from a laptop (mode=plan hardware=dgx_a100). They describe stock machines:
+# DGX A100/H100/H200 ship with MIG disabled (``mig=False``); ``hardware.mig=true`` plans them with MIG on.
+# ``net`` is one node's inter-node bandwidth in Gb/s counted as ONE network port per node: an HDR InfiniBand
+# port (200) on the DGX A100, an NDR port (400) on the H100 and H200 hosts. Nodes wired with one port per GPU
+# (a DGX has eight compute ports) have that many times more: plan them with hardware.network_gbps=<the sum>.
 PRESETS: dict[str, dict[str, Any]] = {
-    "dgx_a100": dict(n=8, name="NVIDIA A100-SXM4-40GB", cc=(8, 0), mem=40960, mig=True, cpus=128, net=200.0),
-    "h100x8": dict(n=8, name="NVIDIA H100 80GB HBM3", cc=(9, 0), mem=81559, mig=True, cpus=112, net=400.0),
-    "h200x1": dict(n=1, name="NVIDIA H200", cc=(9, 0), mem=143771, mig=True, cpus=16, net=400.0),
+    "dgx_a100": dict(n=8, name="NVIDIA A100-SXM4-40GB", cc=(8, 0), mem=40960, mig=False, cpus=128, net=200.0),
+    "h100x8": dict(n=8, name="NVIDIA H100 80GB HBM3", cc=(9, 0), mem=81559, mig=False, cpus=112, net=400.0),
+    "h200x1": dict(n=1, name="NVIDIA H200", cc=(9, 0), mem=143771, mig=False, cpus=16, net=400.0),
 }
 HARDWARE_CHOICES = ("auto", "cpu", *PRESETS)
 

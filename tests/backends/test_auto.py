@@ -23,11 +23,11 @@ def mig_host(on: int) -> object:
     ("tcg_ex", with_mig(preset("dgx_a100"), False), no_binary, "mps", "trains"),
     ("decoupled_async", with_mig(preset("h200x1"), False), no_binary, "mps", "trains"),
     ("tcg", with_mig(preset("h100x8"), False), no_binary, "mps", "MIG is off on GPU(s)"),
-    ("tcg", preset("dgx_a100"), no_binary, "mig", "MIG enabled"),
-    ("tdg", preset("h100x8"), no_binary, "mig", "isolation"),
+    ("tcg", with_mig(preset("dgx_a100"), True), no_binary, "mig", "MIG enabled"),
+    ("tdg", with_mig(preset("h100x8"), True), no_binary, "mig", "isolation"),
     # MIG on: MPS cannot span the GPU, so training runs MPS inside one instance per GPU
-    ("tcg_ex", preset("h100x8"), no_binary, "mig", "MPS runs inside one MIG instance per GPU"),
-    ("decoupled_async", preset("h200x1"), no_binary, "mig", "MPS runs inside one MIG instance per GPU"),
+    ("tcg_ex", with_mig(preset("h100x8"), True), no_binary, "mig", "MPS runs inside one MIG instance per GPU"),
+    ("decoupled_async", with_mig(preset("h200x1"), True), no_binary, "mig", "MPS runs inside one MIG instance per GPU"),
     ("tcg_ex", mig_host(1), has_binary, "mig", "MPS runs inside one MIG instance per GPU"),
     ("tcg_ex", mig_host(1), no_binary, "mig", "one MIG instance per GMI (no MPS)"),
     ("tcg", mig_host(1), no_binary, "mig", "isolation"),
@@ -51,7 +51,8 @@ def test_mixed_mig_modes_are_refused():
 
 
 @pytest.mark.parametrize("mig, backend, reason", [
-    (None, "mig", "MPS runs inside one MIG instance per GPU"),  # h100x8 declares MIG on
+    (None, "mps", "trains (GMIs communicate): MPS"),  # a stock H100 host: MIG off
+    ("true", "mig", "MPS runs inside one MIG instance per GPU"),
     ("false", "mps", "trains (GMIs communicate): MPS"),
 ])
 def test_plan_h100x8_auto_follows_the_mig_mode(tmp_path, mig, backend, reason):
@@ -62,7 +63,8 @@ def test_plan_h100x8_auto_follows_the_mig_mode(tmp_path, mig, backend, reason):
     over = ["mode=plan", "hardware=h100x8", "backend=auto", "num_gpus=2", "task=Cartpole"]
     plan, _ = build_plan(compose_config(*over, *([f"hardware.mig={mig}"] if mig else [])), tmp_path)
     assert plan.backend == backend and reason in plan.backend_reason
-    assert plan.reduction == "allreduce"
+    # the default reduction is Algorithm 1's (2 GMIs per GPU on 2 GPUs: MRR), but NCCL cannot join MIG instances
+    assert plan.reduction == ("allreduce" if backend == "mig" else "mrr")
     for g in plan.gmis:
         assert ("MIG-" in g.env["CUDA_VISIBLE_DEVICES"]) == (backend == "mig")
         assert g.env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "50"  # MPS either way, 2 GMIs per GPU
@@ -73,14 +75,14 @@ def test_auto_reduction_on_mig_avoids_nccl(tmp_path):
 
     from gmiexp.plan.build import build_plan
 
-    cfg = compose_config("mode=plan", "hardware=h100x8", "backend=mig", "num_gpus=2", "reduction=auto",
-                         "task=Cartpole")
+    cfg = compose_config("mode=plan", "hardware=h100x8", "hardware.mig=true", "backend=mig", "num_gpus=2",
+                         "reduction=auto", "task=Cartpole")
     plan, _ = build_plan(cfg, tmp_path)  # Algorithm 1 alone says MRR (2 GMIs per GPU <= 2 GPUs)
     assert plan.reduction == "allreduce" and "NCCL cannot join MIG instances" in plan.reduction_reason
 
 
 def test_delegates_realise_and_records_reason(tmp_path):
-    plan, backend = realise(preset("dgx_a100"), tmp_path, gmis_per_gpu=2, layout="tcg", name="auto")
+    plan, backend = realise(with_mig(preset("dgx_a100"), True), tmp_path, gmis_per_gpu=2, layout="tcg", name="auto")
     assert plan.backend == "mig" and plan.backend_reason.startswith("auto: serving layout tcg")
     assert backend.chosen.name == "mig"
     plan, _ = realise(cpu_only(), tmp_path, name="auto")

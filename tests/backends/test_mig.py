@@ -2,12 +2,18 @@ import pytest
 from backend_helpers import nvml_host, realise
 
 from fakes import nvml as fake_nvml
+from gmiexp import hardware
 from gmiexp.backends import get, mig
 from gmiexp.backends.mig_profiles import PRODUCTS, find, largest_fitting, product_of
 from gmiexp.backends.mps_clients import kept_by
 from gmiexp.config.schema import MigBackendConfig
 from gmiexp.errors import ConfigError
-from gmiexp.hardware import discover, preset
+from gmiexp.hardware import discover
+
+
+def preset(name: str) -> hardware.Hardware:
+    """A preset with MIG on (presets are stock machines: MIG off)."""
+    return hardware.with_mig(hardware.preset(name), True)
 
 
 def a100_with(profile="3g.20gb", n=2, total_mb=19968):
@@ -34,13 +40,55 @@ def test_missing_instances_print_the_exact_commands(tmp_path):
     assert "backend.create_instances=true" in msg
 
 
-def test_blocking_instances_are_destroyed_first_in_the_commands(tmp_path):
+def test_instances_in_the_way_are_named_and_left_alone(tmp_path):
+    """Someone else's instances leave no room: exit 2 naming them (by UUID and GI/CI id), never -dci/-dgi on the GPU."""
     hw = a100_with()  # two 3g.20gb use 6 of 7 slices; three 2g.10gb need 6 more
     with pytest.raises(ConfigError) as info:
-        realise(hw, tmp_path, gmis_per_gpu=3, name="mig")
-    lines = [ln.strip() for ln in str(info.value).splitlines()[1:4]]
-    assert lines == ["sudo nvidia-smi mig -i 0 -dci", "sudo nvidia-smi mig -i 0 -dgi",
-                     "sudo nvidia-smi mig -i 0 -cgi 14,14,14 -C"]
+        realise(hw, tmp_path, gmis_per_gpu=3, name="mig", create_instances=True)
+    msg = str(info.value)
+    for d in hw.gpus[0].mig_devices:
+        assert f"{d.uuid} (3g.20gb, GPU instance {d.gi_id}, compute instance 0)" in msg
+    assert "which gmiexp did not create, are in the way" in msg and "gmiexp leaves them alone" in msg
+    assert "sudo nvidia-smi mig -i 0 -dci -gi 1 -ci 0 && sudo nvidia-smi mig -i 0 -dgi -gi 1" in msg
+    assert not any(ln.strip() in ("sudo nvidia-smi mig -i 0 -dci", "sudo nvidia-smi mig -i 0 -dgi")
+                   for ln in msg.replace(" && ", "\n").replace(": ", "\n").splitlines())
+
+
+class FakeSmi:
+    """nvidia-smi mig on a fake GPU: -cgi <ids> -C makes instances (next GI ids), -dgi -gi G removes GI G."""
+
+    def __init__(self, gpu: fake_nvml.FakeGPU, profile: str = "3g.20gb") -> None:
+        self.gpu, self.profile, self.ran = gpu, profile, []
+
+    def __call__(self, cmd: list[str]) -> None:
+        self.ran.append(" ".join(cmd))
+        if "-cgi" in cmd:
+            for _ in cmd[cmd.index("-cgi") + 1].split(","):
+                gi = max([m.gi for m in self.gpu.migs], default=0) + 1
+                self.gpu.migs.append(fake_nvml.FakeMig(self.profile, f"MIG-0e1f2a3b-4c5d-5e6f-8a9b-{gi:012d}",
+                                                       19968, gi=gi, ci=0))
+        if "-dgi" in cmd:
+            gi = int(cmd[cmd.index("-gi") + 1])
+            self.gpu.migs = [m for m in self.gpu.migs if m.gi != gi]
+
+
+def test_a_run_removes_only_the_instances_it_created(tmp_path, monkeypatch):
+    theirs = fake_nvml.FakeMig("3g.20gb", "MIG-0e1f2a3b-4c5d-5e6f-8a9b-theirs000005", 19968, gi=5, ci=0)
+    gpu = fake_nvml.a100_40gb(mig=1, migs=[theirs])
+    nv = fake_nvml.make([gpu])
+    hw = discover(nv)
+    smi = FakeSmi(gpu)
+    monkeypatch.setattr(mig, "nvidia_smi", smi)
+    backend = mig.MIGBackend(MigBackendConfig(create_instances=True, profile="3g.20gb"), hw, nvml=nv)
+    from backend_helpers import plan_for
+
+    plan = backend.realise(plan_for(hw, gmis_per_gpu=2), tmp_path)
+    with backend.session(plan, tmp_path):
+        assert [(c["gi"], c["ci"]) for c in plan.mig.created] == [(6, 0)]  # recorded at creation
+        assert {g.env["CUDA_VISIBLE_DEVICES"] for g in plan.gmis} == {theirs.uuid, gpu.migs[1].uuid}
+    assert smi.ran == ["nvidia-smi mig -i 0 -cgi 9 -C", "nvidia-smi mig -i 0 -dci -gi 6 -ci 0",
+                       "nvidia-smi mig -i 0 -dgi -gi 6"]
+    assert gpu.migs == [theirs]  # someone else's instance is still there
 
 
 @pytest.mark.parametrize("name, n, profile, cmd", [
@@ -202,3 +250,31 @@ def test_products_and_lookup():
     assert set(PRODUCTS) == {"A100-40GB", "A100-80GB", "H100-80GB", "H100-NVL", "H200-141GB", "A30", "B200"}
     assert max(p.slices for p in PRODUCTS["A30"]) == 4
     assert all(max(p.slices for p in t) == 7 for k, t in PRODUCTS.items() if k != "A30")
+
+
+NVIDIA_SMI_L = """GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-b3c9e7d1-0f2a-4c6b-8e5d-6a7b8c900000)
+  MIG 3g.40gb     Device  0: (UUID: MIG-11111111-2222-5333-8444-555555555555)
+  MIG 3g.40gb     Device  1: (UUID: MIG-66666666-7777-5888-8999-000000000000)
+"""
+
+
+def test_plan_commands_under_mig_paste_as_is(tmp_path):
+    """mode=plan's MPS start line for an instance setup creates: its UUID comes from nvidia-smi -L, no placeholder."""
+    import os
+    import subprocess
+
+    plan, _ = realise(preset("h100x8"), tmp_path, gmis_per_gpu=4, name="mig", mps_in_mig=True, profile="3g.40gb")
+    text = "\n".join(plan.setup_commands)
+    assert mig.PENDING not in text and "<pending" not in text
+    assert subprocess.run(["bash", "-n"], input=text, text=True).returncode == 0
+    assert plan.setup_commands[0] == "sudo nvidia-smi mig -i 0 -cgi 9,9 -C"
+    assert 'CUDA_VISIBLE_DEVICES="$MIG_GPU0_2"' in plan.setup_commands[-1]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(f"#!/bin/sh\ncat <<'EOF'\n{NVIDIA_SMI_L}EOF\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    steps = [ln for ln in plan.setup_commands if ln.startswith("MIG_GPU")]
+    out = subprocess.run(["bash", "-c", "\n".join([*steps, 'echo "$MIG_GPU0_1 $MIG_GPU0_2"'])], text=True,
+                         capture_output=True, env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    assert out.stdout.split() == ["MIG-11111111-2222-5333-8444-555555555555",
+                                  "MIG-66666666-7777-5888-8999-000000000000"]

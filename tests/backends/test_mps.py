@@ -12,7 +12,8 @@ from backend_helpers import nvml_host, plan_for, realise
 from fakes import nvml as fake_nvml
 from gmiexp.backends import get, mps_daemon
 from gmiexp.backends.mps_clients import kept_by, planned_daemons, shares
-from gmiexp.config.schema import MpsBackendConfig
+from gmiexp.backends.mps_daemon import Daemon
+from gmiexp.config.schema import BACKEND_SCHEMAS, MpsBackendConfig
 from gmiexp.errors import ConfigError, LaunchError
 from gmiexp.hardware import cpu_only, preset, with_mig
 from gmiexp.plan import GMI, Plan
@@ -33,10 +34,24 @@ def test_preset_plan_env_of_every_gmi(tmp_path):
         assert g.env["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] == "0=10G"
         assert g.share == "33%" and g.memory_limit == "10G"
         assert g.env["OMP_NUM_THREADS"] == str(g.torch_threads) == str(128 // 6)
-    assert plan.setup_commands == [f"mkdir -p {pipe} {log} && CUDA_MPS_PIPE_DIRECTORY={pipe} "
+    assert plan.setup_commands == [f"mkdir -p {pipe} {log} && CUDA_VISIBLE_DEVICES=0,1 CUDA_MPS_PIPE_DIRECTORY={pipe} "
                                    f"CUDA_MPS_LOG_DIRECTORY={log} nvidia-cuda-mps-control -d"]
     assert plan.teardown_commands == [f"echo quit | CUDA_MPS_PIPE_DIRECTORY={pipe} nvidia-cuda-mps-control"]
     assert Plan.from_yaml(plan.to_yaml()).to_dict() == plan.to_dict()
+
+
+def test_the_private_daemon_serves_only_the_plans_gpus(tmp_path, fake_mps):
+    """hardware.gpus=[3] on an 8-GPU host: the daemon a run starts sees GPU 3 only (CUDA_VISIBLE_DEVICES)."""
+    hw = nvml_host(*(fake_nvml.h100_80gb(i) for i in range(8)))
+    backend = get(BACKEND_SCHEMAS["mps"](name="mps"), hw)
+    plan = plan_for(hw, 1, 2)
+    for g in plan.gmis:
+        g.device = 3  # as plan.build.place_devices moves them
+    plan = backend.realise(plan, tmp_path / "run")
+    (daemon,) = plan.mps.daemons
+    assert daemon["visible"] == hw.gpus[3].uuid
+    assert f"CUDA_VISIBLE_DEVICES={hw.gpus[3].uuid} CUDA_MPS_PIPE_DIRECTORY=" in plan.setup_commands[0]
+    assert Daemon(**daemon).env()["CUDA_VISIBLE_DEVICES"] == hw.gpus[3].uuid  # what control() starts it with
 
 
 def test_real_host_uses_gpu_uuids(tmp_path, fake_mps):

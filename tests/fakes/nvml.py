@@ -75,9 +75,54 @@ def a100_migs(profile: str = "3g.20gb", n: int = 2, total_mb: int = 19968, gpu: 
             for k in range(n)]
 
 
+def _client_env(pid: str) -> dict[str, str]:
+    """The CUDA environment process ``pid`` runs with: a gmiexp GMI's from its plan (the worker applies it after
+    start, so /proc shows only what elastic passed: LOCAL_RANK), any other process's from /proc."""
+
+    import yaml
+
+    env = {k.decode(): v.decode(errors="replace") for k, v in
+           (kv.split(b"=", 1) for kv in open(f"/proc/{pid}/environ", "rb").read().split(b"\0") if b"=" in kv)}
+    argv = open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace").split("\0")
+    if "gmiexp.launch.worker" in argv and argv.index("gmiexp.launch.worker") + 1 < len(argv):
+        plan = yaml.safe_load(open(argv[argv.index("gmiexp.launch.worker") + 1]))
+        node = (plan.get("launch") or {}).get("node_rank") or 0
+        local = [g for g in plan["gmis"] if g.get("node", 0) == node]
+        env.update(local[int(env.get("LOCAL_RANK", "0"))].get("env") or {})
+    return env
+
+
+def mps_clients_from_proc(gpu: FakeGPU, index: int) -> list[tuple[int, int]]:
+    """Processes a live fake MPS daemon serves on this GPU, as NVML would list them: their environment names
+    the daemon's pipe dir (``CUDA_MPS_PIPE_DIRECTORY``, its pid file alive) and this GPU (UUID or index).
+
+    ``FAKE_NVML_NOT_MPS=1`` leaves out the second GMI of every run (``LOCAL_RANK=1``): a GMI that CUDA ran
+    without MPS (no error, no client).
+    """
+    import os
+
+    found = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            env = _client_env(pid)
+            pipe = env.get("CUDA_MPS_PIPE_DIRECTORY")
+            if pipe is None or env.get("CUDA_VISIBLE_DEVICES") not in (gpu.uuid, str(index)):
+                continue
+            if os.environ.get("FAKE_NVML_NOT_MPS") == "1" and env.get("LOCAL_RANK") == "1":
+                continue
+            os.kill(int(open(os.path.join(pipe, "nvidia-cuda-mps-control.pid")).read()), 0)
+        except (OSError, ValueError, IndexError, KeyError, TypeError):
+            continue
+        found.append((int(pid), 1 << 28))
+    return sorted(found)
+
+
 def make(gpus: list[FakeGPU], driver: str = "550.54.15", cuda: int = 12040,
-         no_driver: bool = False) -> types.ModuleType:
-    """A module with pynvml's functions over ``gpus``; ``mod.calls`` lists the functions called."""
+         no_driver: bool = False, mps_from_proc: bool = False) -> types.ModuleType:
+    """A module with pynvml's functions over ``gpus``; ``mod.calls`` lists the functions called.
+
+    ``mps_from_proc``: MPS clients are the live processes a fake daemon serves (:func:`mps_clients_from_proc`).
+    """
     mod = types.ModuleType("fake_pynvml")
     for name in dir(pynvml):
         if name.startswith(("NVMLError", "NVML_")):
@@ -216,7 +261,8 @@ def make(gpus: list[FakeGPU], driver: str = "550.54.15", cuda: int = 12040,
 
     @api
     def nvmlDeviceGetMPSComputeRunningProcesses(h):
-        return procs(gpu_of(h).mps_procs)
+        g = gpu_of(h)
+        return procs(g.mps_procs + (mps_clients_from_proc(g, h[1]) if mps_from_proc else []))
 
     @api
     def nvmlDeviceGetProcessUtilization(h, last_seen_timestamp):

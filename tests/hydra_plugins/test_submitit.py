@@ -55,12 +55,13 @@ def sbatch_script(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, params: dict)
 
 def test_gmiexp_slurm_submits_launch_nnodes_nodes_with_one_launcher_each(monkeypatch: pytest.MonkeyPatch,
                                                                           tmp_path: Path) -> None:
-    params = slurm_launcher_params(tmp_path, "launch.nnodes=4", "num_gpus=8", "hydra.launcher.partition=gpu")
+    params = slurm_launcher_params(tmp_path, "launch.nnodes=4", "num_gpus=8", "hydra.launcher.partition=gpu",
+                                   "experiment=ant8")
     assert (params["nodes"], params["tasks_per_node"], params["gpus_per_node"]) == (4, 1, 8)
     assert params["max_num_timeout"] == 3  # gmiexp resumes a requeued job: a time limit may requeue it
     script = sbatch_script(monkeypatch, tmp_path, params)
     for line in ("#SBATCH --nodes=4", "#SBATCH --ntasks-per-node=1", "#SBATCH --gpus-per-node=8",
-                 "#SBATCH --partition=gpu", "#SBATCH --signal=USR2@120"):
+                 "#SBATCH --partition=gpu", "#SBATCH --signal=USR2@120", "#SBATCH --job-name=gmiexp-ant8"):
         assert line in script, script
     srun = next(ln for ln in script.splitlines() if ln.startswith("srun "))
     assert "-m submitit.core._submit" in srun  # one srun step: every task runs the member's gmiexp launcher
@@ -70,8 +71,47 @@ def test_the_cli_shows_the_launcher_tied_to_launch_nnodes() -> None:
     r = run_cli("hydra/launcher=gmiexp_slurm", "launch.nnodes=3", "--cfg", "hydra", "--package", "hydra.launcher")
     assert r.returncode == 0, r.stderr
     assert "nodes: ${launch.nnodes}" in r.stdout and "tasks_per_node: 1" in r.stdout
-    assert "gpus_per_node: ${num_gpus}" in r.stdout
-    assert "SlurmLauncher" in r.stdout
+    assert "gpus_per_node: ${gmiexp_slurm_gpus:${hardware.name},${train.device},${num_gpus}}" in r.stdout
+    assert "hydra_plugins.gmiexp_submitit.launcher.SlurmLauncher" in r.stdout
+
+
+@pytest.mark.parametrize("no_gpu", ["hardware=cpu", "train.device=cpu", "train.device=lazy"])
+def test_a_run_without_gpus_asks_slurm_for_none(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, no_gpu: str) -> None:
+    """A cluster without gres refuses --gpus-per-node ("Invalid generic resource"): a CPU run asks for none."""
+    params = slurm_launcher_params(tmp_path, "num_gpus=2", no_gpu)
+    assert params["gpus_per_node"] is None
+    assert "--gpus-per-node" not in sbatch_script(monkeypatch, tmp_path, params)
+
+
+def test_sbatch_refusing_the_gpus_exits_2_naming_gpus_per_node_null() -> None:
+    from submitit.core.utils import FailedJobError
+
+    from gmiexp.errors import ConfigError
+    from hydra_plugins.gmiexp_submitit.launcher import submission_error
+
+    e = submission_error(FailedJobError("sbatch: error: Invalid generic resource (gres) specification"), 8)
+    assert isinstance(e, ConfigError)
+    assert "invalid hydra.launcher.gpus_per_node=8" in str(e) and "hydra.launcher.gpus_per_node=null" in str(e)
+    other = FailedJobError("sbatch: error: invalid partition specified: gpu")
+    assert submission_error(other, 8) is other  # other refusals stay submitit's
+
+
+GMIEXP_LOCAL = ["hydra/launcher=submitit_local",
+                "hydra.launcher._target_=hydra_plugins.gmiexp_submitit.launcher.LocalLauncher"]
+
+
+def test_a_failed_member_fails_its_job_while_the_sweep_collects_every_member(tmp_path: Path) -> None:
+    """gmiexp_slurm's launcher class on submitit's local executor: the failed member's job ends with an error (Slurm:
+    FAILED), the other trains, the sweep exits 1 naming the failed one and prints each member's summary line."""
+    r = run_cli("-m", *GMIEXP_LOCAL, *MEMBER, "launch.inprocess=true", "role=ppo,user_roles:FailRole",
+                f"hydra.sweep.dir={tmp_path}")
+    assert r.returncode == 1, r.stderr[-3000:]
+    assert f"1 multirun job(s) failed: {tmp_path / '1'}" in r.stderr
+    assert "[#0] gmiexp ok: task=Cartpole" in r.stdout and f"[#1] gmiexp: no summary in {tmp_path / '1'}" in r.stdout
+    logs = {p.name: p.read_text() for p in (tmp_path / ".submitit").glob("*/*_log.err")}
+    failed = [t for t in logs.values() if "Submitted job triggered an exception" in t]
+    assert len(failed) == 1 and "FailRole fails on purpose" in failed[0], logs
+    assert sum("Job completed successfully" in t for t in logs.values()) == 1
 
 
 def test_submitit_local_runs_a_two_member_sweep_of_one_node_runs(tmp_path: Path) -> None:

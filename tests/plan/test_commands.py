@@ -24,7 +24,8 @@ def test_four_dgx_nodes_plan(tmp_path: Path) -> None:
     plan = Plan.from_dict(yaml.safe_load(r.stdout))  # stdout stays the Plan
     assert plan.world_size == 64 and plan.nnodes == 4 and {g.node for g in plan.gmis} == {0, 1, 2, 3}
     err = r.stderr
-    assert "plan: 64 GMIs on 4 nodes (16 per node on 8 GPUs); reduction allreduce: reduction=allreduce requested" in err
+    # the default reduction follows Algorithm 1 on GPUs
+    assert "plan: 64 GMIs on 4 nodes (16 per node on 8 GPUs); reduction mrr: auto (Algorithm 1 across 4 nodes)" in err
     nodes = [line.split(": ", 1)[1] for line in err.splitlines() if line.startswith("  node ")]
     assert len(nodes) == 4
     for rank, cmd in enumerate(nodes):

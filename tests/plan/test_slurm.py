@@ -46,9 +46,18 @@ def test_a_step_that_is_not_one_task_per_node_or_gives_no_endpoint_exits_2(launc
         resolve_nodes(LaunchConfig(**launch), env)
 
 
-def test_a_one_node_run_ignores_the_step() -> None:
-    lc = resolve_nodes(LaunchConfig(nnodes=1), {**TASK1, "SLURM_STEP_NUM_TASKS": "4"})
+def test_a_one_node_run_in_a_step_of_one_task_is_node_0() -> None:
+    one = {**TASK1, "SLURM_NODEID": "0", "SLURM_STEP_NUM_NODES": "1", "SLURM_STEP_NUM_TASKS": "1"}
+    lc = resolve_nodes(LaunchConfig(nnodes=1), one)
     assert (lc.node_rank, lc.rdzv_endpoint) == (0, None)
+
+
+def test_two_tasks_on_one_node_with_nnodes_1_exit_2() -> None:
+    """hydra.launcher.tasks_per_node=2 with launch.nnodes=1: both tasks would train into one run dir."""
+    two = {**TASK1, "SLURM_NODEID": "0", "SLURM_STEP_NUM_NODES": "1", "SLURM_STEP_NUM_TASKS": "2"}
+    with pytest.raises(ConfigError, match=r"2 tasks \(SLURM_STEP_NUM_TASKS\) for launch.nnodes=1.*"
+                                          r"hydra.launcher.tasks_per_node=1"):
+        resolve_nodes(LaunchConfig(nnodes=1), two)
 
 
 def test_mode_plan_in_a_slurm_task_shows_the_derived_endpoint(tmp_path: Path) -> None:
@@ -57,3 +66,19 @@ def test_mode_plan_in_a_slurm_task_shows_the_derived_endpoint(tmp_path: Path) ->
     assert r.returncode == 0, r.stderr
     launch = yaml.safe_load(r.stdout)["launch"]
     assert launch["node_rank"] == 1 and launch["rdzv_endpoint"].startswith("gpu007:") and launch["rdzv_id"] == "903"
+
+
+def test_the_documented_sbatch_script_appends_its_log_and_fails_with_its_run() -> None:
+    """A requeue must not empty the first attempt's log; a bare ``wait`` would end a failed run COMPLETED."""
+    import re
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    pages = [root / "README.md", *sorted((root / "docs").glob("**/*.md"))]
+    blocks = [b for p in pages if p.exists() for b in re.findall(r"```bash\n(.*?)```", p.read_text(), re.S)
+              if "#SBATCH --nodes" in b]
+    assert blocks, "no sbatch script in README.md or docs/"
+    for script in blocks:
+        assert "#SBATCH --open-mode=append" in script and "#SBATCH --requeue" in script
+        assert re.search(r"^wait \$!", script, re.M), script
+        assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0

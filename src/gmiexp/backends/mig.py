@@ -9,6 +9,7 @@ GMIs share an instance through one MPS daemon per MIG device.
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import subprocess
@@ -93,17 +94,35 @@ def instances_wanted(gpu: GPUInfo, n_gmis: int, cfg: MigBackendConfig) -> tuple[
 
 
 def create_commands(gpu: GPUInfo, prof: Profile, missing: int) -> list[list[str]]:
-    """nvidia-smi argv lists that create ``missing`` instances (destroying others first if they block)."""
+    """nvidia-smi argv lists that create ``missing`` instances; ConfigError naming the instances in the way.
+
+    Instances gmiexp did not create belong to someone else: they are never destroyed, only named.
+    """
     total = max(p.slices for p in mig_profiles.profiles_of(gpu))
     have = sum(1 for d in gpu.mig_devices if d.profile == prof.name)
-    fits = used_slices(gpu) + missing * prof.slices <= total and have + missing <= prof.max_count
-    cmds: list[list[str]] = []
-    if not fits:  # the existing instances are in the way: start from an empty GPU
-        cmds += [["nvidia-smi", "mig", "-i", str(gpu.index), "-dci"],
-                 ["nvidia-smi", "mig", "-i", str(gpu.index), "-dgi"]]
-        missing = missing + have
-    cmds.append(["nvidia-smi", "mig", "-i", str(gpu.index), "-cgi", ",".join([str(prof.id)] * missing), "-C"])
-    return cmds
+    if used_slices(gpu) + missing * prof.slices > total or have + missing > prof.max_count:
+        raise in_the_way(gpu, prof, missing)
+    return [["nvidia-smi", "mig", "-i", str(gpu.index), "-cgi", ",".join([str(prof.id)] * missing), "-C"]]
+
+
+def destroy_commands(gpu: int, gi: int, ci: int) -> list[list[str]]:
+    """nvidia-smi argv lists that remove one compute instance and its GPU instance, by id (nothing else)."""
+    return [["nvidia-smi", "mig", "-i", str(gpu), "-dci", "-gi", str(gi), "-ci", str(ci)],
+            ["nvidia-smi", "mig", "-i", str(gpu), "-dgi", "-gi", str(gi)]]
+
+
+def in_the_way(gpu: GPUInfo, prof: Profile, missing: int) -> ConfigError:
+    """Exit 2: existing instances (someone else's) leave no room; name them and what the user may do."""
+    devs = sorted(gpu.mig_devices, key=lambda d: d.index)
+    named = "; ".join(f"{mig_uuid(d)} ({d.profile}, GPU instance {d.gi_id}, compute instance {d.ci_id})"
+                      for d in devs)
+    free = " && ".join(show(c) for d in devs for c in destroy_commands(gpu.index, d.gi_id, d.ci_id))
+    profiles = sorted({d.profile for d in devs})
+    return ConfigError(
+        f"GPU {gpu.index} ({gpu.name}) has no room for {missing} more {prof.name} MIG instance(s): these "
+        f"instances, which gmiexp did not create, are in the way: {named}. gmiexp leaves them alone; valid: use "
+        f"them (backend.profile={'|'.join(profiles)}, backend.mps_in_mig=true to share them, or fewer "
+        f"gmis_per_gpu), or remove them yourself once nobody uses them: {free}")
 
 
 def slots_for(gpu: GPUInfo, count: int, prof: Profile | None) -> tuple[list[Slot], list[list[str]]]:
@@ -117,11 +136,27 @@ def slots_for(gpu: GPUInfo, count: int, prof: Profile | None) -> tuple[list[Slot
         return slots, []
     assert prof is not None
     cmds = create_commands(gpu, prof, missing)
-    if len(cmds) > 1:  # everything on the GPU is recreated
-        slots = []
-        missing = count
     slots += [Slot(gpu.index, prof.name, f"{PENDING}gpu{gpu.index}/{prof.name}/{k}>") for k in range(missing)]
     return slots, cmds
+
+
+def uuid_steps(lines: list[str], pending: list[tuple[Slot, int]]) -> list[str]:
+    """``lines`` runnable as printed: each instance placeholder becomes a shell variable.
+
+    The variable is set, once the instances exist, from ``nvidia-smi -L`` (it lists every MIG device's UUID:
+    ``MIG <profile> Device <n>: (UUID: MIG-...)``), so every command ``mode=plan`` prints pastes as is.
+    """
+    steps = []
+    for slot, nth in pending:
+        if not any(slot.uuid in ln for ln in lines):
+            continue
+        var = f"MIG_GPU{slot.gpu}_{nth}"
+        pattern = rf"s/^ *MIG {re.escape(slot.profile)} .*(UUID: \(MIG-[^)]*\)).*/\1/p"
+        steps.append(f"{var}=$(nvidia-smi -L -i {slot.gpu} | sed -n {shlex.quote(pattern)} | sed -n {nth}p)  "
+                     f"# once the instances above exist: GPU {slot.gpu}'s {slot.profile} instance no. {nth} "
+                     f"(nvidia-smi -L lists their UUIDs)")
+        lines = [ln.replace(shlex.quote(slot.uuid), f'"${var}"').replace(slot.uuid, f"${{{var}}}") for ln in lines]
+    return steps + lines
 
 
 def show(cmd: list[str]) -> str:
@@ -143,11 +178,14 @@ class MIGBackend(Backend):
         creates: list[list[str]] = []
         placed: list[dict[str, Any]] = []
         daemons: list[mps_daemon.Daemon] = []
+        pending: list[tuple[Slot, int]] = []  # placeholders, with their place among their profile's instances
         for gmis in by_device(plan).values():
             gpu = gpu_of(hw, gmis[0])
             check_gpu(gpu)
             count, prof = instances_wanted(gpu, len(gmis), self.cfg)
             slots, cmds = slots_for(gpu, count, prof)
+            have = sum(1 for d in gpu.mig_devices if prof is not None and d.profile == prof.name)
+            pending += [(s, have + k + 1) for k, s in enumerate(x for x in slots if x.pending)]
             creates += cmds
             groups = self._assign(gmis, slots)
             daemons += self._apply(groups, run_dir)
@@ -161,7 +199,7 @@ class MIGBackend(Backend):
         plan.backend = self.name
         plan.backend_reason = plan.backend_reason or "backend=mig (set by hand)"
         up, down = daemon_commands(daemons)
-        plan.setup_commands += [show(c) for c in creates] + up
+        plan.setup_commands += [show(c) for c in creates] + uuid_steps(up, pending)
         plan.teardown_commands += down
         plan.mig = MigState(instances=placed, create=creates, create_instances=bool(self.cfg.create_instances))
         if daemons:
@@ -204,18 +242,40 @@ class MIGBackend(Backend):
             raise ConfigError(f"hardware={self.hardware.source.removeprefix('preset:')} is a preset for "
                               "planning only: mode=plan prints this plan; run it on the GPU host")
         creates = plan.mig.create if plan.mig else []
-        if creates:
-            for cmd in creates:
-                nvidia_smi(cmd)
-            self._fill_pending(plan)
-        with mps_session(plan, self.hardware):
-            yield
+        created: list[MigDevice] = []
+        try:
+            if creates:
+                created = self._create(plan, creates)
+                self._fill_pending(plan, created)
+            with mps_session(plan, self.hardware):
+                yield
+        finally:
+            remove_created(created)
 
-    def _fill_pending(self, plan: Plan) -> None:
-        """Replace placeholders by the UUIDs of the instances just created (read again through NVML)."""
+    def _create(self, plan: Plan, creates: list[list[str]]) -> list[MigDevice]:
+        """Run the creation commands; the instances they made (GPU/compute instance ids NVML did not list before)."""
         from gmiexp.hardware import discover
 
-        fresh = {g.index: sorted(g.mig_devices, key=lambda d: d.index) for g in discover(self.nvml).gpus}
+        def ids(hw: Hardware) -> set[tuple[int, int, int]]:
+            return {(d.gpu_index, d.gi_id, d.ci_id) for g in hw.gpus for d in g.mig_devices}
+
+        before = ids(discover(self.nvml))
+        try:
+            for cmd in creates:
+                nvidia_smi(cmd)
+        finally:  # a command that failed half-way may have made some: they are ours to remove
+            created = [d for g in discover(self.nvml).gpus for d in g.mig_devices
+                       if (d.gpu_index, d.gi_id, d.ci_id) not in before]
+            assert plan.mig is not None
+            plan.mig.created = [{"gpu": d.gpu_index, "gi": d.gi_id, "ci": d.ci_id, "uuid": mig_uuid(d),
+                                 "profile": d.profile} for d in created]
+        return created
+
+    def _fill_pending(self, plan: Plan, created: list[MigDevice]) -> None:
+        """Replace placeholders by the UUIDs of the instances just created (read again through NVML)."""
+        fresh: dict[int, list[MigDevice]] = {}
+        for d in sorted(created, key=lambda d: (d.gpu_index, d.index)):
+            fresh.setdefault(d.gpu_index, []).append(d)
         instances = plan.mig.instances if plan.mig else []
         taken = {i["uuid"] for i in instances if not i["uuid"].startswith(PENDING)}
         mapping: dict[str, str] = {}
@@ -251,6 +311,23 @@ def _substitute(plan: Plan, mapping: dict[str, str]) -> None:
         g.env = {k: sub(v) for k, v in g.env.items()}
     for inst in plan.mig.instances if plan.mig else []:
         inst["uuid"] = sub(inst["uuid"])
+
+
+def remove_created(created: list[MigDevice]) -> None:
+    """Destroy the instances this run created, by their GPU/compute instance ids; someone else's stay.
+
+    A failure is reported and the others are still tried: this runs while the run ends, whatever happened.
+    """
+    import sys
+
+    for d in created:
+        for cmd in destroy_commands(d.gpu_index, d.gi_id, d.ci_id):
+            try:
+                nvidia_smi(cmd)
+            except (LaunchError, ConfigError) as e:
+                print(f"gmiexp: warning: MIG instance {mig_uuid(d)} this run created was not removed: {e}",
+                      file=sys.stderr, flush=True)
+                break
 
 
 def nvidia_smi(cmd: list[str]) -> None:

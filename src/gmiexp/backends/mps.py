@@ -71,7 +71,8 @@ class MPSBackend(Backend):
             check_cc(gpu)
             check_mig_off(gpu)
         mode = self.cfg.daemon
-        daemon = mps_daemon.for_mode(mode, run_dir, ",".join(visible_device(hw, g) for g in gpus))
+        visible = ",".join(visible_device(hw, g) for g in gpus)  # the daemon serves the plan's GPUs only
+        daemon = mps_daemon.for_mode(mode, run_dir, visible, private_visible=visible)
         for gmis in groups.values():
             gpu = gpu_of(hw, gmis[0])
             pcts = shares(gmis, self.cfg.sm_percent, self.cfg.role_sm_percent)

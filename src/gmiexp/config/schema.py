@@ -131,7 +131,7 @@ class LayoutConfig:
 class ReductionConfig:
     """Gradient reduction among trainer GMIs (paper section 4.1)."""
 
-    name: str = "allreduce"
+    name: str = "auto"  # Algorithm 1 where the GMIs run on GPUs; allreduce on CPU cores (comm.reduction.resolve)
     calibrate: bool = False  # measure B1/B2 for the Table 2 cost model in mode=plan
 
 
@@ -470,6 +470,9 @@ def register_configs() -> None:
 
     register_resolver()  # ${rlgames:...}: train=rlgames imports an rl-games YAML at compose time
     OmegaConf.register_new_resolver("gmiexp_fields", help_text, replace=True)  # --help (conf/config.yaml)
+    from gmiexp.plan.slurm import slurm_gpus
+
+    OmegaConf.register_new_resolver("gmiexp_slurm_gpus", slurm_gpus, replace=True)  # launcher gmiexp_slurm
     cs = ConfigStore.instance()
     cs.store(name="gmiexp_schema", node=Config)
     # At the top level, not in the groups: a schema stored in a group would be listed (and selectable) as one

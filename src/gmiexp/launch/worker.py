@@ -45,6 +45,7 @@ def run_gmi(plan: Any, gmi_id: int, status: Any = None) -> dict[str, Any]:
     status.beat(force=True, stage="rendezvous")
     mgr.init(timeout_s=float(plan.launch.collective_timeout_s))
     red = reductions.build(plan.reduction, mgr, plan.trainer_group)
+    status.beat(force=True, reduction=red.name)  # what this GMI really built (make gpu-check compares the plan's)
     ctx = GMIContext(plan=plan, gmi=gmi, mgr=mgr, reduction=red, status=status)
     finished = False
     try:

@@ -64,6 +64,8 @@ class MigState:
     instances: list[dict[str, Any]] = field(default_factory=list)  # gmi, gpu, profile, uuid, mig_index
     create: list[list[str]] = field(default_factory=list)  # nvidia-smi mig commands, run by the session
     create_instances: bool = False  # backend.create_instances: gmiexp may run them
+    # instances this run created (gpu, gi, ci, uuid, profile), recorded at creation: the only ones it removes
+    created: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

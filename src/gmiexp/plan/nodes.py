@@ -53,10 +53,10 @@ def resolve_nodes(launch: LaunchConfig, env: Mapping[str, str] | None = None) ->
     source = "launch.node_rank"
     if launch.node_rank is None:
         var = next((v for v in NODE_RANK_ENV if env.get(v, "").strip()), None)
+        if var == "SLURM_NODEID":  # one task on each of nnodes nodes (one node too), or tasks share a run dir
+            check_step(launch, env)
         if var is not None and n > 1:
             source = var
-            if var == "SLURM_NODEID":  # one task on each of nnodes nodes, or the ranks mean nothing
-                check_step(launch, env)
             try:
                 launch.node_rank = int(env[var])
             except ValueError:

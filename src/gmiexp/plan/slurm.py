@@ -20,6 +20,19 @@ from gmiexp.errors import ConfigError, invalid
 PORTS = (20000, 60000)
 
 
+#: ``train.device`` values that use no GPU (the ``lazy`` stand-in runs on the host's cores)
+NO_GPU_DEVICES = ("cpu", "lazy")
+
+
+def slurm_gpus(hardware: str, device: str, num_gpus: int) -> int | None:
+    """``hydra.launcher.gpus_per_node`` of ``gmiexp_slurm``: ``num_gpus``, or none for a run without GPUs.
+
+    Asking sbatch for GPUs a CPU run does not use fails on a cluster without gres ("Invalid generic
+    resource"), and on one with GPUs holds GPUs idle.
+    """
+    return None if hardware == "cpu" or device in NO_GPU_DEVICES else int(num_gpus)
+
+
 def nodelist(env: Mapping[str, str]) -> str:
     """The step's node list under ``srun`` (SLURM_STEP_NODELIST), else the job's (SLURM_JOB_NODELIST)."""
     return (env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or "").strip()

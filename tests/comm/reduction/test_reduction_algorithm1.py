@@ -52,3 +52,20 @@ def test_explicit_strategies_and_bad_names():
     assert serving(plan_of([2, 2])) == ["mpr", "mrr", "har", "allreduce"]
     with pytest.raises(ConfigError, match="valid: allreduce, har, mpr, mrr, auto"):
         resolve("ring", plan_of([2]))
+
+
+@pytest.mark.parametrize(("over", "want", "why"), [
+    (["hardware=h100x8", "num_gpus=2", "gmis_per_gpu=2", "backend=mps"], "mrr", "auto (Algorithm 1): 2 GMIs per GPU"),
+    (["hardware=h200x1", "gmis_per_gpu=3", "backend=mps"], "mpr", "all 3 trainer GMIs on one GPU -> MPR"),
+    (["hardware=dgx_a100", "num_gpus=2", "gmis_per_gpu=3", "backend=mps"], "har", "3 GMIs per GPU > 2 GPUs"),
+    (["hardware=cpu", "num_gpus=2", "gmis_per_gpu=2"], "allreduce", "the GMIs run on CPU cores (this host has no GPU)"),
+    (["hardware=h100x8", "num_gpus=2", "gmis_per_gpu=2", "train.device=cpu"], "allreduce", "(train.device=cpu)"),
+])
+def test_the_default_reduction_follows_algorithm_1_on_gpus_and_stays_allreduce_on_cpu(tmp_path, over, want, why):
+    """No reduction= given: GPU hosts get Algorithm 1's pick (Table 2: MRR up to 7x faster than the host all-reduce)."""
+    from gmitest import compose_config
+
+    from gmiexp.plan.build import build_plan
+
+    plan, _ = build_plan(compose_config("mode=plan", "task=Cartpole", *over), tmp_path)
+    assert plan.reduction == want and why in plan.reduction_reason, plan.reduction_reason

@@ -19,4 +19,5 @@ sys.path.insert(0, str(_here.parents[1]))
 from fakes import nvml as _fake  # noqa: E402
 
 sys.path[:] = _saved
-sys.modules[__name__] = _fake.make([_fake.h100_80gb(i, mig=0) for i in range(int(os.environ["FAKE_NVML_GPUS"]))])
+sys.modules[__name__] = _fake.make([_fake.h100_80gb(i, mig=0) for i in range(int(os.environ["FAKE_NVML_GPUS"]))],
+                                   mps_from_proc=True)

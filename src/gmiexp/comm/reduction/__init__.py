@@ -6,7 +6,8 @@ Each strategy module registers its class in :data:`REDUCTIONS` (importing this p
 * ``mpr``: multi-process reduction through host shared memory (its members on one node);
 * ``mrr``: multi-ring reduction (GMIs per GPU <= GPUs of all nodes, even);
 * ``har``: hierarchical reduction (any layout; a third level across nodes);
-* ``auto``: the paper's Algorithm 1 over the plan's GMI-to-GPU map (with Table 2 across nodes).
+* ``auto`` (the default): the paper's Algorithm 1 over the plan's GMI-to-GPU map (with Table 2 across
+  nodes) where the GMIs run on GPUs; ``allreduce`` where they run on CPU cores (:func:`on_cpu`).
 """
 
 from __future__ import annotations
@@ -45,6 +46,20 @@ def _mig_refusal(name: str, plan: Plan) -> ConfigError:
     )
 
 
+def on_cpu(plan: Plan) -> str | None:
+    """Why the plan's GMIs run on CPU cores (None when they run on GPUs, or the hardware is not known).
+
+    Algorithm 1 and Table 2 rank strategies by where gradients travel between GPUs (inside one GPU's
+    memory, over NVLink/PCIe, across nodes). On CPU cores the "GPUs" are logical shares of one host's
+    memory: MPR's and the rings' extra stages buy nothing there, so ``auto`` keeps one host all-reduce.
+    """
+    if plan.hardware and not plan.hardware.get("gpus"):
+        return "this host has no GPU"
+    if plan.train.device == "cpu":
+        return "train.device=cpu"
+    return None
+
+
 def mpl_text(mpl: list[list[int]], nodes: int = 1) -> str:
     """``MPL=[[...], ...]`` for reasons and errors; a long map is shortened to its ends."""
     where = f" ({len(mpl)} GPUs on {nodes} nodes)" if nodes > 1 else ""
@@ -63,6 +78,10 @@ def resolve(name: str, plan: Plan) -> tuple[str, str]:
     mpl, nodes = plan.gpu_map(plan.trainer_group), plan.node_map(plan.trainer_group)
     shown = mpl_text(mpl, len(nodes))
     if name == AUTO:
+        cpu = on_cpu(plan)
+        if cpu is not None:
+            return "allreduce", (f"auto: the GMIs run on CPU cores ({cpu}): Algorithm 1 ranks reductions by "
+                                 f"links between GPUs, which do not exist here; one host all-reduce (gloo) ({shown})")
         if len(nodes) > 1:
             from gmiexp.cost.reduction import estimate_s  # Table 2 imports this package's algorithm1
 

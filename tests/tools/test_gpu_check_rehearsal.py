@@ -1,0 +1,82 @@
+"""A rehearsal of ``make gpu-check`` on this CPU host: the whole kit runs real ``python -m gmiexp`` processes on a
+fake H100 (NVML from ``tests/fakes``, whose MPS client list is the processes a live fake daemon serves), the fake
+``nvidia-cuda-mps-control``, the CPU for the GMIs' tensors and the ``lazy`` stand-in in place of ``cuda``.
+
+It must pass, and fail when a GMI is not an MPS client (NVML leaves it out: CUDA ran it without MPS) and when a
+run times out; the reports are kept in ``$GPU_CHECK_REHEARSAL_DIR`` when that is set.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from gmitest import TESTS_DIR
+
+from fakes import mps as fake_mps_mod
+from fakes import nvml as fake_nvml
+from gmiexp.tools import gpu_check
+
+SMALL = ["--iterations", "2", "--num-envs", "16", "--extra", "train.device=cpu", "train.horizon_length=8",
+         "train.minibatch_size=64", "train.mini_epochs=1", "--device", "lazy", "--device-layout", "tdg_ex",
+         "--gpu-tests", "", "--timeout", "240"]
+
+
+@pytest.fixture
+def fake_gpu_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Runs see one fake H100 (MIG off) and the fake MPS control binary; the check reads the same NVML."""
+    fake_mps_mod.install(tmp_path, monkeypatch)
+    src = str(Path(gpu_check.__file__).resolve().parents[2])
+    path = [str(TESTS_DIR / "fakes" / "gpu_host"), src, str(TESTS_DIR / "helpers"), os.environ.get("PYTHONPATH", "")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in path if p))
+    monkeypatch.setenv("FAKE_NVML_GPUS", "1")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.delenv("FAKE_NVML_NOT_MPS", raising=False)
+    yield fake_nvml.make([fake_nvml.h100_80gb(0, mig=0)], mps_from_proc=True)
+    left = fake_mps_mod.live_daemons(tmp_path)
+    fake_mps_mod.kill(left)
+    assert not left, f"MPS daemons left running: {left}"
+
+
+def rehearse(tmp_path: Path, nvml, name: str, *args: str) -> tuple[int, str]:
+    out = tmp_path / f"{name}.md"
+    code = gpu_check.main(["--out", str(out), "--runs", str(tmp_path / "runs"), *SMALL, *args], nvml=nvml)
+    keep = os.environ.get("GPU_CHECK_REHEARSAL_DIR")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(out, Path(keep) / out.name)
+    return code, out.read_text()
+
+
+@pytest.mark.slow  # about 10 runs of gmiexp: minutes on a loaded 2-core host
+def test_the_kit_passes_on_the_fakes_and_the_stand_in(tmp_path: Path, fake_gpu_host, no_orphans: None) -> None:
+    code, text = rehearse(tmp_path, fake_gpu_host, "gpu-check-pass", "--layouts", "tcg_ex", "tdg",
+                          "--throughput-s", "15")
+    assert code == 0, text
+    for row in ("| tcg_ex-direct | passed |", "| tcg_ex-mps | passed |", "| tdg-mps | passed |",
+                "| tcg_ex-mps-mpr | passed |", "| tcg_ex-mps-har | passed |", "| tcg_ex-mps-allreduce | passed |",
+                "| tdg_ex-mps-device-lazy | passed |", "| tcg_ex-mps-MjlabCartpole | passed |",
+                "| throughput-1-vs-2-mps | passed | 2 vs 1 GMIs per GPU: ",
+                "| tcg_ex-mig | not applicable | MIG is disabled on GPU(s) [0]"):
+        assert row in text, text
+    assert "mps_clients: 2 of 2 GMIs seen by NVML as MPS clients" in text
+    assert "reduction: plan har; trainer GMIs built ['har']" in text
+
+
+def test_the_kit_fails_when_a_gmi_is_not_an_mps_client(tmp_path: Path, fake_gpu_host, monkeypatch,
+                                                        no_orphans: None) -> None:
+    monkeypatch.setenv("FAKE_NVML_NOT_MPS", "1")
+    code, text = rehearse(tmp_path, fake_gpu_host, "gpu-check-not-mps", "--cases", "tcg_ex-mps",
+                          "--throughput-s", "0")
+    assert code == 1, text
+    assert "| tcg_ex-mps | failed | no evidence: 1 of 2 GMIs seen by NVML as MPS clients |" in text
+    assert "reduction: plan allreduce; trainer GMIs built ['allreduce']" in text  # it ran: only the client is missing
+
+
+def test_the_kit_fails_when_a_run_times_out(tmp_path: Path, fake_gpu_host, no_orphans: None) -> None:
+    code, text = rehearse(tmp_path, fake_gpu_host, "gpu-check-timeout", "--cases", "tcg_ex-mps",
+                          "--throughput-s", "0", "--timeout", "3")
+    assert code == 1, text
+    assert "| tcg_ex-mps | failed | timed out after 3 s (--timeout) |" in text
