@@ -156,7 +156,8 @@ def test_mps_inside_mig_one_daemon_per_instance(tmp_path):
     assert {g.env["CUDA_MPS_PIPE_DIRECTORY"] for g in plan.gmis} == {daemons[0]["pipe_dir"]}
     assert [g.env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] for g in plan.gmis] == ["33"] * 3
     assert plan.setup_commands[0] == "sudo nvidia-smi mig -i 0 -cgi 0 -C"
-    assert "nvidia-cuda-mps-control -d" in plan.setup_commands[1]
+    assert plan.setup_commands[1].startswith("MIG_GPU0_1=$(nvidia-smi -L -i 0 ")  # its UUID, once it exists
+    assert "nvidia-cuda-mps-control -d" in plan.setup_commands[2] and '"$MIG_GPU0_1"' in plan.setup_commands[2]
     assert len(plan.teardown_commands) == 1
 
 
