@@ -15,15 +15,18 @@ def mlp(sizes: list[int]) -> int:
     return sum(a * b + b for a, b in zip(sizes, sizes[1:], strict=False))
 
 
-@pytest.mark.parametrize(("task", "obs", "act"), [("Go1", 48, 12), ("G1", 99, 29), ("MjlabCartpole", 5, 1)])
-def test_plan_knows_mjlab_sizes(task: str, obs: int, act: int, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("task", "obs", "act", "critic"), [("Go1", 48, 12, 72), ("G1", 99, 29, 111),
+                                                      ("MjlabCartpole", 5, 1, 5)])
+def test_plan_knows_mjlab_sizes(task: str, obs: int, act: int, critic: int, tmp_path: Path) -> None:
     r = run_cli("mode=plan", f"task={task}", "hardware=h100x8", "hardware.mig=false", "num_gpus=1", "gmis_per_gpu=2",
                 "backend=mps", "num_envs=4096", f"hydra.run.dir={tmp_path}", timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     plan = yaml.safe_load(r.stdout)
     units = [512, 256, 128] if task != "MjlabCartpole" else [64, 64]
-    # rl-games' continuous actor-critic: shared MLP, mu (act), value (1) and a fixed sigma (act)
-    assert plan["notes"]["policy_params"] == mlp([obs, *units]) + (units[-1] + 1) * (act + 1) + act
+    # rl-games' continuous actor-critic: shared MLP, mu (act), value (1) and a fixed sigma (act); plus the central
+    # value net on the critic group (MLP and one value): every gradient the reduction moves
+    policy = mlp([obs, *units]) + (units[-1] + 1) * (act + 1) + act
+    assert plan["notes"]["policy_params"] == policy + mlp([critic, *units]) + units[-1] + 1
     terms = plan["notes"]["cost_model"]["terms"]
     assert terms["S"] == 4.0 * obs * 4096 and terms["A"] == 4.0 * act * 4096
     assert plan["task"]["simulator"] == "mjlab" and plan["task"]["central_value"] is True
