@@ -21,16 +21,30 @@ def run_train(cfg: Config, run_dir: Path) -> dict:
     from gmiexp.launch.ownership import own_run_dir
 
     node_dir = node_run_dir(cfg.launch, run_dir)  # run_dir itself for one node, else run_dir/node<R>
+    created = not node_dir.exists()
     try:
         node_dir.mkdir(parents=True, exist_ok=True)
         # SIGTERM in any phase (planning, waiting for other nodes, gathering) ends like Ctrl-C: exit 130
         with own_run_dir(node_dir), sigterm_raises(_stopped):
             return _train(cfg, run_dir, node_dir)
+    except ConfigError:  # refused before anything launched: leave no node directory behind
+        if created:
+            _remove_untouched(node_dir)
+        raise
     except OSError as e:  # the run dir cannot be written before anything started
         if fs_problem(e) is None:
             raise
         raise ConfigError(f"cannot write the run directory: {fs_problem(e)}; valid: a writable run dir with free "
                           "space (hydra.run.dir=...)") from None
+
+
+def _remove_untouched(node_dir: Path) -> None:
+    """Remove a node directory this run created that holds nothing but its lock file."""
+    from gmiexp.launch.ownership import LOCK_NAME
+
+    if {p.name for p in node_dir.iterdir()} <= {LOCK_NAME}:
+        (node_dir / LOCK_NAME).unlink(missing_ok=True)
+        node_dir.rmdir()
 
 
 def _train(cfg: Config, run_dir: Path, node_dir: Path) -> dict:
