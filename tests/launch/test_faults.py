@@ -207,7 +207,7 @@ def test_a_stopped_gmi_is_the_culprit_even_when_a_peer_is_more_silent(tmp_path: 
 @pytest.mark.parametrize("layout", ["tcg_ex", "tdg_ex"])
 def test_a_sigstopped_gmi_is_named_and_everything_is_gone_within_10s_of_the_timeout(
         layout: str, tmp_path: Path, no_orphans: None) -> None:
-    timeout = 10.0
+    timeout = 20.0  # rl-games' start-up on a loaded 2-core host is silent for longer than 10 s
     extra = ["layout.trainers_per_gpu=1", "num_gpus=1", "gmis_per_gpu=2"] if layout == "tdg_ex" else \
         ["num_gpus=1", "gmis_per_gpu=2"]
     p = popen_cli(f"layout={layout}", *FAST, *extra, "max_iterations=100000",
@@ -216,6 +216,7 @@ def test_a_sigstopped_gmi_is_named_and_everything_is_gone_within_10s_of_the_time
         victim = 1
         st = wait_stage(tmp_path, victim, "training" if layout == "tcg_ex" else "running", timeout=180)
         wait_for(lambda: int((read_status(tmp_path, 0) or {}).get("iteration", 0)) >= 2, 120)
+        assert p.poll() is None, p.communicate()[1][-3000:]
         pids = [int((read_status(tmp_path, g) or {})["pid"]) for g in range(len(list((tmp_path / "gmis").iterdir())))]
         psutil.Process(int(st["pid"])).send_signal(signal.SIGSTOP)
         t0 = time.time()
@@ -311,11 +312,10 @@ def test_rl_games_checkpoints_carry_checksums_and_a_failed_resume_names_its_chec
     assert pths and all(checkpoint.verify(p) is True for p in pths), pths  # rl-games' own saves too
     ep2 = next(p for p in pths if "_ep_2_" in p.name)
     _damage(ep2)
-    # a checkpoint that is whole but trains on garbage (NaN weights): the resume fails and says from where
+    # a checkpoint that is whole (its checksum matches) but that rl-games cannot resume: the failure says from where
     ep1 = next(p for p in pths if "_ep_1_" in p.name)
     state = torch.load(ep1, weights_only=False)
-    state["model"] = {k: torch.full_like(v, float("nan")) if v.is_floating_point() else v
-                      for k, v in state["model"].items()}
+    del state["optimizer"]
     with checkpoint.checksummed(ep1):
         torch.save(state, ep1)
     for best in (p for p in pths if "_ep_" not in p.name):
