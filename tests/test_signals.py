@@ -26,3 +26,18 @@ def test_default_is_exit_code_143_and_a_foreign_handler_is_left_alone():
         assert seen == [1]
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_graceful_stop_first_asks_the_relay_is_ignored_a_second_stops_at_once():
+    from gmiexp.signals import GracefulStop
+
+    now = [0.0]
+    stop = GracefulStop(relay_s=1.0, clock=lambda: now[0])
+    assert not stop.requested
+    stop(signal.SIGINT)
+    assert stop.requested and stop.signum == signal.SIGINT
+    now[0] = 0.3
+    stop(signal.SIGINT)  # the launcher relaying the same Ctrl-C
+    now[0] = 5.0
+    with pytest.raises(KeyboardInterrupt):
+        stop(signal.SIGINT)  # a person's second Ctrl-C

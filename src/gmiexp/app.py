@@ -7,6 +7,7 @@ import math
 import sys
 import traceback
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig
 
@@ -18,8 +19,8 @@ from gmiexp.errors import ConfigError, GmiexpError, Interrupted, LaunchError
 
 def run_train(cfg: Config, run_dir: Path) -> dict:
     from gmiexp.launch.launcher import launch, node_run_dir
+    from gmiexp.launch.live import LiveLog
     from gmiexp.launch.summary import one_line
-    from gmiexp.metrics import publish
     from gmiexp.plan.build import build_plan
 
     node_dir = node_run_dir(cfg.launch, run_dir)  # run_dir itself for one node, else run_dir/node<R>
@@ -27,20 +28,49 @@ def run_train(cfg: Config, run_dir: Path) -> dict:
     if backend.hardware.is_preset:
         raise ConfigError(f"invalid hardware={cfg.hardware.name} for mode=train: presets only plan (mode=plan); "
                           "valid for running: auto, cpu")
-    try:
-        summary = launch(plan, backend, node_dir)
-    except (LaunchError, Interrupted) as e:
-        failed = {"status": "failed", "error": str(e).splitlines()[0], "run_dir": str(run_dir),
-                  "plan_id": plan.plan_id}
-        for d in {node_dir, run_dir} if plan.node_rank == 0 else {node_dir}:  # node 0 speaks for the run
-            (d / "summary.json").write_text(json.dumps(failed, indent=2))
-        if plan.node_rank == 0:
-            publish(plan, node_dir, failed)
-        raise
     if plan.node_rank == 0:
-        publish(plan, node_dir, summary)
+        from gmiexp.eval.training_video import check as check_video
+
+        check_video(plan)  # capture_video=True: a layout that films and a task that renders, or exit 2
+        print(start_lines(plan, run_dir), file=sys.stderr, flush=True)
+    live = LiveLog.open(plan, node_dir) if plan.node_rank == 0 else None  # node 0 speaks for the run
+    summary: dict | None = None
+    try:
+        summary = launch(plan, backend, node_dir, live=live)
+    except Interrupted as e:
+        summary = e.summary  # what was trained until the stop (status: interrupted), written by the launcher
+        if summary is None:
+            summary = _failed(plan, run_dir, node_dir, e, "interrupted")
+        else:
+            print(one_line(summary), flush=True)
+        raise
+    except LaunchError as e:
+        summary = _failed(plan, run_dir, node_dir, e, "failed")
+        raise
+    finally:
+        if live is not None:
+            live.finish(summary)
     print(one_line(summary), flush=True)
     return summary
+
+
+def _failed(plan: Any, run_dir: Path, node_dir: Path, e: Exception, status: str) -> dict:
+    failed = {"status": status, "error": str(e).splitlines()[0], "run_dir": str(run_dir), "plan_id": plan.plan_id}
+    for d in {node_dir, run_dir} if plan.node_rank == 0 else {node_dir}:  # node 0 speaks for the run
+        (d / "summary.json").write_text(json.dumps(failed, indent=2))
+    return failed
+
+
+def start_lines(plan: Any, run_dir: Path) -> str:
+    """What a run says before it starts: where its files go and a short form of what it runs (full: plan.yaml)."""
+    from gmiexp.launch.summary import run_config
+
+    c = run_config(plan)
+    short = " ".join(f"{k}={c[k]}" for k in ("task", "layout", "backend", "reduction", "gmis", "num_envs",
+                                            "max_iterations", "seed"))
+    return (f"gmiexp: run dir {run_dir}\n"
+            f"gmiexp: {short} horizon={plan.train.horizon_length} (full config: {run_dir}/.hydra/config.yaml, "
+            f"plan: plan.yaml)")
 
 
 def run_plan(cfg: Config, run_dir: Path, overrides: list[str] | None = None) -> dict:

@@ -35,6 +35,10 @@ def invalid(what: str, value: object, valid: Iterable[object] | str, hint: str =
 
 
 class Interrupted(GmiexpError):
-    """Ctrl-C or SIGTERM: every GMI was stopped."""
+    """Ctrl-C or SIGTERM: every GMI was stopped; ``summary``: what was trained until then (None before launch)."""
 
     exit_code = 130
+
+    def __init__(self, message: str, summary: dict | None = None) -> None:
+        super().__init__(message)
+        self.summary = summary

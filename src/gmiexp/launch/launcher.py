@@ -12,6 +12,7 @@ summary; across nodes, the launchers watch each other through node 0's store
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import sys
@@ -75,7 +76,7 @@ def _elastic(plan: Plan, run_dir: Path, plan_path: Path) -> None:
         monitor_interval=float(lc.monitor_interval_s),
         start_method="spawn",
         logs_specs=DefaultLogsSpecs(log_dir=str(run_dir / "logs"), redirects=Std.ALL, tee=Std.NONE),
-        shutdown_timeout=5,
+        shutdown_timeout=max(1, int(float(lc.stop_timeout_s))),  # Ctrl-C: time to end the epoch and checkpoint
         **rdzv,
     )
     elastic_launch(config, sys.executable)("-u", "-m", "gmiexp.launch.worker", str(plan_path))
@@ -110,11 +111,13 @@ def _describe_failure(err: Exception, plan: Plan, run_dir: Path, watchdog: Watch
     return LaunchError(msg or f"launch failed: {err}")
 
 
-def launch(plan: Plan, backend: Backend, run_dir: Path) -> dict[str, Any]:
+def launch(plan: Plan, backend: Backend, run_dir: Path, live: Any = None) -> dict[str, Any]:
     """Execute this node's part of ``plan``; return the summary (also written to ``summary.json``).
 
     ``run_dir`` is the node's directory (:func:`node_run_dir`); node 0 of several returns the run's summary, merged
-    from every node's and written to the parent directory. Raises LaunchError.
+    from every node's and written to the parent directory. ``live``: a :class:`gmiexp.launch.live.LiveLog` the
+    watchdog feeds while the run trains. Raises LaunchError, or Interrupted (Ctrl-C/SIGTERM) carrying the
+    summary of what was trained (``status: interrupted``).
     """
     from gmiexp.tools.monitor import Monitor
 
@@ -131,7 +134,7 @@ def launch(plan: Plan, backend: Backend, run_dir: Path) -> dict[str, Any]:
         total_frames=frames_per_iteration(plan) * plan.max_iterations,
         heartbeat_timeout_s=float(lc.heartbeat_timeout_s),
         interval_s=float(lc.monitor_interval_s), progress=bool(lc.progress) and plan.node_rank == 0,
-        progress_interval_s=float(lc.progress_interval_s),
+        progress_interval_s=float(lc.progress_interval_s), live=live,
     )
     monitor = Monitor(backend.hardware, interval_s=max(0.5, float(lc.monitor_interval_s)),
                       gmi_devices={g.id: g.device for g in plan.local_gmis},
@@ -147,7 +150,7 @@ def launch(plan: Plan, backend: Backend, run_dir: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     try:
         with backend.session(plan, run_dir):
-            return _run_session(plan, run_dir, watchdog, monitor, t0)
+            return _run_session(plan, run_dir, watchdog, monitor, t0, live)
     finally:
         cleanup_run(tag)  # segments a crashed GMI could not unlink
         for k, v in previous.items():
@@ -157,7 +160,8 @@ def launch(plan: Plan, backend: Backend, run_dir: Path) -> dict[str, Any]:
                 os.environ[k] = v
 
 
-def _run_session(plan: Plan, run_dir: Path, watchdog: Watchdog, monitor: Any, t0: float) -> dict[str, Any]:
+def _run_session(plan: Plan, run_dir: Path, watchdog: Watchdog, monitor: Any, t0: float,
+                 live: Any = None) -> dict[str, Any]:
     from torch.distributed.elastic.multiprocessing.api import SignalException
 
     lc = plan.launch
@@ -178,18 +182,28 @@ def _run_session(plan: Plan, run_dir: Path, watchdog: Watchdog, monitor: Any, t0
                 _elastic(plan, run_dir, plan_path)
         except SignalException as sig:
             _tell_others(coord, plan, f"node {plan.node_rank}'s launcher was stopped by signal {sig.sigval.name}")
-            raise Interrupted(f"stopped by signal {sig.sigval.name}; every GMI was stopped") from None
+            stopped = f"stopped by signal {sig.sigval.name}"
         except KeyboardInterrupt:
             _tell_others(coord, plan, f"node {plan.node_rank}'s launcher was interrupted (Ctrl-C)")
-            raise Interrupted("interrupted (Ctrl-C); every GMI was stopped") from None
+            stopped = "interrupted (Ctrl-C)"
         except Exception as err:  # ChildFailedError and friends
             raise _describe_failure(err, plan, run_dir, watchdog, coord, killed) from None
+        else:
+            stopped = ""
+            watchdog.complete = True
         finally:
             watchdog.stop()
             host_metrics = monitor.stop()
+        if stopped:  # the GMIs ended their epoch (GMI 0 checkpointed) or were killed: keep what they wrote
+            summary = build_summary(plan, run_dir, time.perf_counter() - t0, host_metrics,
+                                    rows=_final_rows(live), status="interrupted")
+            summary["error"] = f"{stopped}; every GMI was stopped"
+            (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+            raise Interrupted(summary["error"], summary=summary)
         if watchdog.hang is not None:
             raise _describe_failure(RuntimeError("hang"), plan, run_dir, watchdog, coord, killed)
-        summary = build_summary(plan, run_dir, time.perf_counter() - t0, host_metrics)
+        summary = build_summary(plan, run_dir, time.perf_counter() - t0, host_metrics,
+                                rows=_final_rows(live))
         if coord is None:
             return summary
         nodes = coord.gather(summary, timeout_s=float(lc.rdzv_timeout_s))
@@ -197,6 +211,14 @@ def _run_session(plan: Plan, run_dir: Path, watchdog: Watchdog, monitor: Any, t0
     finally:
         if coord is not None:
             coord.close()
+
+
+def _final_rows(live: Any) -> list[dict[str, Any]] | None:
+    """Every run row, the iterations only some GMIs reached included (None without a live log)."""
+    if live is None:
+        return None
+    live.poll(final=True)
+    return live.rows.rows
 
 
 def _tell_others(coord: Coordinator | None, plan: Plan, what: str) -> None:

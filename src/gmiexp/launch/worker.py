@@ -53,6 +53,10 @@ def run_gmi(plan: Any, gmi_id: int, status: Any = None) -> dict[str, Any]:
         role = role_cls(ctx)
         status.beat(force=True, stage="running")
         metrics = role.run() or {}
+        from gmiexp.signals import stop_requested
+
+        if stop_requested():
+            metrics["interrupted"] = True
         metrics.setdefault("time/comm_s", red.comm_s)
         metrics["mem/peak_rss_mb"] = peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         metrics["mem/workload_mb"] = max(0.0, peak - base_rss_mb)
@@ -102,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     from gmiexp.launch import preemption
 
     preemption.ignore_in_worker()  # Slurm's requeue warning reaches every process; the launcher acts on it
+    from gmiexp import signals
+
+    signals.graceful_stop()  # Ctrl-C/SIGTERM: end the epoch, GMI 0 checkpoints; a second one stops at once
     from gmiexp.launch.gmi_env import apply_gmi_environment
     from gmiexp.launch.status import StatusWriter
     from gmiexp.plan import Plan
@@ -116,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     bind_to_launcher(plan, rank)
     try:
         run_gmi(plan, rank, status)
+    except KeyboardInterrupt:  # a second Ctrl-C: stopped where it was
+        return 130
     except Exception as e:
         traceback.print_exc()
         from gmiexp.launch.failure import COMM_EXIT_CODE, is_comm_error

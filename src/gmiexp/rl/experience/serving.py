@@ -20,6 +20,7 @@ from gmiexp.rl.rlgames import checkpoint
 from gmiexp.rl.rlgames.policy import EpisodeStats, Policy, Spaces, build_model, probe_spaces
 from gmiexp.role import Role
 from gmiexp.shm.cleanup import cleanup_run
+from gmiexp.signals import stop_requested
 
 
 def serving_model(role: Role, spaces: Spaces) -> torch.nn.Module:
@@ -42,6 +43,8 @@ class ServeRole(Role):
         sim_s = inf_s = 0.0
         obs = on_device(env.reset(), self.device)
         for it in range(1, plan.max_iterations + 1):
+            if stop_requested():  # Ctrl-C/SIGTERM: stop after the iteration
+                break
             for _ in range(plan.train.horizon_length):
                 t0 = time.perf_counter()
                 out = policy.act(obs)
@@ -52,7 +55,8 @@ class ServeRole(Role):
                 inf_s += t1 - t0
                 stats.update(as_tensor(rew), as_tensor(done))
             n = plan.train.horizon_length * gmi.num_envs
-            meter.row(it, n, n, **{"reward/mean": stats.mean()})
+            meter.row(it, n, n, **{"reward/mean": stats.mean(), "episode/length": stats.mean_length(),
+                                   "time/sim_s": sim_s, "time/inference_s": inf_s})
         return {"wall_s": meter.wall_s, "frames_local": meter.frames, "predictions": policy.predictions,
                 "reward/mean": stats.mean(), "time/sim_s": sim_s, "time/inference_s": inf_s}
 
