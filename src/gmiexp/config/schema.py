@@ -294,7 +294,6 @@ class LoggerConfig:
 
 
 @ranges(heartbeat_timeout_s=Positive("seconds"), monitor_interval_s=Positive("seconds"),
-        stop_timeout_s=Positive("seconds"),
         progress_interval_s=Positive("seconds"), master_port=Between(0, 65535),
         collective_timeout_s=Positive("seconds"), nnodes=AtLeast(1, "nodes"), node_rank=Maybe(AtLeast(0)),
         rdzv_endpoint=Maybe(Text(r"\[?[\w.:-]+\]?:\d{1,5}", "host:port of node 0, e.g. node001:29400")),
@@ -310,7 +309,6 @@ class LaunchConfig:
     """
 
     heartbeat_timeout_s: float = 120.0  # a GMI silent this long is declared hung
-    stop_timeout_s: float = 60.0  # Ctrl-C/SIGTERM: seconds the GMIs get to end the epoch and checkpoint
     collective_timeout_s: float = 300.0  # torch.distributed's timeout for one collective among the GMIs
     monitor_interval_s: float = 0.5
     progress: bool = True  # progress on stderr: a bar on a terminal, else a plain line every progress_interval_s

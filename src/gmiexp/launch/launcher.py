@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import socket
 import sys
 import time
@@ -35,6 +36,9 @@ from gmiexp.plan import Plan
 from gmiexp.plan.nodes import resolve_nodes
 from gmiexp.shm.cleanup import cleanup_run, sweep_dead_runs
 from gmiexp.shm.names import launcher_tag
+from gmiexp.signals import ELASTIC_SIGNALS, LauncherStop
+
+STOP_FILE = "stop_requested"  # in the node's run dir: written at the first Ctrl-C/SIGTERM, read by the GMIs
 
 
 def free_port() -> int:
@@ -56,7 +60,8 @@ def node_run_dir(launch_cfg: LaunchSection, run_dir: Path) -> Path:
     return run_dir if int(launch_cfg.nnodes) == 1 else run_dir / f"node{launch_cfg.node_rank}"
 
 
-def _elastic(plan: Plan, run_dir: Path, plan_path: Path) -> None:
+def _elastic(plan: Plan, run_dir: Path, plan_path: Path, graceful: bool = False) -> None:
+    """``graceful``: SIGINT/SIGTERM are the launcher's (:class:`gmiexp.signals.LauncherStop`), not elastic's."""
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
@@ -76,7 +81,8 @@ def _elastic(plan: Plan, run_dir: Path, plan_path: Path) -> None:
         monitor_interval=float(lc.monitor_interval_s),
         start_method="spawn",
         logs_specs=DefaultLogsSpecs(log_dir=str(run_dir / "logs"), redirects=Std.ALL, tee=Std.NONE),
-        shutdown_timeout=max(1, int(float(lc.stop_timeout_s))),  # Ctrl-C: time to end the epoch and checkpoint
+        shutdown_timeout=5,
+        **({"signals_to_handle": ELASTIC_SIGNALS} if graceful else {}),
         **rdzv,
     )
     elastic_launch(config, sys.executable)("-u", "-m", "gmiexp.launch.worker", str(plan_path))
@@ -92,6 +98,15 @@ def kill_local_gmis(killed: set[int]) -> None:
             if "gmiexp.launch.worker" in " ".join(p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE:
                 killed.add(p.pid)
                 p.kill()
+
+
+def stop_abrupt_gmis(run_dir: Path, gmis: list[int]) -> None:
+    """SIGTERM the running GMIs whose role does not stop gracefully (a user's role): they cannot keep anything."""
+    for g in gmis:
+        s = status.read_status(run_dir, g) or {}
+        if s.get("pid") and s.get("stage") not in ("done",) and s.get("graceful") is False:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(s["pid"]), signal.SIGTERM)
 
 
 def _describe_failure(err: Exception, plan: Plan, run_dir: Path, watchdog: Watchdog,
@@ -179,13 +194,24 @@ def _run_session(plan: Plan, run_dir: Path, watchdog: Watchdog, monitor: Any, t0
                     print(f"gmiexp: node {plan.node_rank} of {plan.nnodes}: waiting for every node at "
                           f"launch.rdzv_endpoint={lc.rdzv_endpoint} (up to launch.rdzv_timeout_s="
                           f"{float(lc.rdzv_timeout_s):g})", file=sys.stderr, flush=True)
-                _elastic(plan, run_dir, plan_path)
+                stopping = LauncherStop(run_dir / STOP_FILE, on_first=lambda: stop_abrupt_gmis(
+                    run_dir, [g.id for g in plan.local_gmis])) if plan.nnodes == 1 else None
+                with stopping.installed() if stopping else contextlib.nullcontext():
+                    try:
+                        _elastic(plan, run_dir, plan_path, graceful=stopping is not None)
+                    except Exception:
+                        if stopping is None or not stopping.requested:
+                            raise
+                if stopping is not None and stopping.requested:  # the GMIs ended their epoch and stopped
+                    raise _Stopped(signal.Signals(stopping.signum).name)
+        except _Stopped as how:
+            stopped = f"stopped by {how} (the GMIs ended the epoch)"
         except SignalException as sig:
             _tell_others(coord, plan, f"node {plan.node_rank}'s launcher was stopped by signal {sig.sigval.name}")
             stopped = f"stopped by signal {sig.sigval.name}"
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:  # a second Ctrl-C (every GMI stopped at once), or Ctrl-C in-process
             _tell_others(coord, plan, f"node {plan.node_rank}'s launcher was interrupted (Ctrl-C)")
-            stopped = "interrupted (Ctrl-C)"
+            stopped = str(e) or "interrupted (Ctrl-C)"
         except Exception as err:  # ChildFailedError and friends
             raise _describe_failure(err, plan, run_dir, watchdog, coord, killed) from None
         else:
@@ -211,6 +237,10 @@ def _run_session(plan: Plan, run_dir: Path, watchdog: Watchdog, monitor: Any, t0
     finally:
         if coord is not None:
             coord.close()
+
+
+class _Stopped(Exception):  # noqa: N818 - control flow: the launcher's graceful stop completed
+    """The GMIs stopped after the launcher's stop request (its signal's name)."""
 
 
 def _final_rows(live: Any) -> list[dict[str, Any]] | None:

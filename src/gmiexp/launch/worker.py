@@ -51,7 +51,7 @@ def run_gmi(plan: Any, gmi_id: int, status: Any = None) -> dict[str, Any]:
         role_cls = load_role(plan.role)
         base_rss_mb = current_rss_mb()  # runtime (Python, torch, rl-games) loaded; the workload not yet built
         role = role_cls(ctx)
-        status.beat(force=True, stage="running")
+        status.beat(force=True, stage="running", graceful=bool(role_cls.stops_gracefully))
         metrics = role.run() or {}
         from gmiexp.signals import stop_requested
 
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     preemption.ignore_in_worker()  # Slurm's requeue warning reaches every process; the launcher acts on it
     from gmiexp import signals
 
-    signals.graceful_stop()  # Ctrl-C/SIGTERM: end the epoch, GMI 0 checkpoints; a second one stops at once
+    signals.ignore_interrupt_in_gmi()  # Ctrl-C: the launcher asks the GMIs to end the epoch (a stop file)
     from gmiexp.launch.gmi_env import apply_gmi_environment
     from gmiexp.launch.status import StatusWriter
     from gmiexp.plan import Plan
@@ -123,8 +123,6 @@ def main(argv: list[str] | None = None) -> int:
     bind_to_launcher(plan, rank)
     try:
         run_gmi(plan, rank, status)
-    except KeyboardInterrupt:  # a second Ctrl-C: stopped where it was
-        return 130
     except Exception as e:
         traceback.print_exc()
         from gmiexp.launch.failure import COMM_EXIT_CODE, is_comm_error

@@ -188,7 +188,7 @@ def pick_baseline(runs: Sequence[Run], selector: dict[str, str]) -> Run:
 
 def plot_throughput(groups: Sequence[Group], base: Group, out: Path) -> Path:
     """Mean env steps/s per group (bar, ± std), each run a dot (outliers red), the ratio to the baseline group."""
-    fig, ax = plt.subplots(figsize=(max(5, 0.9 * len(groups) + 2), 4))
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(groups) + 2), 4.5))
     base_mean = base.stat(lambda r: r.steps_per_s)[0] or 0.0
     means, stds, ns = zip(*(g.stat(lambda r: r.steps_per_s) for g in groups), strict=True)
     heights = [m or 0.0 for m in means]
@@ -203,7 +203,8 @@ def plot_throughput(groups: Sequence[Group], base: Group, out: Path) -> Path:
     ax.set_xticks(range(len(groups)), [g.label for g in groups], rotation=30, ha="right", fontsize=8)
     ax.set_xlabel("group (runs that differ only in seed)")
     ax.set_ylabel("env steps/s (mean ± std over seeds)")
-    ax.set_title(f"Throughput; ratio to the baseline (grey, {base_mean:,.0f} env steps/s); red x: outlier")
+    ax.set_title(f"Throughput, ratio to the baseline group (grey: {base_mean:,.0f} env steps/s)\n"
+                 "dots: runs; red x: outlier (under half or over twice its group's median)", fontsize=9)
     return save(fig, out / "throughput.png")
 
 

@@ -34,6 +34,8 @@ def serving_model(role: Role, spaces: Spaces) -> torch.nn.Module:
 class ServeRole(Role):
     """TCG: step the simulator, predict actions in the same GMI; no data crosses a GMI boundary."""
 
+    stops_gracefully = True
+
     def run(self) -> dict[str, Any]:
         plan, gmi = self.plan, self.ctx.gmi
         env = make_env(self)
