@@ -26,7 +26,7 @@ def offline(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def wandb_history(run_dir: Path) -> list[dict]:
     try:
-        return read_run(run_dir)["history"]
+        return read_run(run_dir, finished=False)["history"]
     except (ValueError, AssertionError):  # the .wandb file is not there yet
         return []
 
@@ -65,6 +65,9 @@ def live_run(tmp_path: Path, layout: str, task: str, iterations: int, *extra: st
     assert proc.returncode == 0, err[-3000:]
     assert still_training and early, "no W&B row while the run trained"
     assert len(early) < iterations
+    progress = [line for line in err.splitlines() if line.startswith("gmiexp progress: ")]
+    assert progress[0].startswith("gmiexp progress: spawning GMIs")  # the phase it waits in, then the frames
+    assert "(100%)" in progress[-1], progress[-1]  # a finished run ends at 100% of its own frames
     return early, json.loads((tmp_path / "summary.json").read_text())
 
 

@@ -103,7 +103,8 @@ class RunRows:
         row["frames"] = start + sum(int(r.get("local_frames", 0)) for rows in sims.values() for r in rows)
         t = max((rows[-1].get("time", 0.0) for rows in sims.values()), default=0.0)
         row["wall_s"] = max(0.0, t - self.t0) if t else time.time() - self.t0
-        per = {g: steady_rate(rows, "local_frames", cumulative=False) for g, rows in sims.items()}
+        per = {g: steady_rate(rows, "local_frames", cumulative=False)
+               if all("local_frames" in r and "wall_s" in r for r in rows) else 0.0 for g, rows in sims.items()}
         row["perf/env_steps_per_s"] = sum(per.values())
         row["perf/epoch_env_steps_per_s"] = sum(float(rows[-1].get("perf/env_steps_per_s", 0.0))
                                                 for rows in sims.values())
