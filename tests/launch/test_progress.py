@@ -98,7 +98,8 @@ def test_bar_shows_one_rate_and_the_phase() -> None:
 def test_a_finished_run_ends_at_100_percent_of_its_frames() -> None:
     out = io.StringIO()
     lines = ProgressLines(total=1000, stream=out, interval_s=10.0, clock=Clock())
-    lines.update(frames=470, rate=5.0, iteration=9, reward=None)  # fewer frames than planned (experience layouts)
+    lines.update(frames=470, rate=5.0, iteration=10, reward=None)  # fewer frames than planned (experience layouts)
+    lines._print()  # the last state was printed already (at 47%) before the run finished
     lines.finished(470)
     lines.update(frames=470, rate=5.0, iteration=10, reward=None)
     lines.close()

@@ -92,6 +92,7 @@ class ProgressLines(Progress):
 
     def finished(self, frames: int) -> None:
         self.total = frames
+        self.printed = None  # the last line is printed again, at 100%
 
     def close(self) -> None:
         if self.last is not None and self.last != self.printed:
