@@ -1,6 +1,6 @@
 """Latency of one gradient reduction per strategy, layout and model size, against a memcpy bound.
 
-Run: ``python experiments/reduction/bench.py [quick=true]`` (settings: config.yaml here; see README.md).
+Run: ``python experiments/reduction/bench.py [quick=true]`` (settings: config.yaml here; see docs/experiments.md).
 Writes ``results/bench.csv`` and ``results/bench.md`` and prints the table.
 """
 

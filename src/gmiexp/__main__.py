@@ -49,7 +49,15 @@ def hydra_main(cfg: DictConfig) -> float | None:
 
 
 def main() -> None:
+    from gmiexp.config.cli_keys import check_overrides
+    from gmiexp.errors import ConfigError
+
     multirun.state["pid"] = os.getpid()
+    try:
+        check_overrides(sys.argv[1:])  # a misspelt key: the valid ones, not Hydra's "+key" that fails again
+    except ConfigError as e:
+        print(f"gmiexp: error: {e}", file=sys.stderr, flush=True)
+        sys.exit(2)
     try:
         hydra_main()
     except SystemExit as e:

@@ -6,6 +6,7 @@ import math
 import sys
 import traceback
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig
 
@@ -49,9 +50,9 @@ def _remove_untouched(node_dir: Path) -> None:
 
 def _train(cfg: Config, run_dir: Path, node_dir: Path) -> dict:
     from gmiexp.launch.launcher import launch
+    from gmiexp.launch.live import LiveLog
     from gmiexp.launch.requeue import resume
-    from gmiexp.launch.summary import one_line, write_summary
-    from gmiexp.metrics import publish
+    from gmiexp.launch.summary import one_line
     from gmiexp.plan.build import build_plan
     from gmiexp.plan.resources import check_resources
 
@@ -61,29 +62,34 @@ def _train(cfg: Config, run_dir: Path, node_dir: Path) -> dict:
         raise ConfigError(f"invalid hardware={cfg.hardware.name} for mode=train: presets only plan (mode=plan); "
                           "valid for running: auto, cpu")
     check_resources(plan, node_dir)
+    if plan.node_rank == 0:
+        from gmiexp.eval.training_video import check as check_video
+
+        check_video(plan)  # capture_video=True: a layout that films and a task that renders, or exit 2
+        print(start_lines(plan, run_dir), file=sys.stderr, flush=True)
+    live = LiveLog.open(plan, node_dir) if plan.node_rank == 0 else None  # node 0 speaks for the run
+    summary: dict | None = None
     try:
         try:
-            summary = launch(plan, backend, node_dir)
+            summary = launch(plan, backend, node_dir, live=live)
         except OSError as e:  # the launcher's own writes (status, plan, logs) on a full or read-only disk
             if fs_problem(e) is None:
                 raise
             raise LaunchError(f"cannot write the run's files: {fs_problem(e)}") from None
-    except (LaunchError, Interrupted) as e:
+    except Interrupted as e:
+        summary = e.summary  # what was trained until the stop (status: interrupted), written by the launcher
+        if summary is None:
+            summary = _failed(plan, run_dir, node_dir, e, "interrupted")
+        else:
+            print(one_line(summary), flush=True)
+        raise
+    except LaunchError as e:
         e = _explained(e, plan, node_dir)
-        failed = {"status": "failed", "error": str(e).splitlines()[0], "run_dir": str(run_dir),
-                  "plan_id": plan.plan_id, **({"resumed": plan.resumed} if plan.resumed else {})}
-        try:
-            for d in {node_dir, run_dir} if plan.node_rank == 0 else {node_dir}:  # node 0 speaks for the run
-                write_summary(d / "summary.json", failed)
-            if plan.node_rank == 0:
-                publish(plan, node_dir, failed)
-        except OSError as write_err:  # a full disk: the error the user needs is the run's, said once
-            if fs_problem(write_err) is None:
-                raise
-            print(f"gmiexp: could not write the failure summary: {fs_problem(write_err)}", file=sys.stderr)
+        summary = _failed(plan, run_dir, node_dir, e, "failed")
         raise e from None
-    if plan.node_rank == 0:
-        publish(plan, node_dir, summary)
+    finally:
+        if live is not None:
+            live.finish(summary)
     print(one_line(summary), flush=True)
     return summary
 
@@ -108,6 +114,34 @@ def _explained(e: LaunchError | Interrupted, plan: object, node_dir: Path) -> La
     if not extra:
         return e
     return LaunchError(f"{head}; {'; '.join(extra)}" + (f"\n{rest}" if rest else ""))
+
+
+def _failed(plan: Any, run_dir: Path, node_dir: Path, e: Exception, status: str) -> dict:
+    """The summary of a run that ended without one of its own, written atomically (never left empty)."""
+    from gmiexp.launch.summary import write_summary
+
+    failed = {"status": status, "error": str(e).splitlines()[0], "run_dir": str(run_dir), "plan_id": plan.plan_id,
+              **({"resumed": plan.resumed} if plan.resumed else {})}
+    try:
+        for d in {node_dir, run_dir} if plan.node_rank == 0 else {node_dir}:  # node 0 speaks for the run
+            write_summary(d / "summary.json", failed)
+    except OSError as write_err:  # a full disk: the error the user needs is the run's, said once
+        if fs_problem(write_err) is None:
+            raise
+        print(f"gmiexp: could not write the failure summary: {fs_problem(write_err)}", file=sys.stderr)
+    return failed
+
+
+def start_lines(plan: Any, run_dir: Path) -> str:
+    """What a run says before it starts: where its files go and a short form of what it runs (full: plan.yaml)."""
+    from gmiexp.launch.summary import run_config
+
+    c = run_config(plan)
+    short = " ".join(f"{k}={c[k]}" for k in ("task", "layout", "backend", "reduction", "gmis", "num_envs",
+                                            "max_iterations", "seed"))
+    return (f"gmiexp: run dir {run_dir}\n"
+            f"gmiexp: {short} horizon={plan.train.horizon_length} (full config: {run_dir}/.hydra/config.yaml, "
+            f"plan: plan.yaml)")
 
 
 def run_plan(cfg: Config, run_dir: Path, overrides: list[str] | None = None) -> dict:

@@ -36,10 +36,13 @@ def invalid(what: str, value: object, valid: Iterable[object] | str, hint: str =
 
 
 class Interrupted(GmiexpError):
-    """Ctrl-C or SIGTERM: every GMI was stopped."""
+    """Ctrl-C or SIGTERM: every GMI was stopped; ``summary``: what was trained until then (None before launch)."""
 
     exit_code = 130
 
+    def __init__(self, message: str, summary: dict | None = None) -> None:
+        super().__init__(message)
+        self.summary = summary
 
 #: errors of the file system a run writes to (not of gmiexp): full, over quota, read-only, not writable
 FS_ERRNOS = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",

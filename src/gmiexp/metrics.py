@@ -1,8 +1,7 @@
-"""W&B for every run, from the launcher: the lead GMI's per-epoch history, summary.json's metrics, the Plan.
+"""W&B for every run, from the launcher: the run's per-epoch rows as it trains, summary.json's metrics, the Plan.
 
-The launcher already holds what a run produced (every GMI's ``history.jsonl``
-and the aggregated ``summary.json``), so one W&B run per gmiexp run is written
-there, the same way for every layout and role, and the GMIs need no W&B at all.
+The launcher tails every GMI's ``history.jsonl`` while the run trains (:mod:`gmiexp.launch.live`), so one W&B
+run per gmiexp run is written there, live, the same way for every layout and role, and the GMIs need no W&B.
 Names are summary.json's own, so W&B compares runs on exactly what the local
 report shows. Offline unless ``logger.mode=online``; nothing here touches the
 network in offline mode.
@@ -10,12 +9,10 @@ network in offline mode.
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 from typing import Any
 
-from gmiexp.launch.status import read_history
 from gmiexp.plan import Plan
 
 RUN_FIELDS = ("status", "wall_s", "plan_id", "lead_gmi")  # summary.json's top-level values logged to the summary
@@ -41,34 +38,58 @@ def run_config(plan: Plan, summary: dict[str, Any]) -> dict[str, Any]:
     return {**summary.get("config", {}), "plan_id": plan.plan_id, "plan": plan.to_dict()}
 
 
-def loggable(row: dict[str, Any]) -> dict[str, float]:
-    return {k: v for k, v in row.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+class WandbSink:
+    """One W&B run per gmiexp run, opened when the launch starts.
+
+    Run rows are logged as they come (frames as the step metric, ``define_metric``); summary.json's metrics and
+    status go to its summary at the end.
+    """
+
+    def __init__(self, plan: Plan, run_dir: Path) -> None:
+        import wandb
+
+        os.environ.setdefault("WANDB_SILENT", "true")  # wandb's banner would otherwise reach stdout
+        lg = plan.logger
+        self.plan, self.run_dir = plan, run_dir
+        self.run = wandb.init(
+            project=lg.project, entity=lg.entity, mode=lg.mode,
+            group=lg.group or plan.experiment, job_type="train", name=run_name(run_dir), tags=run_tags(plan),
+            dir=str(run_dir), config=run_config(plan, {"config": plan_config(plan)}), reinit="finish_previous",
+            settings=wandb.Settings(console="off", silent=True, x_disable_stats=True),
+        )
+        self.run.define_metric("frames")
+        self.run.define_metric("*", step_metric="frames")
+        if (run_dir / "plan.yaml").exists():
+            self.run.save(str(run_dir / "plan.yaml"), base_path=str(run_dir), policy="now")
+
+    def log(self, row: dict[str, float]) -> None:
+        self.run.log(row)
+
+    def close(self, summary: dict[str, Any] | None) -> None:
+        summary = summary or {}
+        try:
+            self.run.summary.update({k: v for k, v in summary.get("metrics", {}).items() if v is not None})
+            self.run.summary.update({k: summary[k] for k in RUN_FIELDS if k in summary})
+            if (self.run_dir / "plan.yaml").exists():
+                self.run.save(str(self.run_dir / "plan.yaml"), base_path=str(self.run_dir), policy="now")
+            self.local = Path(self.run.dir).parent
+        finally:
+            self.run.finish(exit_code=0 if summary.get("status") == "ok" else 1)
+
+
+def plan_config(plan: Plan) -> dict[str, Any]:
+    """summary.json's ``config`` block, known before the run starts."""
+    from gmiexp.launch.summary import run_config as summary_config
+
+    return summary_config(plan)
 
 
 def publish(plan: Plan, run_dir: Path, summary: dict[str, Any]) -> Path | None:
-    """Write the W&B run of a finished or failed gmiexp run; return its local directory (None when off)."""
+    """Write the W&B run of a gmiexp run from its files at once (a run launched without a live log)."""
     if not enabled(plan):
         return None
-    import wandb
+    from gmiexp.launch.live import LiveLog
 
-    os.environ.setdefault("WANDB_SILENT", "true")  # wandb's banner would otherwise reach stdout
-    lg = plan.logger
-    run = wandb.init(
-        project=lg.project, entity=lg.entity, mode=lg.mode,
-        group=lg.group or plan.experiment, job_type="train", name=run_name(run_dir), tags=run_tags(plan),
-        dir=str(run_dir), config=run_config(plan, summary), reinit="finish_previous",
-        settings=wandb.Settings(console="off", silent=True, x_disable_stats=True),
-    )
-    try:
-        lead = int(summary.get("lead_gmi", 0))
-        for row in read_history(run_dir, lead):
-            run.log(loggable(row))
-        run.summary.update({k: v for k, v in summary.get("metrics", {}).items() if v is not None})
-        run.summary.update({k: summary[k] for k in RUN_FIELDS if k in summary})
-        if (run_dir / "plan.yaml").exists():
-            run.save(str(run_dir / "plan.yaml"), base_path=str(run_dir), policy="now")
-        local = Path(run.dir).parent
-    finally:
-        run.finish(exit_code=0 if summary.get("status") == "ok" else 1)
-    return local
+    sink = WandbSink(plan, run_dir)
+    LiveLog(plan, run_dir, [sink]).finish(summary)
+    return sink.local

@@ -42,6 +42,10 @@ class GMIContext:
 class Role(ABC):
     """Base class of a GMI program. Override :meth:`run`; return per-GMI metrics (optional)."""
 
+    #: True when :meth:`run` returns soon after :func:`gmiexp.signals.stop_requested` turns true (Ctrl-C keeps
+    #: what was trained); a role that does not look is stopped with SIGTERM at the first Ctrl-C instead
+    stops_gracefully: bool = False
+
     def __init__(self, ctx: GMIContext) -> None:
         self.ctx = ctx
 

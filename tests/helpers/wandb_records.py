@@ -27,6 +27,8 @@ def records(path: Path) -> list[wandb_internal_pb2.Record]:
             pos += left
             continue
         _crc, length, kind = HEADER.unpack_from(data, pos)
+        if pos + HEADER.size + length > len(data):  # a chunk still being written (a run that trains)
+            break
         chunk = data[pos + HEADER.size: pos + HEADER.size + length]
         pos += HEADER.size + length
         if kind == 0 and length == 0:
@@ -40,10 +42,20 @@ def records(path: Path) -> list[wandb_internal_pb2.Record]:
     return out
 
 
-def read_run(run_dir: Path) -> dict:
-    """What an offline run holds: its run record, history rows, final summary, config and saved files."""
-    (path,) = list(run_dir.glob("wandb/offline-run-*/run-*.wandb"))
+def read_run(run_dir: Path, finished: bool = True, timeout_s: float = 60.0) -> dict:
+    """What an offline run holds: its run record, history rows, final summary, config and saved files.
+
+    ``finished``: wait until wandb's service wrote the run's exit record (it writes the file behind
+    ``run.finish()``'s back); False reads what a run still training has written so far.
+    """
     import json
+    import time
+
+    (path,) = list(run_dir.glob("wandb/offline-run-*/run-*.wandb"))
+    end = time.monotonic() + timeout_s
+    while finished and time.monotonic() < end and not any(r.WhichOneof("record_type") == "exit"
+                                                          for r in records(path)):
+        time.sleep(0.2)
 
     out: dict = {"run": None, "history": [], "summary": {}, "config": {}, "files": []}
     for rec in records(path):

@@ -60,3 +60,47 @@ def test_redirected_run_logs_plain_lines(tmp_path: Path) -> None:
     assert r.stdout.startswith("gmiexp ok:") and r.stdout.count("\n") == 1  # rl-games' prints went to stderr
     rows = [line for line in r.stderr.splitlines() if line.startswith("gmiexp progress: ")]
     assert rows and rows[-1].startswith("gmiexp progress: 3,072/3,072 frames (100%) | iteration 6")
+
+
+def test_phase_is_the_slowest_gmis() -> None:
+    from gmiexp.launch.progress import phase_of
+
+    assert phase_of([None, "training"]) == "spawning GMIs"
+    assert phase_of(["starting", "rendezvous"]) == "importing"
+    assert phase_of(["running", "training"]) == "building simulators"
+    assert phase_of(["training", "training"]) == "first epoch"
+
+
+def test_lines_name_each_phase_once_before_the_first_epoch() -> None:
+    out, clock = io.StringIO(), Clock()
+    lines = ProgressLines(total=100, stream=out, interval_s=10.0, clock=clock)
+    for phase in ("spawning GMIs", "spawning GMIs", "importing", "first epoch"):
+        lines.update(frames=0, rate=0.0, iteration=0, reward=None, phase=phase)
+    lines.update(frames=50, rate=5.0, iteration=1, reward=None)
+    lines.close()
+    rows = out.getvalue().splitlines()
+    assert [r.split(" | ")[0] for r in rows[:3]] == ["gmiexp progress: spawning GMIs", "gmiexp progress: importing",
+                                                   "gmiexp progress: first epoch"]
+    assert rows[3].startswith("gmiexp progress: 50/100 frames (50%)") and len(rows) == 4
+
+
+def test_bar_shows_one_rate_and_the_phase() -> None:
+    tty = Tty()
+    bar = ProgressBar(100, tty)
+    bar.update(frames=0, rate=0.0, iteration=0, reward=None, phase="importing")
+    assert "gmiexp: importing" in tty.getvalue()
+    bar.update(frames=50, rate=1234.0, iteration=1, reward=None)
+    bar.close()
+    text = tty.getvalue()
+    assert "env steps/s=1,234" in text and "frame/s" not in text and "it/s" not in text
+
+
+def test_a_finished_run_ends_at_100_percent_of_its_frames() -> None:
+    out = io.StringIO()
+    lines = ProgressLines(total=1000, stream=out, interval_s=10.0, clock=Clock())
+    lines.update(frames=470, rate=5.0, iteration=10, reward=None)  # fewer frames than planned (experience layouts)
+    lines._print()  # the last state was printed already (at 47%) before the run finished
+    lines.finished(470)
+    lines.update(frames=470, rate=5.0, iteration=10, reward=None)
+    lines.close()
+    assert out.getvalue().splitlines()[-1].startswith("gmiexp progress: 470/470 frames (100%)")

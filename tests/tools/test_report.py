@@ -176,3 +176,69 @@ def test_report_from_a_wandb_group(multirun, wandb_server, tmp_path):
     assert [r["name"] for r in runsets] == ["exp1"]
     assert "exp1" in json.dumps(runsets[0]["filters"]) and "group" in json.dumps(runsets[0]["filters"])
     assert "W&B report created" in md.read_text()
+
+
+@pytest.fixture
+def sweep(tmp_path):
+    """A gmis_per_gpu x seed sweep: 2 x 3 runs; seed 3 of gmis_per_gpu=2 is 20x slower (an outlier)."""
+    root = tmp_path / "sweep"
+    rates = {(1, 1): 1000.0, (1, 2): 1100.0, (1, 3): 900.0, (2, 1): 1500.0, (2, 2): 1700.0, (2, 3): 80.0}
+    for job, ((gmis, seed), rate) in enumerate(rates.items()):
+        s = summary(gmis, 64, rate, 300.0 + seed)
+        s["config"]["seed"] = seed
+        s["metrics"]["reward/mean"] = 10.0 * seed
+        s["metrics"]["mem/workload_mb"] = 20.0 + gmis
+        (root / str(job)).mkdir(parents=True)
+        (root / str(job) / "summary.json").write_text(json.dumps(s))
+    return root
+
+
+def test_seeds_are_pooled_into_groups_with_mean_std_and_count(sweep, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    md = report.build(sweep, sweep / "report", {}).read_text()
+    groups = list(csv.DictReader((sweep / "report" / "groups.csv").open()))
+    assert [g["label"] for g in groups] == ["gmis_per_gpu=1", "gmis_per_gpu=2"]
+    assert [int(g["runs"]) for g in groups] == [3, 3]
+    assert float(groups[0]["env_steps_per_s_mean"]) == pytest.approx(1000.0)
+    assert float(groups[0]["env_steps_per_s_std"]) == pytest.approx(100.0)  # sample std of 900, 1000, 1100
+    assert float(groups[1]["reward_mean_mean"]) == pytest.approx(20.0)
+    assert float(groups[0]["peak_rss_mb_mean"]) == pytest.approx(302.0)
+    assert groups[0]["outliers"] == "" and groups[1]["outliers"].endswith("/5")
+    runs = list(csv.DictReader((sweep / "report" / "runs.csv").open()))
+    assert [r["outlier"] for r in runs] == ["False"] * 5 + ["True"]
+    assert "| gmis_per_gpu=1 | 3/3 | 1,000 ± 100.0 |" in md
+    assert "peak RSS (MB)" in md and "workload memory (MB)" in md
+
+
+def test_plots_label_their_axes_with_units(sweep, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    seen = {}
+    real_save = report.save
+
+    def spy(fig, path):
+        ax = fig.axes[0]
+        seen[path.name] = (ax.get_xlabel(), ax.get_ylabel(), [t.get_text() for t in ax.get_xticklabels()])
+        return real_save(fig, path)
+
+    monkeypatch.setattr(report, "save", spy)
+    report.build(sweep, sweep / "report", {})
+    assert seen["throughput.png"][:2] == ("group (runs that differ only in seed)",
+                                          "env steps/s (mean ± std over seeds)")
+    assert seen["throughput.png"][2] == ["gmis_per_gpu=1", "gmis_per_gpu=2"]
+    assert seen["reward.png"][:2] == ("env steps (frames)", "mean episode return")
+    assert seen["memory.png"][1] == "memory (MB, mean ± std over seeds)"
+
+
+@pytest.mark.slow
+def test_report_of_a_real_2x3_sweep(tmp_path, monkeypatch):
+    from gmitest import run_cli
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    r = run_cli("-m", "task=Cartpole", "num_gpus=1", "gmis_per_gpu=1,2", "seed=1,2,3", "num_envs=8",
+                "train.horizon_length=8", "max_iterations=4", "train.minibatch_size=16", "train.mini_epochs=1",
+                "launch.progress=false", f"hydra.sweep.dir={tmp_path}", timeout=1200)
+    assert r.returncode == 0, r.stderr[-3000:]
+    report.build(tmp_path, tmp_path / "report", {})
+    groups = list(csv.DictReader((tmp_path / "report" / "groups.csv").open()))
+    assert [g["label"] for g in groups] == ["gmis_per_gpu=1", "gmis_per_gpu=2"]
+    assert all(int(g["ok"]) == 3 and float(g["env_steps_per_s_std"]) >= 0 for g in groups)

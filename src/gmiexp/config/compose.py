@@ -11,6 +11,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from gmiexp.config import igym
 from gmiexp.config.checks import check_keys, validate
 from gmiexp.config.rlgames_yaml import check_file_used, unwrap
 from gmiexp.config.schema import Config, register_configs
@@ -38,6 +39,7 @@ def to_config(cfg: DictConfig | Config, check: bool = True) -> Config:
         except OmegaConfBaseException as e:
             raise unwrap(e) from None
         check_file_used(cfg)  # type: ignore[arg-type]
+        igym.apply(cfg)  # test=True, headless, seed=-1 (IsaacGymEnvs' habits)
     if check:
         validate(cfg)  # type: ignore[arg-type]
     return cfg  # type: ignore[return-value]

@@ -410,7 +410,8 @@ class EvalConfig:
 
 
 @ranges(
-    mode=OneOf(tuple(Mode)), seed=Between(0, 2**32 - 1), num_envs=AtLeast(1, "environments per GMI"),
+    mode=OneOf(tuple(Mode)), seed=Between(-1, 2**32 - 1), capture_video_freq=AtLeast(1, "epochs"),
+    num_envs=AtLeast(1, "environments per GMI"),
     max_iterations=AtLeast(1), num_gpus=AtLeast(1), gmis_per_gpu=AtLeast(1),
     role=Text(what="ppo or <module>:<Class>"), checkpoint=ExistingFile("rl-games .pth file"),
     experiment=Text(r"[^/\s]+", "a name without spaces or slashes"),
@@ -423,7 +424,7 @@ class Config:
     """Top level, IsaacGymEnvs style: a few run-wide knobs plus the config groups."""
 
     mode: Mode = Mode.train  # train | plan | search | doctor | eval
-    seed: int = 42
+    seed: int = 42  # -1: a random seed, recorded in the plan (IsaacGymEnvs' habit)
     num_envs: int = 64  # environments per GMI
     max_iterations: int = 100  # PPO epochs
     num_gpus: int = 1  # GPUs used (logical GPUs on a CPU-only host)
@@ -445,6 +446,11 @@ class Config:
     async_train: AsyncConfig = field(default_factory=AsyncConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     extra: dict[str, Any] = field(default_factory=dict)  # free-form, for experiments' own knobs
+    # IsaacGymEnvs' habits (gmiexp.config.igym):
+    test: bool = False  # true: mode=eval (play checkpoint= instead of training)
+    headless: bool = True  # accepted; gmiexp opens no viewer, so false changes nothing (it says so)
+    capture_video: bool = False  # film an evaluation episode every capture_video_freq epochs while training
+    capture_video_freq: int = 10  # epochs between videos (>= 1)
 
 
 GROUP_SCHEMAS: dict[str, type] = {

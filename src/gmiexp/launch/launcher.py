@@ -12,7 +12,9 @@ summary; across nodes, the launchers watch each other through node 0's store
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import signal
 import socket
 import sys
 import time
@@ -34,6 +36,9 @@ from gmiexp.plan import Plan
 from gmiexp.plan.nodes import resolve_nodes
 from gmiexp.shm.cleanup import cleanup_run, sweep_dead_runs
 from gmiexp.shm.names import launcher_tag
+from gmiexp.signals import ELASTIC_SIGNALS, LauncherStop
+
+STOP_FILE = "stop_requested"  # in the node's run dir: written at the first Ctrl-C/SIGTERM, read by the GMIs
 
 
 def free_port() -> int:
@@ -55,7 +60,8 @@ def node_run_dir(launch_cfg: LaunchSection, run_dir: Path) -> Path:
     return run_dir if int(launch_cfg.nnodes) == 1 else run_dir / f"node{launch_cfg.node_rank}"
 
 
-def _elastic(plan: Plan, run_dir: Path, plan_path: Path) -> None:
+def _elastic(plan: Plan, run_dir: Path, plan_path: Path, graceful: bool = False) -> None:
+    """``graceful``: SIGINT/SIGTERM are the launcher's (:class:`gmiexp.signals.LauncherStop`), not elastic's."""
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
@@ -76,6 +82,7 @@ def _elastic(plan: Plan, run_dir: Path, plan_path: Path) -> None:
         start_method="spawn",
         logs_specs=DefaultLogsSpecs(log_dir=str(run_dir / "logs"), redirects=Std.ALL, tee=Std.NONE),
         shutdown_timeout=5,
+        **({"signals_to_handle": ELASTIC_SIGNALS} if graceful else {}),
         **rdzv,
     )
     elastic_launch(config, sys.executable)("-u", "-m", "gmiexp.launch.worker", str(plan_path))
@@ -91,6 +98,15 @@ def kill_local_gmis(killed: set[int]) -> None:
             if "gmiexp.launch.worker" in " ".join(p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE:
                 killed.add(p.pid)
                 p.kill()
+
+
+def stop_abrupt_gmis(run_dir: Path, gmis: list[int]) -> None:
+    """SIGTERM the running GMIs whose role does not stop gracefully (a user's role): they cannot keep anything."""
+    for g in gmis:
+        s = status.read_status(run_dir, g) or {}
+        if s.get("pid") and s.get("stage") not in ("done",) and s.get("graceful") is False:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(s["pid"]), signal.SIGTERM)
 
 
 def _describe_failure(err: Exception, plan: Plan, run_dir: Path, watchdog: Watchdog,
@@ -110,11 +126,13 @@ def _describe_failure(err: Exception, plan: Plan, run_dir: Path, watchdog: Watch
     return LaunchError(msg or f"launch failed: {err}")
 
 
-def launch(plan: Plan, backend: Backend, run_dir: Path) -> dict[str, Any]:
+def launch(plan: Plan, backend: Backend, run_dir: Path, live: Any = None) -> dict[str, Any]:
     """Execute this node's part of ``plan``; return the summary (also written to ``summary.json``).
 
     ``run_dir`` is the node's directory (:func:`node_run_dir`); node 0 of several returns the run's summary, merged
-    from every node's and written to the parent directory. Raises LaunchError.
+    from every node's and written to the parent directory. ``live``: a :class:`gmiexp.launch.live.LiveLog` the
+    watchdog feeds while the run trains. Raises LaunchError, or Interrupted (Ctrl-C/SIGTERM) carrying the
+    summary of what was trained (``status: interrupted``).
     """
     from gmiexp.tools.monitor import Monitor
 
@@ -131,7 +149,7 @@ def launch(plan: Plan, backend: Backend, run_dir: Path) -> dict[str, Any]:
         total_frames=frames_per_iteration(plan) * plan.max_iterations,
         heartbeat_timeout_s=float(lc.heartbeat_timeout_s),
         interval_s=float(lc.monitor_interval_s), progress=bool(lc.progress) and plan.node_rank == 0,
-        progress_interval_s=float(lc.progress_interval_s),
+        progress_interval_s=float(lc.progress_interval_s), live=live,
     )
     monitor = Monitor(backend.hardware, interval_s=max(0.5, float(lc.monitor_interval_s)),
                       gmi_devices={g.id: g.device for g in plan.local_gmis},
@@ -149,7 +167,7 @@ def launch(plan: Plan, backend: Backend, run_dir: Path) -> dict[str, Any]:
 
     try:
         with backend.session(plan, run_dir):
-            return _run_session(plan, run_dir, watchdog, monitor, t0)
+            return _run_session(plan, run_dir, watchdog, monitor, t0, live)
     except SignalException as sig:  # after elastic's run its handlers stay: a signal while nodes gather
         raise Interrupted(f"stopped by signal {sig.sigval.name}") from None
     finally:
@@ -161,7 +179,8 @@ def launch(plan: Plan, backend: Backend, run_dir: Path) -> dict[str, Any]:
                 os.environ[k] = v
 
 
-def _run_session(plan: Plan, run_dir: Path, watchdog: Watchdog, monitor: Any, t0: float) -> dict[str, Any]:
+def _run_session(plan: Plan, run_dir: Path, watchdog: Watchdog, monitor: Any, t0: float,
+                 live: Any = None) -> dict[str, Any]:
     from torch.distributed.elastic.multiprocessing.api import SignalException
 
     lc = plan.launch
@@ -181,21 +200,42 @@ def _run_session(plan: Plan, run_dir: Path, watchdog: Watchdog, monitor: Any, t0
             if lc.inprocess:
                 _inprocess(plan)
             else:
-                _elastic(plan, run_dir, plan_path)
+                stopping = LauncherStop(run_dir / STOP_FILE, on_first=lambda: stop_abrupt_gmis(
+                    run_dir, [g.id for g in plan.local_gmis])) if plan.nnodes == 1 else None
+                with stopping.installed() if stopping else contextlib.nullcontext():
+                    try:
+                        _elastic(plan, run_dir, plan_path, graceful=stopping is not None)
+                    except Exception:
+                        if stopping is None or not stopping.requested:
+                            raise
+                if stopping is not None and stopping.requested:  # the GMIs ended their epoch and stopped
+                    raise _Stopped(signal.Signals(stopping.signum).name)
+        except _Stopped as how:
+            stopped = f"stopped by {how} (the GMIs ended the epoch)"
         except SignalException as sig:
             _tell_others(coord, plan, f"node {plan.node_rank}'s launcher was stopped by signal {sig.sigval.name}")
-            raise Interrupted(f"stopped by signal {sig.sigval.name}; every GMI was stopped") from None
-        except KeyboardInterrupt:
+            stopped = f"stopped by signal {sig.sigval.name}"
+        except KeyboardInterrupt as e:  # a second Ctrl-C (every GMI stopped at once), or Ctrl-C in-process
             _tell_others(coord, plan, f"node {plan.node_rank}'s launcher was interrupted (Ctrl-C)")
-            raise Interrupted("interrupted (Ctrl-C); every GMI was stopped") from None
+            stopped = str(e) or "interrupted (Ctrl-C)"
         except Exception as err:  # ChildFailedError and friends
             raise _describe_failure(err, plan, run_dir, watchdog, coord, killed) from None
+        else:
+            stopped = ""
+            watchdog.complete = True
         finally:
             watchdog.stop()
             host_metrics = monitor.stop()
+        if stopped:  # the GMIs ended their epoch (GMI 0 checkpointed) or were killed: keep what they wrote
+            summary = build_summary(plan, run_dir, time.perf_counter() - t0, host_metrics,
+                                    rows=_final_rows(live), status="interrupted")
+            summary["error"] = f"{stopped}; every GMI was stopped"
+            (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+            raise Interrupted(summary["error"], summary=summary)
         if watchdog.hang is not None:
             raise _describe_failure(RuntimeError("hang"), plan, run_dir, watchdog, coord, killed)
-        summary = build_summary(plan, run_dir, time.perf_counter() - t0, host_metrics)
+        summary = build_summary(plan, run_dir, time.perf_counter() - t0, host_metrics,
+                                rows=_final_rows(live))
         if coord is None:
             return summary
         nodes = coord.gather(summary, timeout_s=float(lc.rdzv_timeout_s))
@@ -203,6 +243,18 @@ def _run_session(plan: Plan, run_dir: Path, watchdog: Watchdog, monitor: Any, t0
     finally:
         if coord is not None:
             coord.close()
+
+
+class _Stopped(Exception):  # noqa: N818 - control flow: the launcher's graceful stop completed
+    """The GMIs stopped after the launcher's stop request (its signal's name)."""
+
+
+def _final_rows(live: Any) -> list[dict[str, Any]] | None:
+    """Every run row, the iterations only some GMIs reached included (None without a live log)."""
+    if live is None:
+        return None
+    live.poll(final=True)
+    return live.rows.rows
 
 
 def _tell_others(coord: Coordinator | None, plan: Plan, what: str) -> None:

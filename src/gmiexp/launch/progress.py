@@ -12,12 +12,32 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
+#: what the launcher waits for before the first epoch, from the GMIs' status ``stage`` (None: no status file yet)
+PHASES = {None: "spawning GMIs", "starting": "importing", "rendezvous": "joining the GMIs",
+          "running": "building simulators", "training": "first epoch"}
+
+
+def phase_of(stages: list[str | None]) -> str:
+    """The phase of the slowest GMI (the run waits for it): the earliest in :data:`PHASES`' order."""
+    order = list(PHASES)
+    known = [s for s in stages if s in PHASES]
+    if len(known) < len(stages) or not stages:
+        return PHASES[None]
+    return PHASES[min(known, key=order.index)]
+
 
 class Progress:
-    """No display (``launch.progress=false``); base class of the two real ones."""
+    """No display (``launch.progress=false``); base class of the two real ones.
 
-    def update(self, frames: int, rate: float, iteration: int, reward: float | None) -> None:
+    ``rate`` is the run's ``perf/env_steps_per_s`` so far (the summary's figure); ``phase`` names what the run
+    waits for before its first epoch (None once it trains).
+    """
+
+    def update(self, frames: int, rate: float, iteration: int, reward: float | None, phase: str | None = None) -> None:
         pass
+
+    def finished(self, frames: int) -> None:
+        """Every GMI finished: ``frames`` is the whole run (100%), whatever the planned total was."""
 
     def close(self) -> None:
         pass
@@ -27,15 +47,23 @@ class ProgressBar(Progress):
     """tqdm bar for a terminal."""
 
     def __init__(self, total: int, stream: TextIO) -> None:
-        self.bar = tqdm(total=total, unit="frame", unit_scale=True, dynamic_ncols=True, file=stream, desc="gmiexp")
+        # one rate on the terminal: the run's env steps/s (tqdm's own frame/s is left out of the format)
+        self.bar = tqdm(total=total, unit="frame", unit_scale=True, dynamic_ncols=True, file=stream,
+                        desc=f"gmiexp: {PHASES[None]}",
+                        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} frames "
+                                   "[{elapsed}<{remaining}{postfix}]")
 
-    def update(self, frames: int, rate: float, iteration: int, reward: float | None) -> None:
+    def update(self, frames: int, rate: float, iteration: int, reward: float | None, phase: str | None = None) -> None:
         self.bar.n = min(frames, self.bar.total) if self.bar.total else frames
-        post: dict[str, Any] = {"steps/s": f"{rate:,.0f}", "it": iteration}
+        self.bar.set_description_str(f"gmiexp: {phase}" if phase else "gmiexp", refresh=False)
+        post: dict[str, Any] = {"env steps/s": f"{rate:,.0f}", "it": iteration}
         if reward is not None:
             post["reward"] = f"{reward:.2f}"
         self.bar.set_postfix(post, refresh=False)
         self.bar.refresh()
+
+    def finished(self, frames: int) -> None:
+        self.bar.total = frames
 
     def close(self) -> None:
         self.bar.close()
@@ -50,11 +78,21 @@ class ProgressLines(Progress):
         self.t0 = self.last_t = clock()
         self.last: tuple[int, float, int, float | None] | None = None
         self.printed: tuple[int, float, int, float | None] | None = None
+        self.phase: str | None = None
 
-    def update(self, frames: int, rate: float, iteration: int, reward: float | None) -> None:
+    def update(self, frames: int, rate: float, iteration: int, reward: float | None, phase: str | None = None) -> None:
+        if phase is not None:  # before the first epoch: say what the run waits for, once per phase
+            if phase != self.phase:
+                self.phase = phase
+                print(f"gmiexp progress: {phase} | {self.clock() - self.t0:.0f}s", file=self.stream, flush=True)
+            return
         self.last = (frames, rate, iteration, reward)
         if self.clock() - self.last_t >= self.interval_s:
             self._print()
+
+    def finished(self, frames: int) -> None:
+        self.total = frames
+        self.printed = None  # the last line is printed again, at 100%
 
     def close(self) -> None:
         if self.last is not None and self.last != self.printed:

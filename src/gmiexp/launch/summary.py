@@ -53,15 +53,47 @@ def lead_gmi(histories: dict[int, list[dict[str, Any]]]) -> int:
     return min(histories, default=0)
 
 
-def build_summary(plan: Plan, run_dir: Path, wall_s: float, host_metrics: dict[str, float]) -> dict[str, Any]:
-    """A node's summary (the run's, for one node) from its GMIs' status files; written to ``summary.json``."""
+LAST_ROW_PREFIXES = ("frames", "iteration", "episode/", "loss/", "train/")  # the last run row's, in the metrics
+
+
+def run_config(plan: Plan) -> dict[str, Any]:
+    """What a run is compared by (summary.json's and W&B's ``config``)."""
+    return {
+        "task": plan.task.name, "layout": plan.layout, "backend": plan.backend,
+        "reduction": plan.reduction, "num_gpus": len(plan.devices),
+        "gmis_per_gpu": max(len(ids) for ids in plan.gpu_map()), "gmis": plan.world_size,
+        "num_envs": plan.gmis[0].num_envs, "max_iterations": plan.max_iterations, "seed": plan.seed,
+        "experiment": plan.experiment, "role": plan.role, "nnodes": plan.nnodes,
+        **({"channel": str(plan.channel.name)} if plan.channel is not None else {}),
+    }
+
+
+def resumed(plan: Plan) -> dict[str, Any] | None:
+    """Where this attempt went on from: its run dir's own checkpoint (requeue) or the user's ``checkpoint=``."""
+    if plan.resumed:
+        return dict(plan.resumed)
+    return {"checkpoint": str(plan.checkpoint)} if plan.checkpoint else None
+
+
+def build_summary(plan: Plan, run_dir: Path, wall_s: float, host_metrics: dict[str, float],
+                  rows: list[dict[str, Any]] | None = None, status: str = "ok") -> dict[str, Any]:
+    """A node's summary (the run's, for one node) from its GMIs' status files; written to ``summary.json``.
+
+    ``rows``: the run rows sent live (:mod:`gmiexp.launch.live`), composed here from the histories when None.
+    """
+    if rows is None:
+        from gmiexp.launch.live import RunRows
+
+        composer = RunRows(plan, run_dir, t0=time.time() - wall_s)
+        composer.poll(final=True)
+        rows = composer.rows
     metrics: dict[str, Any] = {}
     results = {g.id: read_result(run_dir, g.id) or {} for g in plan.local_gmis}
     histories = {g.id: read_history(run_dir, g.id) for g in plan.local_gmis}
     lead = lead_gmi(histories)
     per_gmi = {}
-    for gid, rows in histories.items():
-        per_gmi[gid] = steady_rate(rows, "local_frames", cumulative=False)
+    for gid, hist in histories.items():
+        per_gmi[gid] = steady_rate(hist, "local_frames", cumulative=False)
         metrics[f"perf/gmi/{gid}/env_steps_per_s"] = per_gmi[gid]
     metrics["perf/env_steps_per_s"] = sum(per_gmi.values()) if per_gmi else 0.0
     metrics.update(async_metrics(histories))
@@ -75,26 +107,21 @@ def build_summary(plan: Plan, run_dir: Path, wall_s: float, host_metrics: dict[s
     workload = [r["mem/workload_mb"] for r in results.values() if "mem/workload_mb" in r]
     metrics["mem/workload_mb"] = max(workload) if workload else None
     metrics.update(host_metrics)
+    if rows:
+        metrics.update({k: v for k, v in rows[-1].items() if k.startswith(LAST_ROW_PREFIXES)})
     summary = {
-        "status": "ok",
+        "status": status,
         "plan_id": plan.plan_id,
         "run_dir": str(run_dir),
-        "resumed": plan.resumed or None,  # {checkpoint, epoch} when this attempt went on from its run dir's own
+        "resumed": resumed(plan),
         "wall_s": wall_s,
         "started_at": time.time() - wall_s,  # epoch seconds: when the launch began and ended (packed sweeps
         "finished_at": time.time(),  # compare members' times)
-        "config": {
-            "task": plan.task.name, "layout": plan.layout, "backend": plan.backend,
-            "reduction": plan.reduction, "num_gpus": len(plan.devices),
-            "gmis_per_gpu": max(len(ids) for ids in plan.gpu_map()), "gmis": plan.world_size,
-            "num_envs": plan.gmis[0].num_envs, "max_iterations": plan.max_iterations, "seed": plan.seed,
-            "experiment": plan.experiment, "role": plan.role, "nnodes": plan.nnodes,
-            **({"channel": str(plan.channel.name)} if plan.channel is not None else {}),
-        },
+        "config": run_config(plan),
         "metrics": metrics,
         "gmis": {str(k): v for k, v in results.items()},
         "lead_gmi": lead,
-        "history": histories.get(lead, []),
+        "history": rows,
         **({"node": plan.node_rank} if plan.nnodes > 1 else {}),
     }
     write_summary(run_dir / "summary.json", summary)

@@ -9,9 +9,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from gmiexp.config import LaunchConfig
-from gmiexp.launch.progress import Progress, make_progress
+from gmiexp.launch.progress import Progress, make_progress, phase_of
 from gmiexp.launch.status import read_status
 
 
@@ -46,7 +47,9 @@ class Watchdog:
     interval_s: float = LaunchConfig.monitor_interval_s  # defaults: the schema's (launch.*)
     progress: bool = LaunchConfig.progress
     progress_interval_s: float = LaunchConfig.progress_interval_s  # plain progress lines when stderr is no terminal
+    live: Any = None  # gmiexp.launch.live.LiveLog: run rows sent to W&B/TensorBoard as they come; the bar shows them
     hang: Hang | None = None
+    complete: bool = False  # set by the launcher when every GMI finished: the display ends at 100%
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -68,23 +71,39 @@ class Watchdog:
                 statuses = [read_status(self.run_dir, i) for i in self.gmis]
                 if self.hang is None:
                     self._check_heartbeats(statuses, t_start)
+                self._poll_live()
                 self._show(display, statuses)
-            self._show(display, [read_status(self.run_dir, self.gmis[0])])  # the final state, for the last line
+            self._poll_live()
+            self._show(display, [read_status(self.run_dir, i) for i in self.gmis])  # the final state
         finally:
             display.close()
 
-    def _show(self, display: Progress, statuses: list[dict | None]) -> None:
-        s0 = statuses[0] if statuses else None
-        if not s0:
+    def _poll_live(self) -> None:
+        if self.live is None:
             return
         try:
-            reward = s0.get("reward")
-            # the node's first GMI (GMI 0 on node 0) carries the run's global frames and rate
-            frames, rate = int(s0.get("frames", 0)), float(s0.get("steps_per_s", 0.0))
-            iteration = int(s0.get("iteration", 0))
-        except (TypeError, ValueError):  # a half-written field must not stop the watchdog
+            self.live.poll()
+        except Exception as e:  # noqa: BLE001 - a half-written history must not stop the watchdog
+            print(f"gmiexp: live metrics: {e}", file=sys.stderr, flush=True)
+
+    def _show(self, display: Progress, statuses: list[dict | None]) -> None:
+        """The run's row (frames, env steps/s, iteration, reward) once it trains, else the phase it waits in."""
+        row = self.live.last if self.live is not None else None
+        if row is None:
+            s0 = statuses[0] if statuses else None
+            if s0 and int(s0.get("iteration", 0) or 0) > 0 and self.live is None:
+                display.update(frames=int(s0.get("frames", 0)), rate=float(s0.get("steps_per_s", 0.0)),
+                               iteration=int(s0.get("iteration", 0)), reward=s0.get("reward"))
+            else:
+                display.update(frames=0, rate=0.0, iteration=0, reward=None,
+                               phase=phase_of([s.get("stage") if s else None for s in statuses]))
             return
-        display.update(frames=frames, rate=rate, iteration=iteration, reward=None if reward is None else float(reward))
+        reward = row.get("reward/mean")
+        frames = int(row.get("frames", 0))
+        if self.complete:
+            display.finished(frames)
+        display.update(frames=frames, rate=float(row.get("perf/env_steps_per_s", 0.0)),
+                       iteration=int(row.get("iteration", 0)), reward=None if reward is None else float(reward))
 
     def _check_heartbeats(self, statuses: list[dict | None], t_start: float) -> None:
         """Once a GMI is silent for longer than the timeout, find the one that stopped first and SIGKILL them all.

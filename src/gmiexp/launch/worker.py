@@ -52,8 +52,12 @@ def run_gmi(plan: Any, gmi_id: int, status: Any = None) -> dict[str, Any]:
         role_cls = load_role(plan.role)
         base_rss_mb = current_rss_mb()  # runtime (Python, torch, rl-games) loaded; the workload not yet built
         role = role_cls(ctx)
-        status.beat(force=True, stage="running")
+        status.beat(force=True, stage="running", graceful=bool(role_cls.stops_gracefully))
         metrics = role.run() or {}
+        from gmiexp.signals import stop_requested
+
+        if stop_requested():
+            metrics["interrupted"] = True
         metrics.setdefault("time/comm_s", red.comm_s)
         metrics["mem/peak_rss_mb"] = peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         metrics["mem/workload_mb"] = max(0.0, peak - base_rss_mb)
@@ -103,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     from gmiexp.launch import preemption
 
     preemption.ignore_in_worker()  # Slurm's requeue warning reaches every process; the launcher acts on it
+    from gmiexp import signals
+
+    signals.ignore_interrupt_in_gmi()  # Ctrl-C: the launcher asks the GMIs to end the epoch (a stop file)
     from gmiexp.launch.gmi_env import apply_gmi_environment
     from gmiexp.launch.status import StatusWriter
     from gmiexp.plan import Plan

@@ -127,6 +127,9 @@ def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> 
     plan.logger = copy.deepcopy(cfg.logger)
     plan.hardware = hw.summary()
     plan.seed, plan.max_iterations = cfg.seed, cfg.max_iterations
+    if cfg.capture_video and cfg.mode == "train":  # filmed by GMI 0's rl-games agent (gmiexp.eval.training_video)
+        plan.video = {"every": int(cfg.capture_video_freq), "steps": int(cfg.eval.video_steps),
+                      "width": int(cfg.eval.video_width), "height": int(cfg.eval.video_height)}
     layouts.configure(plan, cfg)  # role by layout (when role=ppo), the layout's own settings, cost model
     plan.checkpoint = str(Path(cfg.checkpoint).resolve()) if cfg.checkpoint else ""
     plan.experiment, plan.run_dir = cfg.experiment, str(run_dir.resolve())

@@ -92,6 +92,7 @@ class Plan:
     max_iterations: int = 100
     checkpoint: str = ""
     resumed: dict[str, Any] = field(default_factory=dict)  # checkpoint, epoch: this run dir's own (launch.resume)
+    video: dict[str, Any] = field(default_factory=dict)  # capture_video=True: every, steps, width, height
     run_dir: str = ""
     experiment: str = "default"
     backend_reason: str = ""

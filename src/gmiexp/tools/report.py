@@ -3,8 +3,11 @@
 Reads every ``summary.json`` below the directory, or with ``--wandb-group G``
 every W&B run of that group (the launcher logs summary.json's metrics under
 the same names, :mod:`gmiexp.metrics`), and writes ``report.md`` with PNG plots
-(throughput normalised to a baseline run, reward against wall time, peak
-memory) and ``runs.csv``. With W&B online it also creates a W&B report of the
+and ``runs.csv`` (one row per run) and ``groups.csv``. Runs that differ only in
+``seed`` form a group: tables and plots show each group's mean ± std and count
+(throughput against a baseline group, return against env steps, memory), and a
+run far from its group (env steps/s under half or over twice the group's median)
+is flagged as an outlier. With W&B online it also creates a W&B report of the
 same runs (package ``wandb-workspaces``) whose panels put the summary metrics
 side by side; offline it says so and the local report stands alone.
 """
@@ -33,6 +36,7 @@ from gmiexp.tools.memory import on_device, peak_memory_mb  # noqa: E402
 CONFIG_KEYS = ("task", "layout", "backend", "reduction", "num_gpus", "gmis_per_gpu", "num_envs",
                "max_iterations", "seed", "experiment")
 STEPS = "perf/env_steps_per_s"
+OUTLIER_FACTOR = 2.0  # a run below median/2 or above 2*median of its group's env steps/s is an outlier
 
 
 @dataclass
@@ -62,6 +66,52 @@ class Run:
     @property
     def peak_mem_mb(self) -> float:
         return peak_memory_mb(self.metrics)
+
+    @property
+    def group_key(self) -> str:
+        return json.dumps({k: self.config.get(k) for k in CONFIG_KEYS if k != "seed"}, sort_keys=True)
+
+
+@dataclass
+class Group:
+    """Runs with the same config but for ``seed``: pooled as mean ± std over its ok runs."""
+
+    label: str
+    runs: list[Run]
+
+    @property
+    def ok(self) -> list[Run]:
+        return [r for r in self.runs if r.ok]
+
+    def stat(self, value: Any) -> tuple[float | None, float | None, int]:
+        """Mean, sample std (0 for one run) and count of ``value(run)`` over the ok runs that have it."""
+        vals = [float(v) for v in (value(r) for r in self.ok) if v is not None]
+        if not vals:
+            return None, None, 0
+        mean = sum(vals) / len(vals)
+        std = (sum((v - mean) ** 2 for v in vals) / (len(vals) - 1)) ** 0.5 if len(vals) > 1 else 0.0
+        return mean, std, len(vals)
+
+    def outliers(self) -> list[Run]:
+        """Ok runs whose env steps/s is under 1/OUTLIER_FACTOR or over OUTLIER_FACTOR times the group's median."""
+        rates = sorted(r.steps_per_s for r in self.ok)
+        if len(rates) < 3:
+            return []
+        mid = rates[len(rates) // 2] if len(rates) % 2 else (rates[len(rates) // 2 - 1] + rates[len(rates) // 2]) / 2
+        return [r for r in self.ok if mid > 0 and not mid / OUTLIER_FACTOR <= r.steps_per_s <= mid * OUTLIER_FACTOR]
+
+
+def group_runs(runs: Sequence[Run]) -> list[Group]:
+    """Groups in the order of their first run, labelled by the config keys (but seed) that differ between groups."""
+    by: dict[str, list[Run]] = {}
+    for r in runs:
+        by.setdefault(r.group_key, []).append(r)
+    keys = [k for k in varying_keys(runs) if k != "seed"]
+    groups = []
+    for members in by.values():
+        c = members[0].config
+        groups.append(Group(" ".join(f"{k}={c.get(k)}" for k in keys) or "all runs", members))
+    return groups
 
 
 def job_order(path: Path) -> tuple:
@@ -136,40 +186,71 @@ def pick_baseline(runs: Sequence[Run], selector: dict[str, str]) -> Run:
     raise SystemExit(f"report: no run matches --baseline {selector}; labels: {[r.label for r in runs]}")
 
 
-def plot_throughput(runs: Sequence[Run], base: Run, out: Path) -> Path:
-    fig, ax = plt.subplots(figsize=(max(5, 0.8 * len(runs) + 2), 4))
-    norm = [r.steps_per_s / base.steps_per_s if base.steps_per_s else 0.0 for r in runs]
-    bars = ax.bar(range(len(runs)), norm, color=["tab:gray" if r is base else "tab:blue" for r in runs])
-    ax.bar_label(bars, labels=[f"{v:.2f}x" for v in norm], fontsize=8)
-    ax.axhline(1.0, color="k", lw=0.8, ls="--")
-    ax.set_xticks(range(len(runs)), [r.label for r in runs], rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel(f"env steps/s / baseline ({base.steps_per_s:,.0f})")
-    ax.set_title("Throughput normalised to the baseline (grey)")
+def plot_throughput(groups: Sequence[Group], base: Group, out: Path) -> Path:
+    """Mean env steps/s per group (bar, ± std), each run a dot (outliers red), the ratio to the baseline group."""
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(groups) + 2), 4.5))
+    base_mean = base.stat(lambda r: r.steps_per_s)[0] or 0.0
+    means, stds, ns = zip(*(g.stat(lambda r: r.steps_per_s) for g in groups), strict=True)
+    heights = [m or 0.0 for m in means]
+    bars = ax.bar(range(len(groups)), heights, yerr=[s or 0.0 for s in stds], capsize=4,
+                  color=["tab:gray" if g is base else "tab:blue" for g in groups])
+    ax.bar_label(bars, labels=[f"{h / base_mean:.2f}x, n={n}" if base_mean else f"n={n}"
+                               for h, n in zip(heights, ns, strict=True)], fontsize=8, padding=2)
+    for i, g in enumerate(groups):
+        bad = {id(r) for r in g.outliers()}
+        for r in g.ok:
+            ax.plot(i, r.steps_per_s, "x" if id(r) in bad else ".", color="tab:red" if id(r) in bad else "k", ms=6)
+    ax.set_xticks(range(len(groups)), [g.label for g in groups], rotation=30, ha="right", fontsize=8)
+    ax.set_xlabel("group (runs that differ only in seed)")
+    ax.set_ylabel("env steps/s (mean ± std over seeds)")
+    ax.set_title(f"Throughput, ratio to the baseline group (grey: {base_mean:,.0f} env steps/s)\n"
+                 "dots: runs; red x: outlier (under half or over twice its group's median)", fontsize=9)
     return save(fig, out / "throughput.png")
 
 
-def plot_rewards(runs: Sequence[Run], out: Path) -> Path:
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for r in runs:
-        pts = [(h["wall_s"], h["reward/mean"]) for h in r.summary.get("history", [])
-               if h.get("reward/mean") is not None]
-        if pts:
-            ax.plot(*zip(*pts, strict=True), label=r.label, lw=1.2)
-    ax.set_xlabel("wall time (s)")
-    ax.set_ylabel("mean episode reward")
-    ax.set_title("Reward against wall time")
+def plot_rewards(groups: Sequence[Group], out: Path) -> Path:
+    """Mean episode return against env steps per group, ± std over its runs (rows aligned by iteration)."""
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for g in groups:
+        curves = [[(h["frames"], h["reward/mean"]) for h in r.summary.get("history", [])
+                   if h.get("reward/mean") is not None and "frames" in h] for r in g.ok]
+        curves = [c for c in curves if c]
+        if not curves:
+            continue
+        n = min(len(c) for c in curves)
+        xs = [sum(c[i][0] for c in curves) / len(curves) for i in range(n)]
+        ys = [[c[i][1] for c in curves] for i in range(n)]
+        mean = [sum(v) / len(v) for v in ys]
+        std = [(sum((x - m) ** 2 for x in v) / (len(v) - 1)) ** 0.5 if len(v) > 1 else 0.0
+               for v, m in zip(ys, mean, strict=True)]
+        (line,) = ax.plot(xs, mean, lw=1.2, label=f"{g.label} (n={len(curves)})")
+        ax.fill_between(xs, [m - s for m, s in zip(mean, std, strict=True)],
+                        [m + s for m, s in zip(mean, std, strict=True)], color=line.get_color(), alpha=0.2)
+    ax.set_xlabel("env steps (frames)")
+    ax.set_ylabel("mean episode return")
+    ax.set_title("Return against env steps (mean ± std over seeds)")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7)
     return save(fig, out / "reward.png")
 
 
-def plot_memory(runs: Sequence[Run], out: Path) -> Path:
-    fig, ax = plt.subplots(figsize=(max(5, 0.8 * len(runs) + 2), 4))
-    ax.bar(range(len(runs)), [r.peak_mem_mb for r in runs], color="tab:orange")
-    ax.set_xticks(range(len(runs)), [r.label for r in runs], rotation=30, ha="right", fontsize=8)
-    gpu = any(on_device(r.metrics) for r in runs)
-    ax.set_ylabel("peak GPU memory per GMI (MB)" if gpu else "process memory per GMI (MB)")
-    ax.set_title("Peak memory")
+def plot_memory(groups: Sequence[Group], out: Path) -> Path:
+    """Per group: the GMIs' peak RSS and the memory the workload added (or NVML's device memory), mean ± std."""
+    fig, ax = plt.subplots(figsize=(max(5, 0.9 * len(groups) + 2), 4))
+    gpu = any(on_device(r.metrics) for g in groups for r in g.runs)
+    series = [("peak RSS of a GMI process", lambda r: r.metrics.get("mem/peak_rss_mb"), "tab:orange"),
+              ("GPU memory per GMI (NVML peak)" if gpu else "memory the workload added (RSS growth)",
+               lambda r: r.peak_mem_mb, "tab:green")]
+    width = 0.4
+    for j, (name, value, color) in enumerate(series):
+        stats = [g.stat(value) for g in groups]
+        ax.bar([i + (j - 0.5) * width for i in range(len(groups))], [m or 0.0 for m, _, _ in stats], width,
+               yerr=[s or 0.0 for _, s, _ in stats], capsize=3, color=color, label=name)
+    ax.set_xticks(range(len(groups)), [g.label for g in groups], rotation=30, ha="right", fontsize=8)
+    ax.set_xlabel("group (runs that differ only in seed)")
+    ax.set_ylabel("memory (MB, mean ± std over seeds)")
+    ax.set_title("Memory")
+    ax.legend(fontsize=7)
     return save(fig, out / "memory.png")
 
 
@@ -180,11 +261,40 @@ def save(fig: plt.Figure, path: Path) -> Path:
     return path
 
 
-def rows(runs: Sequence[Run], base: Run) -> list[dict[str, Any]]:
+def rows(runs: Sequence[Run], base: Run, groups: Sequence[Group] = ()) -> list[dict[str, Any]]:
+    """One row per run (runs.csv): its own figures, its group and whether it is an outlier there."""
+    where = {id(r): g for g in groups for r in g.runs}
+    flagged = {id(r) for g in groups for r in g.outliers()}
     return [{"label": r.label, "status": r.summary.get("status"), "env_steps_per_s": round(r.steps_per_s, 1),
              "vs_baseline": round(r.steps_per_s / base.steps_per_s, 3) if base.steps_per_s else None,
-             "reward_mean": r.metrics.get("reward/mean"), "peak_mem_mb": round(r.peak_mem_mb, 1),
-             "wall_s": round(float(r.summary.get("wall_s", 0.0)), 2), "run_dir": str(r.path)} for r in runs]
+             "reward_mean": r.metrics.get("reward/mean"), "peak_rss_mb": r.metrics.get("mem/peak_rss_mb"),
+             "workload_mb": r.metrics.get("mem/workload_mb"), "peak_mem_mb": round(r.peak_mem_mb, 1),
+             "wall_s": round(float(r.summary.get("wall_s", 0.0)), 2),
+             "group": where[id(r)].label if id(r) in where else "", "outlier": id(r) in flagged,
+             "run_dir": str(r.path)} for r in runs]
+
+
+GROUP_FIGURES = (("env_steps_per_s", lambda r: r.steps_per_s), ("reward_mean", lambda r: r.metrics.get("reward/mean")),
+                 ("peak_rss_mb", lambda r: r.metrics.get("mem/peak_rss_mb")),
+                 ("workload_mb", lambda r: r.metrics.get("mem/workload_mb")),
+                 ("wall_s", lambda r: r.summary.get("wall_s")))
+
+
+def group_rows(groups: Sequence[Group], base: Group) -> list[dict[str, Any]]:
+    """One row per group (groups.csv): count, and mean and std of each figure over its ok runs."""
+    base_mean = base.stat(lambda r: r.steps_per_s)[0]
+    out = []
+    for g in groups:
+        row: dict[str, Any] = {"label": g.label, "runs": len(g.runs), "ok": len(g.ok),
+                               "seeds": " ".join(str(r.config.get("seed")) for r in g.runs)}
+        for name, value in GROUP_FIGURES:
+            mean, std, _ = g.stat(value)
+            row[f"{name}_mean"], row[f"{name}_std"] = mean, std
+        row["vs_baseline"] = round(row["env_steps_per_s_mean"] / base_mean, 3) \
+            if base_mean and row["env_steps_per_s_mean"] is not None else None
+        row["outliers"] = " ".join(str(r.path) for r in g.outliers())
+        out.append(row)
+    return out
 
 
 def write_csv(table: list[dict[str, Any]], path: Path) -> None:
@@ -194,10 +304,29 @@ def write_csv(table: list[dict[str, Any]], path: Path) -> None:
         writer.writerows(table)
 
 
-def markdown(table: list[dict[str, Any]], root: Path, base: Run, images: Sequence[Path], note: str) -> str:
-    cols = ["label", "status", "env_steps_per_s", "vs_baseline", "reward_mean", "peak_mem_mb", "wall_s"]
-    lines = [f"# gmiexp report: {root}", "", f"{len(table)} runs; baseline: `{base.label}`.", "",
-             "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+def pm(mean: Any, std: Any) -> str:
+    return "" if mean is None else f"{fmt(float(mean))} ± {fmt(float(std or 0.0))}"
+
+
+def markdown(table: list[dict[str, Any]], root: Path, base: Run, images: Sequence[Path], note: str,
+             groups: Sequence[dict[str, Any]] = ()) -> str:
+    lines = [f"# gmiexp report: {root}", "",
+             f"{len(table)} runs in {len(groups)} groups (runs that differ only in `seed`); "
+             f"baseline: `{base.label}`. Figures: mean ± std over a group's ok runs; n = their count.", ""]
+    if groups:
+        gcols = ["group", "n", "env steps/s", "vs baseline", "reward (mean return)", "peak RSS (MB)",
+                 "workload memory (MB)", "wall (s)", "outliers"]
+        lines += ["| " + " | ".join(gcols) + " |", "|" + "---|" * len(gcols)]
+        for g in groups:
+            lines.append("| " + " | ".join([
+                g["label"], f"{g['ok']}/{g['runs']}", pm(g["env_steps_per_s_mean"], g["env_steps_per_s_std"]),
+                fmt(g["vs_baseline"]), pm(g["reward_mean_mean"], g["reward_mean_std"]),
+                pm(g["peak_rss_mb_mean"], g["peak_rss_mb_std"]), pm(g["workload_mb_mean"], g["workload_mb_std"]),
+                pm(g["wall_s_mean"], g["wall_s_std"]), g["outliers"]]) + " |")
+        lines += ["", "## Runs", ""]
+    cols = ["label", "status", "env_steps_per_s", "vs_baseline", "reward_mean", "peak_rss_mb", "workload_mb",
+            "wall_s", "outlier"]
+    lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(fmt(row[c]) for c in cols) + " |" for row in table]
     lines += ["", *[f"![{p.stem}]({p.name})" for p in images], "", f"W&B: {note}", ""]
     return "\n".join(lines)
@@ -274,15 +403,20 @@ def build(root: Path, out: Path, selector: dict[str, str], project: str = "gmiex
                          else f"report: no summary.json below {root}")
     out.mkdir(parents=True, exist_ok=True)
     base = pick_baseline(runs, selector)
-    images = [plot_throughput(runs, base, out), plot_rewards(runs, out), plot_memory(runs, out)]
-    table = rows(runs, base)
+    groups = group_runs(runs)
+    base_group = next(g for g in groups if base in g.runs)
+    images = [plot_throughput(groups, base_group, out), plot_rewards(groups, out), plot_memory(groups, out)]
+    table = rows(runs, base, groups)
+    gtable = group_rows(groups, base_group)
     write_csv(table, out / "runs.csv")
+    write_csv(gtable, out / "groups.csv")
     note = "skipped (--no-wandb)"
     if use_wandb:
         note = wandb_report(runs, project, entity, f"gmiexp: {wandb_group or root.name}", wandb_group)
     path = out / "report.md"
-    path.write_text("\n".join(filter(None, [markdown(table, root, base, images, note), pack_table.markdown(root)])))
-    print(f"report: {len(runs)} runs -> {path}\nW&B: {note}")
+    text = [markdown(table, root, base, images, note, gtable), pack_table.markdown(root)]
+    path.write_text("\n".join(filter(None, text)))
+    print(f"report: {len(runs)} runs in {len(groups)} groups -> {path}\nW&B: {note}")
     return path
 
 

@@ -16,6 +16,7 @@ from gmiexp.rl.experience import links
 from gmiexp.rl.experience.env import as_tensor, make_env, on_device
 from gmiexp.rl.experience.meter import Meter
 from gmiexp.rl.rlgames.policy import EpisodeStats, Policy
+from gmiexp.signals import stop_requested
 
 if TYPE_CHECKING:
     from gmiexp.rl.experience.role import ExperienceRole
@@ -53,10 +54,12 @@ def serve(role: ExperienceRole, owned: list[Any]) -> dict[str, Any]:
     stats, meter = EpisodeStats(n), Meter(role)
     obs = on_device(env.reset(), role.device)  # the simulator's dtype: frames stay uint8 on the channels
     version = board.read(role.model, scratch) if board.wait(1, role.timeout, role.heartbeat) else 0
-    rows, start = 0, 0
+    rows, start, sent = 0, 0, 0
     sim_s = inf_s = wait_s = 0.0
     lag_max = 0
     for it in range(1, plan.max_iterations + 1):
+        if stop_requested():  # Ctrl-C/SIGTERM: no more rollouts; the trainers drain, then checkpoint
+            break
         t0 = time.perf_counter()
         want = it if role.sync else 1  # sync: the update of the previous rollout must be in
         if board.wait(want, role.timeout, role.heartbeat) > version:
@@ -92,14 +95,16 @@ def serve(role: ExperienceRole, owned: list[Any]) -> dict[str, Any]:
         for b in buf.values():  # the bootstrap record opens the next rollout
             b[0].copy_(b[horizon - 1])
         wait_s += time.perf_counter() - t0
+        sent += 1
         new = (horizon - start) * n
         start = 1
-        meter.row(it, new, new, **{"reward/mean": stats.mean(), "async/policy_version": version,
-                                  "async/lag": board.version - version})
+        meter.row(it, new, new, **{"reward/mean": stats.mean(), "episode/length": stats.mean_length(),
+                                  "async/policy_version": version, "async/lag": board.version - version,
+                                  "time/sim_s": sim_s, "time/inference_s": inf_s, "time/comm_s": wait_s})
     t0 = time.perf_counter()
     dispenser.close()
     wait_s += time.perf_counter() - t0
     return {"wall_s": meter.wall_s, "frames_local": meter.frames, "predictions": policy.predictions,
-            "rows_sent": rows, "rollouts_sent": plan.max_iterations, "reward/mean": stats.mean(),
+            "rows_sent": rows, "rollouts_sent": sent, "reward/mean": stats.mean(),
             "async/max_lag_seen": lag_max, "dropped_rows": sum(r.channels.dropped_rows for r in routes),
             "time/sim_s": sim_s, "time/inference_s": inf_s, "time/comm_s": wait_s}

@@ -24,7 +24,7 @@ class Meter:
         self.last = now
         self.frames += local_frames
         self.predictions += predictions
-        row = {"iteration": iteration, "wall_s": now - self.t0, "frames": self.frames,
+        row = {"iteration": iteration, "time": time.time(), "wall_s": now - self.t0, "frames": self.frames,
                "local_frames": local_frames, "perf/env_steps_per_s": local_frames / dt,
                "predictions": predictions, "async/predictions_per_s": predictions / dt, **extra}
         self.role.ctx.status.history(row)

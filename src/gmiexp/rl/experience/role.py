@@ -29,6 +29,8 @@ from gmiexp.shm.cleanup import cleanup_run
 class ExperienceRole(Role):
     """Agent on serving GMIs, trainer on trainer GMIs; ``sync`` makes agents wait for each update."""
 
+    stops_gracefully = True  # agents stop sending rollouts; the trainers drain them, then checkpoint
+
     sync = False
     train_cfg: TrainConfig
     acfg: AsyncConfig

@@ -20,6 +20,7 @@ from gmiexp.rl.rlgames import checkpoint
 from gmiexp.rl.rlgames.policy import EpisodeStats, Policy, Spaces, build_model, probe_spaces
 from gmiexp.role import Role
 from gmiexp.shm.cleanup import cleanup_run
+from gmiexp.signals import stop_requested
 
 
 def serving_model(role: Role, spaces: Spaces) -> torch.nn.Module:
@@ -33,6 +34,8 @@ def serving_model(role: Role, spaces: Spaces) -> torch.nn.Module:
 class ServeRole(Role):
     """TCG: step the simulator, predict actions in the same GMI; no data crosses a GMI boundary."""
 
+    stops_gracefully = True
+
     def run(self) -> dict[str, Any]:
         plan, gmi = self.plan, self.ctx.gmi
         env = make_env(self)
@@ -42,6 +45,8 @@ class ServeRole(Role):
         sim_s = inf_s = 0.0
         obs = on_device(env.reset(), self.device)
         for it in range(1, plan.max_iterations + 1):
+            if stop_requested():  # Ctrl-C/SIGTERM: stop after the iteration
+                break
             for _ in range(plan.train.horizon_length):
                 t0 = time.perf_counter()
                 out = policy.act(obs)
@@ -53,7 +58,8 @@ class ServeRole(Role):
                 stats.update(as_tensor(rew), as_tensor(done))
                 policy.reset_done(as_tensor(done))
             n = plan.train.horizon_length * gmi.num_envs
-            meter.row(it, n, n, **{"reward/mean": stats.mean()})
+            meter.row(it, n, n, **{"reward/mean": stats.mean(), "episode/length": stats.mean_length(),
+                                   "time/sim_s": sim_s, "time/inference_s": inf_s})
         return {"wall_s": meter.wall_s, "frames_local": meter.frames, "predictions": policy.predictions,
                 "reward/mean": stats.mean(), "time/sim_s": sim_s, "time/inference_s": inf_s}
 

@@ -261,7 +261,9 @@ class TrainLoop:
                 extra = {"replay/batches": rb, "replay/rows": rr} if self.replay is not None else {}
                 meter.row(updates, 0, 0, train_samples=n, **{
                     "async/train_samples_per_s": n / max(now - last, 1e-9), "async/lag": lag,
-                    "async/policy_version": self.board.version, "loss/total": loss, **extra})
+                    "async/policy_version": self.board.version, "loss/total": loss,
+                    "train/kl": float(self.update.last_kl), "train/lr": float(self.update.lr),
+                    "time/train_s": self.update.train_s, "time/comm_s": self.update.comm_s, **extra})
                 last = now
             if all_done:
                 break

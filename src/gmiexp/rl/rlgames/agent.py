@@ -28,10 +28,12 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
-from rl_games.algos_torch import a2c_continuous, a2c_discrete
+from rl_games.algos_torch import a2c_continuous, a2c_discrete, torch_ext
 from rl_games.common.a2c_common import print_statistics
+from rl_games.common.diagnostics import DefaultDiagnostics, PpoDiagnostics
 from torch import nn
 
+from gmiexp import signals
 from gmiexp.rl.rlgames.central_value import GMICentralValue, central_value_args
 from gmiexp.rl.rlgames.checkpoint import checksummed, host, model_digest
 from gmiexp.rl.rlgames.lazy import fused_adam_supported, lazy_scalar_guard
@@ -45,6 +47,43 @@ from gmiexp.rl.rlgames.sync import (
     start_counts,
 )
 from gmiexp.role import GMIContext
+
+
+class ClipFraction(DefaultDiagnostics):
+    """rl-games' diagnostics hook, kept for the epoch's PPO clip fraction (``train/clip_frac``) on every GMI.
+
+    rl-games computes it only in its ``PpoDiagnostics`` (``use_diagnostics``, rank 0, TensorBoard only); this one
+    runs its formula per minibatch and hands the epoch's mean to the agent. With ``use_diagnostics`` on, rl-games'
+    own diagnostics still run beside it.
+    """
+
+    def __init__(self, inner: DefaultDiagnostics) -> None:
+        super().__init__()
+        self.inner, self.fracs = inner, []
+
+    def send_info(self, writter: Any) -> None:  # (sic) rl-games' argument name
+        self.inner.send_info(writter)
+
+    def epoch(self, agent: Any, current_epoch: int) -> None:
+        self.inner.epoch(agent, current_epoch)
+
+    def mini_epoch(self, agent: Any, miniepoch: int) -> None:
+        self.inner.mini_epoch(agent, miniepoch)
+
+    def mini_batch(self, agent: Any, batch: dict[str, Any], e_clip: float, minibatch: int) -> None:
+        self.inner.mini_batch(agent, batch, e_clip, minibatch)
+        with torch.no_grad():
+            self.fracs.append(float(torch_ext.policy_clip_fraction(
+                batch["new_neglogp"].detach(), batch["old_neglogp"].detach(), e_clip, batch["masks"])))
+
+    def take(self) -> float | None:
+        out = sum(self.fracs) / len(self.fracs) if self.fracs else None
+        self.fracs = []
+        return out
+
+
+def _mean(values: list[Any]) -> float | None:
+    return float(torch_ext.mean_list(values).item()) if values else None
 
 
 class GMISyncMixin:
@@ -72,6 +111,15 @@ class GMISyncMixin:
             cv.optimizer = torch.optim.Adam(cv.model.parameters(), float(cv.lr), eps=1e-08,
                                             weight_decay=cv.weight_decay)
         self._take_over_distributed()
+        self.diagnostics = ClipFraction(self.diagnostics if isinstance(self.diagnostics, PpoDiagnostics)
+                                        else DefaultDiagnostics())
+        self._grad_norms: list[float] = []
+        self._filmer = None
+        plan = ctx.plan
+        if plan.video and ctx.mgr.rank == 0 and hasattr(self, "actions_low"):  # capture_video=True (continuous)
+            from gmiexp.eval.training_video import EpochFilmer
+
+            self._filmer = EpochFilmer(plan)
         self.timings: dict[str, float] = {"sim_s": 0.0, "inference_s": 0.0, "train_s": 0.0, "comm_s": 0.0}
         self.last_epoch: dict[str, float] = {}
         self._stats_counts: dict[int, float] = {}
@@ -111,9 +159,9 @@ class GMISyncMixin:
     def trancate_gradients_and_step(self) -> None:  # (sic) rl-games' method name
         if self.gmi_sync:
             reduce_gradients(self.model.parameters(), self.gmi_ctx.reduction)
-        if self.truncate_grads:
-            self.scaler.unscale_(self.optimizer)
-            nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_norm)
+        self.scaler.unscale_(self.optimizer)  # the norm is measured (train/grad_norm) whether clipped or not
+        limit = self.grad_norm if self.truncate_grads else float("inf")
+        self._grad_norms.append(float(nn.utils.clip_grad_norm_(self.model.parameters(), limit)))
         self.scaler.step(self.optimizer)
         self.scaler.update()
 
@@ -133,6 +181,10 @@ class GMISyncMixin:
             if self.has_central_value:
                 self._cv_stats_counts = start_counts(self.central_value_net.model)
         result = super().train_epoch()  # type: ignore[misc]
+        if signals.stop_requested() and self.global_rank == 0:
+            # Ctrl-C/SIGTERM: end after this epoch. rl-games then saves its last checkpoint and GMI 0 broadcasts
+            # the stop to every GMI (its own should_exit), so all GMIs leave the loop at the same epoch.
+            self.max_epochs = int(self.epoch_num)
         t0 = time.perf_counter()
         if self.gmi_sync:
             merge_running_stats(self.model, gloo_sum(), self.world_size, self._stats_counts)
@@ -143,7 +195,9 @@ class GMISyncMixin:
         if self.config.get("check_sync"):
             self.last_epoch["digest"] = self._check_sync()
         if isinstance(self.algo_observer, GMIObserver):  # it reads nothing back: the agent hands it the epoch
-            self.algo_observer.epoch_done(self._epoch_report())
+            self.algo_observer.epoch_done(self._epoch_report(result))
+        if self._filmer is not None:
+            self._filmer.after_epoch(int(self.epoch_num), self)
         return result
 
     # ---- rl-games' training loop ------------------------------------------
@@ -238,11 +292,25 @@ class GMISyncMixin:
         for suffix, x in (("step", frame), ("iter", epoch_num), ("time", total_time)):
             self.writer.add_scalar(f"episode_lengths/{suffix}", lengths, x)
 
-    def _epoch_report(self) -> EpochReport:
+    def _epoch_report(self, result: tuple) -> EpochReport:
         rewards = self.game_rewards
         return EpochReport(epoch=int(self.epoch_num), frame=int(self.frame), curr_frames=int(self.curr_frames),
                            world_size=int(self.world_size), timings=dict(self.last_epoch),
-                           reward=float(rewards.get_mean()[0]) if rewards.current_size else None)
+                           reward=float(rewards.get_mean()[0]) if rewards.current_size else None,
+                           totals=dict(self.timings), learning=self._learning(result))
+
+    def _learning(self, result: tuple) -> dict[str, float]:
+        """The epoch's figures rl-games writes to its TensorBoard (losses/*, info/*), under gmiexp's names."""
+        a_losses, c_losses = result[4], result[5]
+        b_losses = result[6] if len(result) == 11 else []  # continuous agents also return the bounds loss
+        entropies, kls, last_lr, lr_mul = result[-4:]
+        norms, self._grad_norms = self._grad_norms, []
+        out = {"loss/actor": _mean(a_losses), "loss/critic": _mean(c_losses), "loss/entropy": _mean(entropies),
+               "loss/bounds": _mean(b_losses), "train/kl": _mean(kls), "train/lr": float(last_lr) * float(lr_mul),
+               "train/clip_frac": self.diagnostics.take(),
+               "train/grad_norm": sum(norms) / len(norms) if norms else None,
+               "episode/length": float(self.game_lengths.get_mean()) if self.game_lengths.current_size else None}
+        return {k: v for k, v in out.items() if v is not None}
 
     def _check_sync(self) -> str:
         """Raise if any GMI's weights or normalisers differ from the others' (bit for bit)."""

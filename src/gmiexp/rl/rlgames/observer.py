@@ -25,6 +25,8 @@ class EpochReport:
     world_size: int  # GMIs stepping the same environments
     timings: dict[str, Any] = field(default_factory=dict)  # the agent's per-epoch times (``*_s``), frames, digest
     reward: float | None = None  # mean episode reward so far (None before the first episode ends)
+    totals: dict[str, float] = field(default_factory=dict)  # the agent's running time totals (``*_s``)
+    learning: dict[str, float] = field(default_factory=dict)  # ``loss/*``, ``train/*``, ``episode/length``
 
 
 class GMIObserver(AlgoObserver):
@@ -38,6 +40,7 @@ class GMIObserver(AlgoObserver):
         self.frames = 0
         self.epochs = 0
         self.last_reward: float | None = None
+        self.frames0 = 0
 
     def after_init(self, algo: Any) -> None:
         self.t_start = time.perf_counter()
@@ -52,21 +55,25 @@ class GMIObserver(AlgoObserver):
     def epoch_done(self, r: EpochReport) -> None:
         """Called by the agent after each epoch on every GMI (rl-games only reports rank 0)."""
         if self.epochs == 0:
-            self.frames = r.frame  # non-zero after resuming from a checkpoint
+            self.frames = self.frames0 = r.frame  # non-zero after resuming from a checkpoint
         self.epochs += 1
         self.frames += r.curr_frames * r.world_size  # global: every GMI steps the same envs
         self.last_reward = r.reward
         ep = r.timings
+        # this GMI's file, this GMI's figures: its frames and rate; times are running totals (result.json's)
         row = {
             "iteration": r.epoch,
+            "time": time.time(),
             "wall_s": time.perf_counter() - self.t_start,
             "frames": self.frames,
+            "frames0": self.frames0,
             "local_frames": int(ep.get("frames", 0)),
             "reward/mean": r.reward,
-            "perf/env_steps_per_s": ep["frames"] * r.world_size / ep["total_s"] if ep.get("total_s") else 0.0,
-            **{f"time/{k}": v for k, v in ep.items() if k.endswith("_s")},
+            "perf/env_steps_per_s": ep["frames"] / ep["total_s"] if ep.get("total_s") else 0.0,
+            **{f"time/{k}": v for k, v in r.totals.items()},
+            **r.learning,
             **({"sync/digest": ep["digest"]} if "digest" in ep else {}),
         }
         self.status.beat(force=True, iteration=row["iteration"], frames=self.frames,
-                         steps_per_s=row["perf/env_steps_per_s"], reward=row["reward/mean"])
+                         steps_per_s=row["perf/env_steps_per_s"] * r.world_size, reward=row["reward/mean"])
         self.status.history(row)

@@ -167,16 +167,26 @@ class EpisodeStats:
 
     def __init__(self, num_envs: int, window: int = 100) -> None:
         self.ret = torch.zeros(num_envs)
+        self.steps = torch.zeros(num_envs)
         self.done: list[float] = []
+        self.lengths: list[float] = []
         self.window = window
 
     def update(self, rewards: torch.Tensor, dones: torch.Tensor) -> None:
         self.ret += rewards.detach().float().cpu().reshape(-1)
+        self.steps += 1
         d = dones.detach().cpu().reshape(-1).bool()
         if d.any():
             self.done.extend(self.ret[d].tolist())
             self.done = self.done[-self.window:]
+            self.lengths.extend(self.steps[d].tolist())
+            self.lengths = self.lengths[-self.window:]
             self.ret[d] = 0.0
+            self.steps[d] = 0.0
+
+    def mean_length(self) -> float | None:
+        """Mean length (steps) of the last finished episodes (``episode/length``)."""
+        return sum(self.lengths) / len(self.lengths) if self.lengths else None
 
     def mean(self) -> float | None:
         return sum(self.done) / len(self.done) if self.done else None

@@ -34,6 +34,8 @@ def register_env(task: TaskConfig, sim_threads: int, device: str, holder: dict[s
 class PPORole(Role):
     """Holistic training GMI: simulator + agent + trainer, gradients reduced across GMIs."""
 
+    stops_gracefully = True  # GMI 0's agent ends rl-games' loop after the epoch (and rl-games checkpoints)
+
     def run(self) -> dict[str, Any]:
         plan, gmi = self.plan, self.ctx.gmi
         device = str(self.device)
