@@ -76,8 +76,8 @@ class Filmer:
             import gymnasium as gym
             import imageio_ffmpeg  # noqa: F401 - the encoder must be there before anything is filmed
 
-            takes = _constructor_takes(env_id)
-            size = {k: v for k, v in (("width", width), ("height", height)) if k in takes}
+            takes = _constructor_takes(env_id)  # MuJoCo environments take the frame size (some through **kwargs)
+            size = {k: v for k, v in (("width", width), ("height", height)) if mujoco or k in takes}
             self.env = gym.make(env_id, render_mode="rgb_array", max_episode_steps=max_steps, **size, **kwargs)
         except ImportError as e:
             raise _refuse(task, f"{e.name} is not installed (pip install mujoco imageio imageio-ffmpeg)") from e
