@@ -66,6 +66,18 @@ def test_multinode_smallest(tmp_path):
 
 
 @pytest.mark.slow
+def test_pong_bench_smallest(tmp_path):
+    """Pong, 2 GMIs against vanilla rl-games: one tiny pair (a smoke test of the script, not a measurement)."""
+    tiny = ["train.horizon_length=8", "train.minibatch_size=16", "train.mini_epochs=1", "task.max_episode_length=10",
+            "task.mlp_units=[16]", "task.cnn.convs=[{filters:4,kernel_size:8,strides:4,padding:0}]"]
+    run(PY, str(EXP / "workloads" / "pong_bench.py"), f"results_dir={tmp_path}", "total_envs=4", "iterations=2",
+        "pairs=1", "overrides=[" + ",".join(f'"{o}"' for o in tiny) + "]")
+    text = (tmp_path / "pong_bench.md").read_text()
+    assert "median env steps/s ratio (gmiexp 2 GMIs / rl_games)" in text and "reward at equal wall time" in text
+    assert len((tmp_path / "pong_bench.csv").read_text().splitlines()) == 1 + 1  # header, one pair
+
+
+@pytest.mark.slow
 def test_packing_smallest(tmp_path):
     run(PY, str(EXP / "packing" / "run.py"), "packings=[2]", "repeats=1", "seeds=[1,2]", f"results_dir={tmp_path}",
         'sweep=["task=Cartpole","num_gpus=1","gmis_per_gpu=1","num_envs=32","max_iterations=2","launch.progress=false"]')
@@ -183,7 +195,8 @@ def test_rl_games_baseline_trains_on_the_device_a_gmi_would_use(monkeypatch):
 SCRIPT_CONFIGS = [("reduction", "config"), ("channels", "config"), ("baseline_rlgames", "compare"),
                   ("baseline_rlgames", "run_file"), ("table8_channels", "run"), ("packing", "config"),
                   ("packing", "paper"), ("search_vs_grid", "config"), ("simulators", "config"),
-                  ("vectorization_fusion", "config"), ("multinode", "bench"), ("rlgames_configs", "config")]
+                  ("vectorization_fusion", "config"), ("multinode", "bench"), ("rlgames_configs", "config"),
+                  ("workloads", "pong_bench")]
 
 
 @pytest.mark.parametrize(("study", "name"), SCRIPT_CONFIGS)

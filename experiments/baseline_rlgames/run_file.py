@@ -3,8 +3,10 @@
 The peer ``python -m gmiexp train=rlgames train.file=<file>`` is compared with: the file is
 loaded as is and run by rl-games' stock Runner, its own ``envpool`` vec-env and stock agent.
 Only the run's size is changed, and what a CPU host needs: ``num_actors``, ``max_epochs``,
-``minibatch_size`` when given, ``device: cpu`` without CUDA, and ``torch_compile: False`` unless
-the file sets it (rl-games 1.6.5 compiles by default; gmiexp does not). Prints the same
+``minibatch_size`` and ``horizon_length`` when given, ``env_config`` entries when given (e.g.
+``env_config.max_episode_steps=16``: episodes short enough to end in a small run), ``torch_threads`` when
+given, ``device: cpu`` without CUDA, and ``torch_compile: False`` unless the file sets it (rl-games 1.6.5
+compiles by default; gmiexp does not). Prints the same
 one-line summary as ``python -m gmiexp`` and writes summary.json with the per-epoch history into
 its run directory (``hydra.run.dir``, as gmiexp's). Settings: run_file.yaml here.
 
@@ -26,7 +28,7 @@ import hydra
 import torch
 import yaml
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from rl_games.torch_runner import Runner
 from run_baseline import RateObserver  # the one per-epoch observer of these baselines (a sibling script)
 
@@ -35,10 +37,17 @@ from gmiexp.launch.summary import one_line, steady_rate
 
 
 def file_params(spec: str, num_actors: int | None, max_epochs: int | None, minibatch_size: int | None,
-                train_dir: Path) -> dict[str, Any]:
+                train_dir: Path, horizon_length: int | None = None, env_config: dict[str, Any] | None = None,
+                torch_threads: int | None = None) -> dict[str, Any]:
     """The file's ``params``, with only the run's size and the host's needs changed."""
     params = deepcopy(yaml.safe_load(locate(spec).read_text())["params"])
     cfg = params["config"]
+    if horizon_length is not None:
+        cfg["horizon_length"] = horizon_length
+    if env_config:
+        cfg.setdefault("env_config", {}).update(env_config)
+    if torch_threads is not None:
+        params["torch_threads"] = torch_threads
     if num_actors is not None:
         cfg["num_actors"] = num_actors
     if max_epochs is not None:
@@ -54,8 +63,10 @@ def file_params(spec: str, num_actors: int | None, max_epochs: int | None, minib
 
 
 def run(run_dir: Path, spec: str, num_actors: int | None = None, max_epochs: int | None = None,
-        minibatch_size: int | None = None) -> dict[str, Any]:
-    params = file_params(spec, num_actors, max_epochs, minibatch_size, run_dir / "rl_games")
+        minibatch_size: int | None = None, horizon_length: int | None = None,
+        env_config: dict[str, Any] | None = None, torch_threads: int | None = None) -> dict[str, Any]:
+    params = file_params(spec, num_actors, max_epochs, minibatch_size, run_dir / "rl_games", horizon_length,
+                         env_config, torch_threads)
     obs = RateObserver()
     runner = Runner(algo_observer=obs)
     t0 = time.perf_counter()
@@ -80,7 +91,8 @@ def run(run_dir: Path, spec: str, num_actors: int | None = None, max_epochs: int
 
 @hydra.main(config_path=".", config_name="run_file", version_base=None)
 def main(cfg: DictConfig) -> None:
-    run(Path(HydraConfig.get().runtime.output_dir), cfg.file, cfg.num_actors, cfg.max_epochs, cfg.minibatch_size)
+    run(Path(HydraConfig.get().runtime.output_dir), cfg.file, cfg.num_actors, cfg.max_epochs, cfg.minibatch_size,
+        cfg.horizon_length, OmegaConf.to_container(cfg.env_config), cfg.torch_threads)
 
 
 if __name__ == "__main__":

@@ -117,3 +117,19 @@ def test_atari_options_reach_envpool() -> None:
 def test_bad_tasks_are_refused_naming_the_valid_ones(t: TaskConfig, message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)").replace("{", r"\{")):
         check_task(t)
+
+
+def test_multi_discrete_actions_reach_rl_games_as_a_tuple_and_the_simulator_as_indices() -> None:
+    import gymnasium as gym
+    import numpy as np
+
+    from gmiexp.envs.convert import actions_to_numpy, policy_action_space
+    from gmiexp.envs.spaces import TaskSpaces
+
+    space = gym.spaces.MultiDiscrete([3, 5])
+    shown = policy_action_space(space)
+    assert isinstance(shown, gym.spaces.Tuple) and [s.n for s in shown.spaces] == [3, 5]  # rl-games' multi_discrete
+    sp = TaskSpaces.of(gym.spaces.Box(0, 255, (2, 8, 8), np.uint8), space)
+    assert (sp.action, sp.action_dims, sp.actions_num, sp.action_width, sp.obs_dtype) == \
+        ("multi_discrete", (3, 5), 8, 2, "uint8")
+    assert actions_to_numpy(torch.tensor([[2, 4]]), space).dtype == np.int64

@@ -156,3 +156,29 @@ def test_play_counts_each_environments_first_episode_only():
     m = eps.metrics()
     assert m["eval/return_mean"] == pytest.approx(14 / 3) and m["eval/length_mean"] == 2.0
     assert m["eval/return_std"] == pytest.approx(float(np.std([1.0, 4.0, 9.0])))
+
+
+@pytest.mark.timeout(600)  # one short training run and an eval; slow on a loaded host
+def test_a_recurrent_gymnasium_policy_evaluates_and_films_itself(tmp_path):
+    """A new family end to end: Gymnasium's CartPole (pygame renders it, no GL needed), an LSTM policy."""
+    import imageio.v2 as imageio
+
+    ckpt = train(tmp_path / "train", "task=CartPoleGym", "+task.rnn={name:lstm,units:8,layers:1}", "num_envs=8",
+                 "max_iterations=1", "gmis_per_gpu=1", "launch.progress=false", "train.horizon_length=8",
+                 "train.minibatch_size=32", "train.mini_epochs=1")
+    r = run_cli("mode=eval", f"checkpoint={ckpt}", "eval.episodes=2", "eval.video=true", "eval.video_steps=12",
+                f"hydra.run.dir={tmp_path / 'eval'}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    s = json.loads((tmp_path / "eval" / "summary.json").read_text())
+    assert s["task"] == "CartPoleGym" and len(s["returns"]) == 2
+    assert all(math.isfinite(x) and 1 <= n <= 500 for x, n in zip(s["returns"], s["lengths"], strict=True))
+    assert 2 <= s["video_frames"] <= 13
+    assert imageio.get_reader(tmp_path / "eval" / "eval.mp4").count_frames() == s["video_frames"]
+
+
+@pytest.mark.parametrize(("env_id", "continuous"), [("Pong-v5", False), ("WalkerWalk-v1", True)])
+def test_video_of_an_envpool_family_without_a_gymnasium_twin_is_refused(env_id: str, continuous: bool) -> None:
+    task = TaskConfig(name="T", simulator="envpool", env_id=env_id, continuous=continuous)
+    with pytest.raises(ConfigError, match=f"invalid eval.video=true for task T \\(envpool {env_id}\\): this envpool "
+                                          "family \\(Atari, dm_control, Box2D\\) cannot render"):
+        Filmer(task, (4, 84, 84), 320, 240, 10)

@@ -18,10 +18,10 @@ from typing import Any
 import torch
 
 from gmiexp.config import Config, EvalConfig, TaskConfig
-from gmiexp.envs import check_task, make_vec_env, task_dims
+from gmiexp.envs import check_task, make_vec_env, task_spaces
 from gmiexp.errors import ConfigError, invalid
 from gmiexp.eval.episodes import Episodes, play
-from gmiexp.eval.policy import check_fits, load_checkpoint, make_player, restore
+from gmiexp.eval.policy import check_fits, load_checkpoint, make_player, restore, start_episodes
 from gmiexp.eval.record import RECORD, read_record
 
 TASK_IDENTITY = ("simulator", "env_id")
@@ -91,7 +91,7 @@ def run_eval(cfg: Config, run_dir: Path, asked: dict[str, Any] | None = None) ->
     if e.video:  # opened (and its renderer probed) before anything else runs
         from gmiexp.eval.video import Filmer
 
-        filmer = Filmer(task, (task_dims(task)[0],), e.video_width, e.video_height,
+        filmer = Filmer(task, task_spaces(task).obs_shape, e.video_width, e.video_height,
                         min(e.video_steps, int(task.max_episode_length)))
     try:
         episodes, video, frames = _play(cfg, ckpt, task, params, filmer, run_dir)
@@ -126,9 +126,11 @@ def _play(cfg: Config, ckpt: Path, task: TaskConfig, params: dict[str, Any], fil
         return player.get_action(obs.to(device), e.deterministic)
 
     with contextlib.redirect_stdout(sys.stderr):  # rl-games prints while it plays
+        start_episodes(player, e.episodes)
         episodes = play(env, act, max_steps=int(task.max_episode_length) + 1)
         if filmer is None:
             return episodes, None, 0
+        start_episodes(player, 1)  # the filmed episode: one environment
         video = run_dir / "eval.mp4"
         return episodes, video, filmer.film(act, video, seed=cfg.seed)
 

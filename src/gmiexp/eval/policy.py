@@ -68,3 +68,10 @@ def restore(player: Any, state: dict[str, Any]) -> None:
     model = {k.removeprefix("_orig_mod."): v for k, v in state["model"].items()}
     player.model.load_state_dict(model)
     player.model.eval()
+
+
+def start_episodes(player: Any, num_envs: int) -> None:
+    """A recurrent policy starts each of ``num_envs`` environments from rl-games' zero state (no-op otherwise)."""
+    if player.is_rnn:
+        player.batch_size = num_envs  # rl-games' player sizes its states by batch_size
+        player.init_rnn()
