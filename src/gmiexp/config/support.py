@@ -48,10 +48,6 @@ def refused_policy(layout: str, experience: bool, task: TaskConfig, train: Train
         if why:
             return (f"invalid layout={layout} for a {kind} policy (task.{kind}): {why}; "
                     f"layouts that run it: {', '.join(RUNS[kind])}")
-    if "rnn" in kinds and train.device == "lazy":
-        return ("invalid train.device=lazy for a recurrent policy (task.rnn): the lazy TorchScript backend runs no "
-                "torch LSTM/GRU (torch 2.x: 'Input tensor is not a lazy tensor', with or without the eager "
-                "fallback); valid: auto, cpu, cuda")
     if experience and "rnn" in kinds:
         if replay_ratio > 0:
             return (f"invalid async_train.replay_ratio={replay_ratio} with a recurrent policy (task.rnn) and "

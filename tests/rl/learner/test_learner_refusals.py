@@ -51,8 +51,8 @@ POLICY_CASES = [
      "invalid train.horizon_length=8 with a recurrent policy (task.rnn) and layout=tdg_ex: the 7 trained steps of "
      "a rollout (the last one bootstraps) must be whole sequences of train.seq_length=4; valid: k x 4 + 1, e.g. 5,"),
     ([RNN, "train.horizon_length=9", "train.device=lazy"],
-     "invalid train.device=lazy for a recurrent policy (task.rnn): the lazy TorchScript backend runs no torch "
-     "LSTM/GRU"),
+     "invalid train.device: 'lazy'; valid: auto, cpu, cuda. a recurrent policy (task.rnn) cannot run on the lazy "
+     "stand-in: PyTorch's lazy backend has no LSTM/GRU kernel"),
 ]
 
 

@@ -10,6 +10,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import torch
+from rl_games.common.tr_helpers import DefaultRewardsShaper
 
 from gmiexp.comm.channels import Dispenser, Migrator, Route, make_channel_set
 from gmiexp.rl.experience import links
@@ -20,6 +21,15 @@ from gmiexp.signals import stop_requested
 
 if TYPE_CHECKING:
     from gmiexp.rl.experience.role import ExperienceRole
+
+
+def reward_shaper(task: Any) -> DefaultRewardsShaper:
+    """rl-games' own reward shaper for the task (scale, and ``task.reward_shaper``'s shift, clip and log).
+
+    The same shaper rl-games' agent applies in tcg_ex, so Pong's clip and WalkerWalk's log reward mean the
+    same in every layout.
+    """
+    return DefaultRewardsShaper(**{**dict(task.reward_shaper), "scale_value": task.reward_scale})
 
 
 def serve(role: ExperienceRole, owned: list[Any]) -> dict[str, Any]:
@@ -46,6 +56,7 @@ def serve(role: ExperienceRole, owned: list[Any]) -> dict[str, Any]:
         cs.seal()
     dispenser = Dispenser(role.fields, Migrator(routes, gmi.device))
     env = make_env(role)
+    shape = reward_shaper(plan.task)
     policy = Policy(role.model, role.spaces, n)
     layout = role.states  # a recurrent policy: each row carries a piece of its chunk's start states
     chunk = None
@@ -76,7 +87,7 @@ def serve(role: ExperienceRole, owned: list[Any]) -> dict[str, Any]:
             t2 = time.perf_counter()
             rew, done = as_tensor(rew).float().cpu(), as_tensor(done).cpu()
             rec = {"obs": obs, "actions": out["actions"], "values": out["values"], "neglogp": out["neglogp"],
-                   "rewards": rew * plan.task.reward_scale, "dones": done.to(torch.uint8),
+                   "rewards": shape(rew), "dones": done.to(torch.uint8),
                    "seq": torch.arange(rows, rows + n), "version": torch.full((n,), version)}
             if layout is not None:
                 rec[layout.field.name] = layout.piece(chunk, t)
