@@ -277,13 +277,29 @@ class Initializer(Check):
                               "random_uniform_initializer", "kaiming_normal", "orthogonal")
 
     def ok(self, value: Any) -> bool:
-        return isinstance(value, dict) and value.get("name") in self.names
+        if not (isinstance(value, dict) and value.get("name") in self.names):
+            return False
+        takes = INITIALIZER_KWARGS.get(value["name"])  # rl-games passes the rest to torch's init function
+        return takes is None or set(value) - {"name"} <= takes
 
     def describe(self) -> str:
-        return f"a mapping {{name: ...}} with name one of {', '.join(self.names)}"
+        kwargs = "; ".join(f"{n} takes {', '.join(sorted(k)) or 'nothing more'}"
+                           for n, k in INITIALIZER_KWARGS.items())
+        return f"a mapping {{name: ...}} with name one of {', '.join(self.names)} ({kwargs})"
 
     def bad_examples(self) -> list[Any]:
-        return [{"name": "nope"}, {}]
+        return [{"name": "nope"}, {}, {"name": "const_initializer", "value": 0}]
+
+
+#: the keyword arguments torch's init function behind each rl-games initializer accepts (``default`` ignores them);
+#: a file whose keys are not among them fails inside rl-games' network builder (e.g. ``const_initializer``'s
+#: ``value`` instead of ``val``: ``constant_() got an unexpected keyword argument 'value'``)
+INITIALIZER_KWARGS = {
+    "const_initializer": {"val"}, "orthogonal_initializer": {"gain"}, "orthogonal": {"gain"},
+    "glorot_normal_initializer": {"gain"}, "glorot_uniform_initializer": {"gain"},
+    "variance_scaling_initializer": {"mode", "scale"}, "random_uniform_initializer": {"a", "b"},
+    "kaiming_normal": {"a", "mode", "nonlinearity"},
+}
 
 
 def ranges(**checks: Check) -> Callable[[type], type]:
