@@ -77,7 +77,8 @@ def test_node_1_alone_says_one_line_and_logs_the_c10d_noise(tmp_path: Path) -> N
     assert r.returncode != 0
     assert "node 1 cannot reach node 0's store" in r.stderr, r.stderr
     assert not re.search(r"^frame #\d+|socket\.cpp|TCPStore\.cpp", r.stderr, re.M), r.stderr
-    assert "frame #" in (tmp_path / "node1" / "logs" / "store.log").read_text()  # kept for whoever needs it
+    # nothing listens: the launcher waits for a listener itself, so torch's client never retries with C++ frames
+    assert "Connection refused" in r.stderr
 
 
 def test_a_nodes_own_launcher_settings_may_differ(tmp_path: Path) -> None:

@@ -119,15 +119,17 @@ def connect(plan: Plan, timeout_s: float | None = None) -> NodeStore:
 
     def build() -> None:
         try:
-            with native_stderr_to(store_log(plan)):  # c10d's C++ frames go to the node's log, not stderr
-                box["store"] = TCPStore(endpoint_host(ep), endpoint_port(ep), is_master=False,
-                                        timeout=timedelta(seconds=timeout_s))
+            box["store"] = TCPStore(endpoint_host(ep), endpoint_port(ep), is_master=False,
+                                    timeout=timedelta(seconds=timeout_s))
         except (RuntimeError, ValueError) as e:
             box["error"] = e
 
     t = threading.Thread(target=build, name="gmiexp-store-connect", daemon=True)
-    t.start()
-    t.join(max(0.0, deadline - time.monotonic()) + CONNECT_GRACE_S)
+    # c10d's C++ frames go to the node's log, not stderr; only while the main thread waits, so its own error
+    # line (or a signal's) reaches stderr even when the client thread is left behind
+    with native_stderr_to(store_log(plan)):
+        t.start()
+        t.join(max(0.0, deadline - time.monotonic()) + CONNECT_GRACE_S)
     if t.is_alive():
         raise LaunchError(f"{cant}: something accepts connections on that port but does not answer as a "
                           "rendezvous store (another program on the port?)")
