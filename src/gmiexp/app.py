@@ -49,12 +49,12 @@ def _remove_untouched(node_dir: Path) -> None:
 
 
 def _train(cfg: Config, run_dir: Path, node_dir: Path) -> dict:
+    from gmiexp.cost.resources import check_resources
     from gmiexp.launch.launcher import launch
     from gmiexp.launch.live import LiveLog
     from gmiexp.launch.requeue import resume
     from gmiexp.launch.summary import one_line
     from gmiexp.plan.build import build_plan
-    from gmiexp.plan.resources import check_resources
 
     plan, backend = build_plan(cfg, node_dir)
     resume(plan, node_dir, cfg.launch.resume)  # a requeued run goes on from its own latest checkpoint
@@ -98,7 +98,7 @@ def _explained(e: LaunchError | Interrupted, plan: object, node_dir: Path) -> La
     """``e`` with what the user must know first: a full run directory, the checkpoint a failed resume loaded."""
     if not isinstance(e, LaunchError):
         return e
-    from gmiexp.plan.resources import MIB, free_bytes
+    from gmiexp.cost.resources import MIB, free_bytes
 
     head, _, rest = str(e).partition("\n")
     extra = []
@@ -151,9 +151,9 @@ def run_plan(cfg: Config, run_dir: Path, overrides: list[str] | None = None) -> 
     Launches nothing.
     """
     from gmiexp.cost.reduction import format_cost, reduction_cost
+    from gmiexp.cost.resources import disk_need, shm_need
     from gmiexp.plan.build import build_plan
     from gmiexp.plan.commands import format_commands, node_commands
-    from gmiexp.plan.resources import disk_need, shm_need
     from gmiexp.rl.rlgames.params import policy_param_count
 
     plan, _backend = build_plan(cfg, run_dir)

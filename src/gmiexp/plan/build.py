@@ -104,7 +104,7 @@ def cap_torch_threads(plan: Plan, cap: int | None) -> None:
 
 def warn_minibatch(plan: Plan) -> None:
     """Say (stderr) when train.minibatch_size is fitted to a GMI's batch: never a silent change."""
-    from gmiexp.rl.rlgames.params import minibatch_warning
+    from gmiexp.plan.minibatch import minibatch_warning
 
     msg = minibatch_warning(plan)
     if msg:

@@ -9,7 +9,7 @@ from gmitest import FAST, run_cli
 from rl_games.algos_torch.running_mean_std import RunningMeanStd
 from torch import nn
 
-from gmiexp.rl.rlgames.params import fit_minibatch
+from gmiexp.plan.minibatch import fit_minibatch
 from gmiexp.rl.rlgames.sync import merge_running_stats, reduce_gradients
 
 

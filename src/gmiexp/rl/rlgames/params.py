@@ -9,40 +9,11 @@ from typing import Any
 from gmiexp.config import TaskConfig, TrainConfig
 from gmiexp.envs.spaces import TaskSpaces
 from gmiexp.plan import GMI, Plan
+from gmiexp.plan.minibatch import fit_minibatch
 
 ENV_NAME = "gmiexp"
 
 
-def fit_minibatch(batch: int, wanted: int) -> int:
-    """Largest divisor of ``batch`` not above ``wanted`` (rl-games asserts batch % minibatch == 0)."""
-    m = max(1, min(batch, wanted))
-    while batch % m:
-        m -= 1
-    return m
-
-
-def minibatch_warning(plan: Plan) -> str | None:
-    """What ``train.minibatch_size`` becomes on GMIs whose batch it does not divide (None: it fits every GMI).
-
-    rl-games asserts that the minibatch divides ``horizon_length x num_actors``; gmiexp fits it per GMI
-    (:func:`fit_minibatch`) and says so here, naming the valid sizes, rather than change it silently.
-    """
-    tr = plan.train
-    changed = {}
-    for g in plan.gmis:
-        batch = tr.horizon_length * g.num_envs
-        if g.num_envs and fit_minibatch(batch, tr.minibatch_size) != tr.minibatch_size:
-            changed.setdefault(batch, []).append(g.id)
-    if not changed:
-        return None
-    parts = []
-    for batch, ids in changed.items():
-        valid = [d for d in range(1, batch + 1) if batch % d == 0]
-        parts.append(f"GMIs {ids} (batch {batch} = horizon_length {tr.horizon_length} x {batch // tr.horizon_length}"
-                     f" envs) use {fit_minibatch(batch, tr.minibatch_size)}; valid there: "
-                     f"{', '.join(map(str, valid))}")
-    return (f"train.minibatch_size={tr.minibatch_size} does not divide every GMI's batch: " + "; ".join(parts)
-            + ". Set train.minibatch_size to a valid size to silence this.")
 
 
 #: rl-games' algorithm and model for each action kind (``runner.algo_factory`` / ``model_builder`` names)
