@@ -13,10 +13,10 @@ CLI_CASES = [
     # (overrides, text expected on stderr)
     (["layout=nope"], "nope"),
     (["backend=warp"], "warp"),
-    (["task=Pong"], "Pong"),
+    (["task=NoSuchGame"], "NoSuchGame"),
     (["reduction=ring"], "ring"),
     # values past their declared range are refused before launching, naming the range
-    (["seed=-1"], "invalid seed: -1; valid: 0..4294967295"),
+    (["seed=-2"], "invalid seed: -2; valid: -1..4294967295"),
     (["launch.heartbeat_timeout_s=-1"], "invalid launch.heartbeat_timeout_s: -1.0; valid: > 0 (seconds)"),
     (["task=Cartpole", "num_envs=100000000"], "invalid num_envs: 100000000; valid: at most about"),
     # keys added with Hydra's + that no schema declares
