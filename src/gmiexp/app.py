@@ -53,6 +53,7 @@ def _train(cfg: Config, run_dir: Path, node_dir: Path) -> dict:
     from gmiexp.launch.launcher import launch
     from gmiexp.launch.live import LiveLog
     from gmiexp.launch.requeue import resume
+    from gmiexp.launch.reshape import reshaper_for, run_segments
     from gmiexp.launch.summary import one_line
     from gmiexp.plan.build import build_plan
 
@@ -68,10 +69,14 @@ def _train(cfg: Config, run_dir: Path, node_dir: Path) -> dict:
         check_video(plan)  # capture_video=True: a layout that films and a task that renders, or exit 2
         print(start_lines(plan, run_dir), file=sys.stderr, flush=True)
     live = LiveLog.open(plan, node_dir) if plan.node_rank == 0 else None  # node 0 speaks for the run
+    reshaper = reshaper_for(cfg, plan, node_dir)
     summary: dict | None = None
     try:
         try:
-            summary = launch(plan, backend, node_dir, live=live)
+            if reshaper is not None and live is not None:  # launch.reshape: partitions change between epochs
+                summary = run_segments(cfg, plan, backend, node_dir, live, reshaper)
+            else:
+                summary = launch(plan, backend, node_dir, live=live)
         except OSError as e:  # the launcher's own writes (status, plan, logs) on a full or read-only disk
             if fs_problem(e) is None:
                 raise

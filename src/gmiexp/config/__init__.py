@@ -3,6 +3,7 @@
 from gmiexp.config.schema import (
     AsyncConfig,
     BackendConfig,
+    BatchConfig,
     ChannelConfig,
     Config,
     EvalConfig,
@@ -20,6 +21,7 @@ from gmiexp.config.schema import (
 __all__ = [
     "AsyncConfig",
     "BackendConfig",
+    "BatchConfig",
     "ChannelConfig",
     "Config",
     "EvalConfig",

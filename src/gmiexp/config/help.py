@@ -79,7 +79,7 @@ def help_text() -> str:
                 if option != "auto" and own:
                     out += [f" backend={option} only:", *describe(sub, "backend.", own)]
             out.append(" backend=auto accepts every option's fields and passes them to the one it picks.")
-    for name in ("launch", "async_train", "eval"):
+    for name in ("launch", "batch", "async_train", "eval"):
         schema = {f.name: f for f in dataclasses.fields(Config)}[name].default_factory  # type: ignore[assignment]
         out += ["", f"{name} ({(schema.__doc__ or '').strip()}):", *describe(schema, f"{name}.")]
     return "\n".join(out).replace("$", "$$")  # Hydra fills the template with string.Template

@@ -325,7 +325,10 @@ class LoggerConfig:
         rdzv_endpoint=Maybe(Text(r"\[?[\w.:-]+\]?:\d{1,5}", "host:port of node 0, e.g. node001:29400")),
         rdzv_id=Maybe(Text(r"[\w.-]+", "a job id such as the Slurm job id")),
         local_addr=Maybe(Text(r"\S+", "this node's address as the other nodes reach it")),
-        rdzv_timeout_s=Positive("seconds"), resume=OneOf(("auto", "never")))
+        rdzv_timeout_s=Positive("seconds"), resume=OneOf(("auto", "never")),
+        reshape=OneOf(("off", "request", "auto")), reshape_budget=Between(0, 1),
+        reshape_window=AtLeast(1, "epochs"), reshape_noise=Between(0, 1, open_hi=True),
+        reshape_drift=Between(0, 1, open_lo=True), reshape_max_gmis_per_gpu=AtLeast(1))
 @dataclass
 class LaunchConfig:
     """Process management around torch.distributed.elastic; ``nnodes > 1`` runs one launcher per node.
@@ -350,6 +353,15 @@ class LaunchConfig:
     rdzv_timeout_s: float = 600.0  # how long node launchers wait for each other at the rendezvous
     resume: str = "auto"  # auto: a run dir holding an earlier attempt's checkpoints (a requeued job) resumes from
     #   the latest (gmiexp.launch.requeue); never: train from scratch (or from checkpoint=)
+    # Elastic GMIs (gmiexp.launch.reshape): the run may change its partition (GMIs per GPU) at an epoch boundary,
+    # keeping the global batch (batch.*) fixed. off: never; request: when python -m gmiexp.tools.reshape asks;
+    # auto: also Algorithm 2 online (paired windows of real epochs), and requests.
+    reshape: str = "off"
+    reshape_budget: float = 0.25  # auto: at most this fraction of the run's epochs on trial partitions
+    reshape_window: int = 3  # auto: steady epochs measured per window (the first epoch after a start excluded)
+    reshape_noise: float = 0.05  # auto: a trial partition wins only by more than this relative gain
+    reshape_drift: float = 0.15  # auto: explore again when throughput drifts this much from what was measured
+    reshape_max_gmis_per_gpu: int = 4  # auto: the largest partition tried
 
 
 @ranges(
@@ -409,6 +421,23 @@ class EvalConfig:
     video_height: int = 240
 
 
+@ranges(total_envs=Maybe(AtLeast(1, "environments in all")), total_minibatch=Maybe(AtLeast(1, "samples in all")))
+@dataclass
+class BatchConfig:
+    """The global batch: what the learning sees whatever the partition (how many GMIs) it runs on.
+
+    ``num_envs`` and ``train.minibatch_size`` are per GMI, as rl-games' ``num_actors`` and ``minibatch_size`` are
+    per GPU in its multi-GPU runs: more GMIs, a larger batch. ``total_envs`` fixes the environments of all
+    simulator GMIs together (each steps ``total_envs / GMIs``, so ``num_envs`` is then not used) and
+    ``total_minibatch`` the samples of one gradient step over all trainer GMIs (default, with total_envs:
+    ``train.minibatch_size`` x the starting partition's trainer GMIs). A re-shaping run (launch.reshape) fixes
+    both when it starts. A partition whose GMIs cannot divide them evenly is refused (exit 2, naming those that can).
+    """
+
+    total_envs: int | None = None
+    total_minibatch: int | None = None
+
+
 @ranges(
     mode=OneOf(tuple(Mode)), seed=Between(-1, 2**32 - 1), capture_video_freq=AtLeast(1, "epochs"),
     num_envs=AtLeast(1, "environments per GMI"),
@@ -443,6 +472,7 @@ class Config:
     logger: LoggerConfig = MISSING
     search: SearchConfig = MISSING
     launch: LaunchConfig = field(default_factory=LaunchConfig)
+    batch: BatchConfig = field(default_factory=BatchConfig)
     async_train: AsyncConfig = field(default_factory=AsyncConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     extra: dict[str, Any] = field(default_factory=dict)  # free-form, for experiments' own knobs

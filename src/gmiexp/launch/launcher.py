@@ -126,13 +126,15 @@ def _describe_failure(err: Exception, plan: Plan, run_dir: Path, watchdog: Watch
     return LaunchError(msg or f"launch failed: {err}")
 
 
-def launch(plan: Plan, backend: Backend, run_dir: Path, live: Any = None) -> dict[str, Any]:
+def launch(plan: Plan, backend: Backend, run_dir: Path, live: Any = None, reshaper: Any = None) -> dict[str, Any]:
     """Execute this node's part of ``plan``; return the summary (also written to ``summary.json``).
 
     ``run_dir`` is the node's directory (:func:`node_run_dir`); node 0 of several returns the run's summary, merged
     from every node's and written to the parent directory. ``live``: a :class:`gmiexp.launch.live.LiveLog` the
     watchdog feeds while the run trains. Raises LaunchError, or Interrupted (Ctrl-C/SIGTERM) carrying the
-    summary of what was trained (``status: interrupted``).
+    summary of what was trained (``status: interrupted``). ``reshaper``: a :class:`gmiexp.launch.reshape.Reshaper`
+    polled while the GMIs train; when it decides, the GMIs end their epoch and
+    :class:`gmiexp.launch.reshape.Reshaped` is raised carrying this segment's summary.
     """
     from gmiexp.tools.monitor import Monitor
 
@@ -167,7 +169,7 @@ def launch(plan: Plan, backend: Backend, run_dir: Path, live: Any = None) -> dic
 
     try:
         with backend.session(plan, run_dir):
-            return _run_session(plan, run_dir, watchdog, monitor, t0, live)
+            return _run_session(plan, run_dir, watchdog, monitor, t0, live, reshaper)
     except SignalException as sig:  # after elastic's run its handlers stay: a signal while nodes gather
         raise Interrupted(f"stopped by signal {sig.sigval.name}") from None
     finally:
@@ -180,12 +182,13 @@ def launch(plan: Plan, backend: Backend, run_dir: Path, live: Any = None) -> dic
 
 
 def _run_session(plan: Plan, run_dir: Path, watchdog: Watchdog, monitor: Any, t0: float,
-                 live: Any = None) -> dict[str, Any]:
+                 live: Any = None, reshaper: Any = None) -> dict[str, Any]:
     from torch.distributed.elastic.multiprocessing.api import SignalException
 
     lc = plan.launch
     plan_path = plan.save(run_dir / "plan.yaml")  # after set-up: MIG creation fills instance UUIDs
     killed: set[int] = set()  # GMIs this launcher killed because another node failed
+    reshaping = None  # the re-shape decision the GMIs stopped for
     if plan.nnodes > 1:
         print(f"gmiexp: node {plan.node_rank} of {plan.nnodes}: waiting for every node at "
               f"launch.rdzv_endpoint={lc.rdzv_endpoint} (up to launch.rdzv_timeout_s="
@@ -202,7 +205,8 @@ def _run_session(plan: Plan, run_dir: Path, watchdog: Watchdog, monitor: Any, t0
             else:
                 stopping = LauncherStop(run_dir / STOP_FILE, on_first=lambda: stop_abrupt_gmis(
                     run_dir, [g.id for g in plan.local_gmis])) if plan.nnodes == 1 else None
-                with stopping.installed() if stopping else contextlib.nullcontext():
+                with stopping.installed() if stopping else contextlib.nullcontext(), \
+                        _reshape_watch(reshaper, live, run_dir / STOP_FILE, stopping, lc) as pending:
                     try:
                         _elastic(plan, run_dir, plan_path, graceful=stopping is not None)
                     except Exception:
@@ -210,6 +214,8 @@ def _run_session(plan: Plan, run_dir: Path, watchdog: Watchdog, monitor: Any, t0
                             raise
                 if stopping is not None and stopping.requested:  # the GMIs ended their epoch and stopped
                     raise _Stopped(signal.Signals(stopping.signum).name)
+                if pending and not _ended(plan, live, reshaper, pending[0]):  # they ended the epoch to re-shape
+                    reshaping = pending[0]
         except _Stopped as how:
             stopped = f"stopped by {how} (the GMIs ended the epoch)"
         except SignalException as sig:
@@ -222,7 +228,7 @@ def _run_session(plan: Plan, run_dir: Path, watchdog: Watchdog, monitor: Any, t0
             raise _describe_failure(err, plan, run_dir, watchdog, coord, killed) from None
         else:
             stopped = ""
-            watchdog.complete = True
+            watchdog.complete = reshaping is None  # a re-shape's segment is not the run's end
         finally:
             watchdog.stop()
             host_metrics = monitor.stop()
@@ -234,6 +240,11 @@ def _run_session(plan: Plan, run_dir: Path, watchdog: Watchdog, monitor: Any, t0
             raise Interrupted(summary["error"], summary=summary)
         if watchdog.hang is not None:
             raise _describe_failure(RuntimeError("hang"), plan, run_dir, watchdog, coord, killed)
+        if reshaping is not None:
+            from gmiexp.launch.reshape import Reshaped
+
+            raise Reshaped(reshaping, build_summary(plan, run_dir, time.perf_counter() - t0, host_metrics,
+                                                    rows=_final_rows(live), status="reshaped"))
         summary = build_summary(plan, run_dir, time.perf_counter() - t0, host_metrics,
                                 rows=_final_rows(live))
         if coord is None:
@@ -245,6 +256,51 @@ def _run_session(plan: Plan, run_dir: Path, watchdog: Watchdog, monitor: Any, t0
             coord.close()
 
 
+@contextlib.contextmanager
+def _reshape_watch(reshaper: Any, live: Any, stop_file: Path, stopping: LauncherStop | None,
+                   lc: LaunchSection) -> Any:
+    """Poll ``reshaper`` with this segment's run rows while the GMIs train; a decision writes the stop file."""
+    import threading
+
+    pending: list[Any] = []
+    if reshaper is None or live is None or stopping is None:
+        yield pending
+        return
+    done = threading.Event()
+
+    def watch() -> None:
+        from gmiexp.launch.reshape import STOP_TEXT
+
+        while not done.wait(max(0.2, float(lc.monitor_interval_s))):
+            if stopping.requested:
+                return
+            d = reshaper.poll(list(live.rows.rows))
+            if d is not None:
+                pending.append(d)
+                stop_file.write_text(STOP_TEXT)  # the GMIs end this epoch, GMI 0 checkpoints, they exit 0
+                print(f"\ngmiexp: re-shaping at the next epoch boundary (epoch {d.epoch} done): gmis_per_gpu "
+                      f"{d.frm} -> {d.to} ({d.reason})", file=sys.stderr, flush=True)
+                return
+
+    t = threading.Thread(target=watch, name="gmiexp-reshape", daemon=True)
+    t.start()
+    try:
+        yield pending
+    finally:
+        done.set()
+        t.join(timeout=5)
+
+
+def _ended(plan: Plan, live: Any, reshaper: Any, decision: Any) -> bool:
+    """True when the run reached max_iterations before the GMIs saw the re-shape (it is then refused)."""
+    rows = _final_rows(live) or []
+    if rows and int(rows[-1].get("iteration", 0)) >= plan.max_iterations:
+        reshaper.note({"request": decision.request, "status": "refused", "why": "the run ended first",
+                       "epoch": decision.epoch})
+        return True
+    return False
+
+
 class _Stopped(Exception):  # noqa: N818 - control flow: the launcher's graceful stop completed
     """The GMIs stopped after the launcher's stop request (its signal's name)."""
 
@@ -254,7 +310,7 @@ def _final_rows(live: Any) -> list[dict[str, Any]] | None:
     if live is None:
         return None
     live.poll(final=True)
-    return live.rows.rows
+    return live.all_rows
 
 
 def _tell_others(coord: Coordinator | None, plan: Plan, what: str) -> None:

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from gmiexp.launch.status import gmi_dir
 from gmiexp.launch.summary import lead_gmi, steady_rate
 from gmiexp.plan import Plan
+from gmiexp.plan.partition import gmis_per_gpu
 
 LEAD_PREFIXES = ("reward/", "episode/", "loss/", "train/", "sync/", "async/policy_version", "async/lag",
                  "replay/", "iteration")
@@ -78,6 +79,8 @@ class RunRows:
         self.trainers = [g for g in local if g not in self.sims]
         self.tails = {g: HistoryTail(gmi_dir(run_dir, g) / "history.jsonl") for g in local}
         self.rows: list[dict[str, Any]] = []
+        self.frames0 = 0  # frames trained before this partition started (a re-shaped run)
+        self.gmis_per_gpu = gmis_per_gpu(plan)
 
     def lead(self) -> int:
         return lead_gmi({g: self.tails[g].rows for g in self.sims})
@@ -100,6 +103,7 @@ class RunRows:
         me = lead_rows[min(i, len(lead_rows) - 1)] if lead_rows else {}
         row: dict[str, Any] = {k: v for k, v in me.items() if k.startswith(LEAD_PREFIXES)}
         start = int(sims[lead][0].get("frames0", 0)) if sims.get(lead) else 0
+        start = start or self.frames0  # a re-shaped run's next partition goes on from the frames before
         row["frames"] = start + sum(int(r.get("local_frames", 0)) for rows in sims.values() for r in rows)
         t = max((rows[-1].get("time", 0.0) for rows in sims.values()), default=0.0)
         row["wall_s"] = max(0.0, t - self.t0) if t else time.time() - self.t0
@@ -109,6 +113,7 @@ class RunRows:
         row["perf/epoch_env_steps_per_s"] = sum(float(rows[-1].get("perf/env_steps_per_s", 0.0))
                                                 for rows in sims.values())
         row.update({f"perf/gmi/{g}/env_steps_per_s": v for g, v in per.items()})
+        row["partition/gmis_per_gpu"] = self.gmis_per_gpu
         latest = {g: rows[-1] for g, rows in sims.items()}
         for g in self.trainers:  # a trainer's newest row written by the time of this iteration
             done = [r for r in self.tails[g].rows if not t or r.get("time", 0.0) <= t]
@@ -133,6 +138,7 @@ class LiveLog:
     def __init__(self, plan: Plan, run_dir: Path, sinks: list[Sink], t0: float | None = None) -> None:
         self.plan, self.run_dir, self.sinks = plan, run_dir, sinks
         self.rows = RunRows(plan, run_dir, t0)
+        self.earlier: list[dict[str, Any]] = []  # a re-shaped run's rows of its earlier partitions
         self.finished = False
 
     @classmethod
@@ -147,7 +153,22 @@ class LiveLog:
 
     @property
     def last(self) -> dict[str, Any] | None:
-        return self.rows.rows[-1] if self.rows.rows else None
+        return self.rows.rows[-1] if self.rows.rows else (self.earlier[-1] if self.earlier else None)
+
+    @property
+    def all_rows(self) -> list[dict[str, Any]]:
+        """Every run row sent, across a re-shaped run's partitions."""
+        return self.earlier + self.rows.rows
+
+    def next_segment(self, plan: Plan) -> None:
+        """A re-shape: the next partition's GMIs write new histories; the sinks, the clock and the frames go on.
+
+        Every row carries ``partition/gmis_per_gpu``, so W&B and TensorBoard show when the partition changed.
+        """
+        self.poll(final=True)
+        self.earlier += self.rows.rows
+        self.plan, self.rows = plan, RunRows(plan, self.run_dir, self.rows.t0)
+        self.rows.frames0 = int(self.earlier[-1]["frames"]) if self.earlier else 0
 
     def poll(self, final: bool = False) -> list[dict[str, Any]]:
         new = self.rows.poll(final)

@@ -92,3 +92,21 @@ class RunDirCheck(Callback):
             print(f"gmiexp: error: invalid {key}={run_dir}: {why}; valid: a writable place ({key}=...)",
                   file=sys.stderr, flush=True)
             raise SystemExit(2)
+
+
+def running(run_dir: Path) -> bool:
+    """Whether a launcher holds ``run_dir`` now (its ``flock``; a dead launcher's is gone)."""
+    path = Path(run_dir) / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)

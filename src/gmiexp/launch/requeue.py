@@ -9,7 +9,9 @@ normalisers, Adam state, epoch and frame counters (rl-games' ``restore``, gmiexp
 likewise), so the epoch numbers and frames continue. The summary names the checkpoint (``resumed``).
 
 "The same thing" is what a checkpoint's numbers depend on: task, train section, layout and role, seed,
-the GMIs (node, device, roles, environments), trainer group and channels, and the node count. Where an
+the GMIs (node, device, roles, environments), trainer group and channels, and the node count; for a run with
+a global batch (``batch.total_envs``, ``plan.global_batch``) that batch instead of the GMIs, so a re-shaped
+run (``gmiexp.launch.reshape``) goes on from the checkpoint its previous partition wrote. Where an
 attempt runs (hosts, GPUs' UUIDs, the rendezvous endpoint, backend daemons, the reduction strategy
 picked for the hardware) and ``max_iterations`` (a longer run extends a shorter one) may differ. A run
 dir whose checkpoints were trained otherwise is refused (exit 2) rather than silently mixed; a finished
@@ -38,7 +40,13 @@ def training_key(plan: Plan) -> str:
     """Hash of what a checkpoint's numbers depend on; equal for every attempt of one run on any hosts."""
     d = plan.to_dict()
     doc = {k: d.get(k) for k in SAME_TRAINING}
-    doc["gmis"] = [{k: g[k] for k in GMI_FIELDS} for g in d["gmis"]]
+    if plan.global_batch:  # the partition is not the learning (plan/partition.py): a re-shaped run resumes
+        doc["train"] = {k: v for k, v in doc["train"].items() if k != "minibatch_size"}
+        for k in ("trainer_group", "channels"):
+            doc.pop(k, None)
+        doc["gmis"] = {k: plan.global_batch[k] for k in ("total_envs", "total_minibatch")}
+    else:
+        doc["gmis"] = [{k: g[k] for k in GMI_FIELDS} for g in d["gmis"]]
     doc["nnodes"] = plan.nnodes
     return hashlib.sha1(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:12]
 

@@ -111,9 +111,49 @@ def warn_minibatch(plan: Plan) -> None:
         logging.getLogger("gmiexp").warning(msg)
 
 
+def check_reshape(cfg: Config) -> None:
+    """``launch.reshape``: one node, a training layout, a launched (not in-process) run (exit 2 otherwise)."""
+    from gmiexp.layouts.base import LayoutKind
+
+    if cfg.launch.reshape == "off":
+        return
+    training = [n for n in layouts.LAYOUTS.names() if layouts.get(n).kind != LayoutKind.SERVING]
+    if layouts.get(cfg.layout.name).kind == LayoutKind.SERVING:
+        raise ConfigError(f"invalid launch.reshape={cfg.launch.reshape} with layout={cfg.layout.name}: a serving "
+                          f"layout does not train in epochs to re-shape between; valid layouts: {', '.join(training)}")
+    if int(cfg.launch.nnodes) > 1:
+        raise ConfigError(f"invalid launch.reshape={cfg.launch.reshape} with launch.nnodes={cfg.launch.nnodes}: "
+                          "re-shaping stops, re-plans and restarts one node's GMIs; several nodes would have to do it "
+                          "in lock-step through a new rendezvous, which gmiexp does not do; valid: launch.reshape=off, "
+                          "or launch.nnodes=1")
+    if cfg.launch.inprocess:
+        raise ConfigError(f"invalid launch.reshape={cfg.launch.reshape} with launch.inprocess=true: a re-shape "
+                          "relaunches the GMIs as processes; valid: launch.inprocess=false")
+
+
+def share_global_batch(plan: Plan, cfg: Config, hw: Hardware) -> None:
+    """``batch.total_envs`` (or a run that may re-shape): per-GMI envs and minibatch from the global batch."""
+    from gmiexp.plan.partition import apply_global_batch, fits, global_batch
+
+    batch = global_batch(cfg.batch.total_envs, cfg.batch.total_minibatch, plan, fixed=cfg.launch.reshape != "off")
+    if batch is None:
+        return
+    reachable = []
+    for n in range(1, max(int(cfg.launch.reshape_max_gmis_per_gpu), cfg.gmis_per_gpu) + 1):
+        other = layouts.get(cfg.layout.name).build(LayoutRequest(
+            layout=cfg.layout, hardware=hw, num_gpus=cfg.num_gpus, gmis_per_gpu=n, num_envs=1))
+        other.train = plan.train
+        if fits(other, batch, int(cfg.train.horizon_length)) is None:
+            reachable.append(n)
+    apply_global_batch(plan, batch, reachable, per_gpu=cfg.gmis_per_gpu)
+    plan.notes["partitions"] = (f"global batch {batch.total_envs} environments, minibatch {batch.total_minibatch}: "
+                                f"reachable gmis_per_gpu {reachable}")
+
+
 def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> tuple[Plan, Backend]:
     """Everything a launch needs, validated; raises ConfigError (exit 2) before anything starts."""
     check_config(cfg)
+    check_reshape(cfg)
     resolve_nodes(cfg.launch)  # node_rank from the scheduler, rendezvous fields checked (exit 2)
     hw = hardware or host(cfg)
     check_device(cfg.train.device, hw)
@@ -127,6 +167,7 @@ def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> 
     plan.logger = copy.deepcopy(cfg.logger)
     plan.hardware = hw.summary()
     plan.seed, plan.max_iterations = cfg.seed, cfg.max_iterations
+    share_global_batch(plan, cfg, hw)
     if cfg.capture_video and cfg.mode == "train":  # filmed by GMI 0's rl-games agent (gmiexp.eval.training_video)
         plan.video = {"every": int(cfg.capture_video_freq), "steps": int(cfg.eval.video_steps),
                       "width": int(cfg.eval.video_width), "height": int(cfg.eval.video_height)}

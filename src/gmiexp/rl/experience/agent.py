@@ -68,11 +68,12 @@ def serve(role: ExperienceRole, owned: list[Any]) -> dict[str, Any]:
     rows, start, sent = 0, 0, 0
     sim_s = inf_s = wait_s = 0.0
     lag_max = 0
-    for it in range(1, plan.max_iterations + 1):
+    first = int(plan.resumed.get("epoch", 0)) + 1 if plan.resumed else 1  # a resumed run goes on from its epoch
+    for it in range(first, plan.max_iterations + 1):
         if stop_requested():  # Ctrl-C/SIGTERM: no more rollouts; the trainers drain, then checkpoint
             break
         t0 = time.perf_counter()
-        want = it if role.sync else 1  # sync: the update of the previous rollout must be in
+        want = it - first + 1 if role.sync else 1  # sync: the update of the previous rollout must be in
         if board.wait(want, role.timeout, role.heartbeat) > version:
             version = board.read(role.model, scratch)
         wait_s += time.perf_counter() - t0

@@ -1,0 +1,350 @@
+"""Elastic GMIs: a running job moves to another partition (GMIs per GPU) at an epoch boundary.
+
+How a re-shape happens: the launcher writes the stop file its GMIs read after every epoch (the same one Ctrl-C
+writes), so they end the epoch, GMI 0 checkpoints (weights, optimiser, normalisers, counters, learning rate and
+KL state) and they exit 0. The app then plans the new partition with the same global batch
+(:mod:`gmiexp.plan.partition`), realises it with the backend, and launches it resuming from that checkpoint
+(:mod:`gmiexp.launch.requeue`): epochs and frames go on, nothing is counted twice. One node only: several nodes
+would have to stop, re-plan and rendezvous again in lock-step, which ``launch.reshape`` refuses (exit 2).
+
+What triggers one (:class:`Reshaper`):
+
+* ``launch.reshape=request`` or ``auto``: ``python -m gmiexp.tools.reshape <run_dir> gmis_per_gpu=N`` writes
+  :data:`REQUEST_FILE`; the launcher takes it at its next poll and answers in :data:`LOG_FILE`.
+* ``launch.reshape=auto``: Algorithm 2 online (:class:`Explorer`). The configured partition trains at once;
+  each partition's steady rate is measured over ``launch.reshape_window`` epochs (the first epoch after a start
+  left out); a neighbour (one GMI per GPU more, else fewer) is tried in a paired A-B-A (the incumbent measured
+  before and after the trial, so a drifting host cancels out), and kept only if it beats the incumbent by more
+  than ``launch.reshape_noise``. Exploring stops when no neighbour wins, resumes when the incumbent's rate
+  drifts by more than ``launch.reshape_drift``, and never spends more than ``launch.reshape_budget`` of the
+  run's epochs on trial partitions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gmiexp.plan.partition import gmis_per_gpu
+
+REQUEST_FILE = "reshape_request.json"  # in the node's run dir: what tools.reshape asks for
+LOG_FILE = "reshapes.jsonl"  # every decision, done or refused, one JSON line each (tools.reshape reads it back)
+STOP_TEXT = "RESHAPE"  # the stop file's content when the stop is a re-shape, not a signal
+
+
+@dataclass
+class Decision:
+    """A move to ``to`` GMIs per GPU, decided after ``epoch``; once done, ``epoch`` is the boundary it happened at."""
+
+    to: int
+    frm: int
+    reason: str
+    epoch: int
+    rate_before: float | None = None  # the partition's steady env steps/s when it was left
+    request: str = ""  # the request id (tools.reshape), "" for auto
+    decided_at: float = field(default_factory=time.time)
+
+
+class Reshaped(Exception):  # noqa: N818 - control flow: a segment ended for a re-shape
+    """The GMIs ended their epoch for a re-shape; the app plans and launches ``decision.to``."""
+
+    def __init__(self, decision: Decision, summary: dict[str, Any]) -> None:
+        super().__init__(f"re-shape to gmis_per_gpu={decision.to}")
+        self.decision, self.summary = decision, summary
+
+
+def request(run_dir: Path, gmis_per_gpu: int) -> str:
+    """Ask the run in ``run_dir`` to re-shape at its next epoch boundary; returns the request's id."""
+    rid = uuid.uuid4().hex[:8]
+    tmp = run_dir / f".{REQUEST_FILE}.{os.getpid()}"
+    tmp.write_text(json.dumps({"id": rid, "gmis_per_gpu": int(gmis_per_gpu), "at": time.time()}))
+    tmp.replace(run_dir / REQUEST_FILE)
+    return rid
+
+
+def take_request(run_dir: Path) -> dict[str, Any] | None:
+    path = run_dir / REQUEST_FILE
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    path.unlink(missing_ok=True)
+    return doc
+
+
+def log(run_dir: Path, record: dict[str, Any]) -> None:
+    with open(run_dir / LOG_FILE, "a") as f:
+        f.write(json.dumps(record, default=str) + "\n")
+
+
+def read_log(run_dir: Path) -> list[dict[str, Any]]:
+    try:
+        return [json.loads(line) for line in (run_dir / LOG_FILE).read_text().splitlines() if line.strip()]
+    except OSError:
+        return []
+
+
+def steady(rows: list[dict[str, Any]], window: int) -> float | None:
+    """Env steps/s over the last ``window`` epochs of a segment, the first epoch after its start left out."""
+    usable = rows[1:]
+    if len(usable) < window:
+        return None
+    a, b = (rows[-window - 1], rows[-1])
+    dt = float(b["wall_s"]) - float(a["wall_s"])
+    return (float(b["frames"]) - float(a["frames"])) / dt if dt > 0 else None
+
+
+@dataclass
+class Explorer:
+    """Algorithm 2 online over GMIs per GPU (module docstring): what to try next, from measured windows."""
+
+    reachable: list[int]
+    incumbent: int
+    window: int
+    noise: float
+    drift: float
+    budget_epochs: float
+    trial_epochs: int = 0
+    rates: dict[int, list[float]] = field(default_factory=dict)  # windows measured per partition
+    phase: str = "baseline"  # baseline -> trial -> back -> settled (-> baseline on drift)
+    trial: int | None = None
+    tried: set[int] = field(default_factory=set)  # neighbours that lost since the last (re)start of exploring
+    settled_rate: float | None = None
+
+    def neighbours(self) -> list[int]:
+        i = self.reachable.index(self.incumbent)
+        up = self.reachable[i + 1:i + 2]
+        down = self.reachable[i - 1:i] if i > 0 else []
+        return [n for n in (*up, *down) if n not in self.tried]
+
+    def affordable(self) -> bool:
+        return self.trial_epochs + self.window + 1 <= self.budget_epochs
+
+    def measured(self, current: int, rate: float, epochs: int) -> tuple[int, str] | None:
+        """A window of ``epochs`` on ``current`` measured ``rate``: the partition to move to, and why (or None)."""
+        self.rates.setdefault(current, []).append(rate)
+        if current != self.incumbent:
+            self.trial_epochs += epochs
+        if self.phase == "settled":
+            if self.settled_rate and abs(rate / self.settled_rate - 1) > self.drift:
+                self.phase, self.tried = "baseline", set()  # the workload changed: explore again
+                return self._next(f"auto: throughput drifted {rate / self.settled_rate - 1:+.0%} since settling")
+            return None
+        if self.phase == "baseline":
+            return self._next("auto: trying a neighbour")
+        if self.phase == "trial":
+            base = self.rates[self.incumbent][-1]
+            if rate > base * (1 + 3 * self.noise):  # a clear win needs no return leg
+                return self._win(current, current, rate, base)
+            self.phase = "back"
+            return self.incumbent, f"auto: back to gmis_per_gpu={self.incumbent} (the A-B-A pair's second A)"
+        # phase back: the pair is complete
+        a1, a2 = self.rates[self.incumbent][-2:]
+        b = self.rates[self.trial][-1] if self.trial is not None else 0.0
+        base = (a1 + a2) / 2
+        if b > base * (1 + self.noise):
+            return self._win(self.trial, current, b, base)  # type: ignore[arg-type]
+        self.tried.add(self.trial)  # type: ignore[arg-type]
+        return self._next(f"auto: gmis_per_gpu={self.trial} lost ({b:,.0f} vs {base:,.0f} env steps/s)")
+
+    def _win(self, to: int, current: int, rate: float, base: float) -> tuple[int, str] | None:
+        old, self.incumbent = self.incumbent, to
+        self.tried, self.phase = {old}, "baseline"
+        why = f"auto: gmis_per_gpu={to} won ({rate:,.0f} vs {base:,.0f} env steps/s)"
+        if current != to:  # on the old incumbent (the pair's second A): go to the winner, its window the baseline
+            return to, f"{why}; moving to it"
+        return self._next(why)  # on the winner already: its window is the new baseline
+
+    def _next(self, why: str) -> tuple[int, str] | None:
+        options = self.neighbours()
+        if not options or not self.affordable():
+            self.phase = "settled"
+            rates = self.rates.get(self.incumbent) or [0.0]
+            self.settled_rate = rates[-1]
+            return None
+        self.trial, self.phase = options[0], "trial"
+        return self.trial, f"{why}; trying gmis_per_gpu={self.trial}"
+
+
+class Reshaper:
+    """The launcher asks :meth:`poll` every interval while a segment trains; it returns a :class:`Decision` or None.
+
+    Lives across the run's segments (the app keeps it), so the explorer's measurements carry over.
+    """
+
+    def __init__(self, mode: str, run_dir: Path, current: int, reachable: list[int], launch: Any,
+                 max_iterations: int) -> None:
+        self.mode, self.run_dir, self.current, self.reachable = mode, run_dir, current, reachable
+        self.records: list[dict[str, Any]] = []
+        self.explorer = Explorer(
+            reachable=reachable, incumbent=current, window=int(launch.reshape_window),
+            noise=float(launch.reshape_noise), drift=float(launch.reshape_drift),
+            budget_epochs=float(launch.reshape_budget) * max_iterations,
+        ) if mode == "auto" and len(reachable) > 1 else None
+        self.max_iterations = max_iterations
+        self._seen = 0  # rows of this segment the explorer has used
+
+    def segment_started(self, current: int) -> None:
+        self.current, self._seen = current, 0
+
+    def poll(self, rows: list[dict[str, Any]]) -> Decision | None:
+        """``rows``: this segment's run rows so far (:class:`gmiexp.launch.live.RunRows`)."""
+        epoch = int(rows[-1].get("iteration", 0)) if rows else 0
+        req = take_request(self.run_dir)
+        if req is not None:
+            return self._requested(req, epoch, rows)
+        if self.explorer is None or epoch >= self.max_iterations - 1:
+            return None
+        # one window at a time: the first epoch of a segment is left out, then `window` epochs per measurement
+        w = self.explorer.window
+        if len(rows) - max(1, self._seen) < w:
+            return None
+        rate = steady(rows[max(0, max(1, self._seen) - 1):], w)
+        self._seen = len(rows)
+        if rate is None:
+            return None
+        move = self.explorer.measured(self.current, rate, w)
+        if move is None or move[0] == self.current:
+            return None
+        return Decision(to=move[0], frm=self.current, reason=move[1], epoch=epoch, rate_before=rate)
+
+    def _requested(self, req: dict[str, Any], epoch: int, rows: list[dict[str, Any]]) -> Decision | None:
+        to = int(req.get("gmis_per_gpu", 0))
+        why = None
+        if to == self.current:
+            why = f"the run already has gmis_per_gpu={to}"
+        elif to not in self.reachable:
+            why = f"gmis_per_gpu={to} cannot share the global batch; valid: {self.reachable}"
+        elif epoch >= self.max_iterations:
+            why = "the run is at its last epoch"
+        if why:
+            self.note({"request": req.get("id", ""), "status": "refused", "why": why, "epoch": epoch})
+            return None
+        rate = steady(rows, min(len(rows) - 1, 3)) if len(rows) > 2 else None
+        if self.explorer is not None:  # a user's choice is the new incumbent; exploring starts again from it
+            self.explorer.incumbent, self.explorer.phase, self.explorer.tried = to, "baseline", set()
+        return Decision(to=to, frm=self.current, reason=f"request {req.get('id', '')}", epoch=epoch,
+                        rate_before=rate, request=str(req.get("id", "")))
+
+    def note(self, record: dict[str, Any]) -> None:
+        log(self.run_dir, record)
+
+    def done(self, d: Decision, **timing: Any) -> dict[str, Any]:
+        """Record a completed re-shape (summary.json's ``reshapes``, the log tools.reshape reads)."""
+        rec = {**asdict(d), "status": "done", **timing}
+        rec["from"] = rec.pop("frm")
+        self.records.append(rec)
+        self.note(rec)
+        return rec
+
+
+def reachable_from(plan: Any) -> list[int]:
+    return list(plan.global_batch.get("reachable", [])) if plan.global_batch else []
+
+
+def reshaper_for(cfg: Any, plan: Any, node_dir: Path) -> Reshaper | None:
+    """The run's :class:`Reshaper` (None with ``launch.reshape=off``)."""
+    if cfg.launch.reshape == "off":
+        return None
+    (node_dir / REQUEST_FILE).unlink(missing_ok=True)  # a request left by an earlier attempt is stale
+    current = gmis_per_gpu(plan)
+    return Reshaper(str(cfg.launch.reshape), node_dir, current, reachable_from(plan), cfg.launch,
+                    int(plan.max_iterations))
+
+
+def run_segments(cfg: Any, plan: Any, backend: Any, node_dir: Path, live: Any, reshaper: Reshaper) -> dict[str, Any]:
+    """Launch ``plan``; after every re-shape, plan the new partition and launch it from GMI 0's checkpoint.
+
+    Returns the run's summary: the last partition's figures, every partition's rows in ``history``, the first
+    attempt's ``resumed``, the whole run's ``wall_s`` and every re-shape in ``reshapes``.
+    """
+    from gmiexp.launch.launcher import launch
+    from gmiexp.launch.summary import resumed, write_summary
+
+    t_start, first = time.time(), plan
+    boundaries: list[int] = []  # index of each later partition's first row in the run's rows
+    while True:
+        try:
+            summary = launch(plan, backend, node_dir, live=live, reshaper=reshaper)
+            break
+        except Reshaped as r:
+            t_exit = time.time()
+            plan, backend, timing = _next_partition(cfg, plan, backend, r.decision, node_dir, reshaper)
+            r.decision.epoch = int(plan.resumed.get("epoch", r.decision.epoch))  # where the GMIs stopped
+            live.next_segment(plan)
+            _archive(node_dir, len(boundaries))
+            boundaries.append(len(live.all_rows))
+            reshaper.done(r.decision, stop_s=round(t_exit - r.decision.decided_at, 3),
+                          plan_s=round(time.time() - t_exit, 3), started_at=time.time(), **timing)
+            reshaper.segment_started(gmis_per_gpu(plan))
+    rows = live.all_rows
+    _complete(reshaper.records, rows, boundaries, live.rows.t0)
+    summary.update(resumed=resumed(first), wall_s=time.time() - t_start, started_at=t_start,
+                   reshapes=reshaper.records, history=rows)
+    write_summary(node_dir / "summary.json", summary)
+    return summary
+
+
+def _next_partition(cfg: Any, plan: Any, backend: Any, d: Decision, node_dir: Path,
+                    reshaper: Reshaper) -> tuple[Any, Any, dict[str, Any]]:
+    """Plan and realise ``d.to`` resuming from GMI 0's checkpoint; on a refusal, the previous partition again."""
+    import copy
+
+    from gmiexp.errors import ConfigError, LaunchError
+    from gmiexp.launch.requeue import resume
+    from gmiexp.plan.build import build_plan
+
+    def build(n: int) -> tuple[Any, Any]:
+        c = copy.deepcopy(cfg)
+        c.gmis_per_gpu = n
+        c.batch.total_envs, c.batch.total_minibatch = (plan.global_batch["total_envs"],
+                                                       plan.global_batch["total_minibatch"])
+        new, be = build_plan(c, node_dir)
+        resume(new, node_dir, "auto")  # this run's own checkpoint, whatever launch.resume says
+        if not new.checkpoint:
+            raise LaunchError(f"re-shape to gmis_per_gpu={n} failed: GMI 0 wrote no checkpoint in {node_dir}")
+        return new, be
+
+    try:
+        new, be = build(d.to)
+        return new, be, {"rolled_back": False}
+    except ConfigError as e:  # the new partition cannot be realised here: go on as before
+        why = str(e).splitlines()[0]
+        print(f"gmiexp: re-shape to gmis_per_gpu={d.to} failed ({why}); going on with gmis_per_gpu={d.frm}",
+              file=sys.stderr, flush=True)
+        new, be = build(d.frm)
+        d.to = d.frm
+        return new, be, {"rolled_back": True, "why": why}
+
+
+def _archive(node_dir: Path, k: int) -> None:
+    """Keep a finished partition's per-GMI files (``gmis/``, ``logs/``) under ``segments/<k>/``."""
+    import shutil
+
+    dest = node_dir / "segments" / str(k)
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("gmis", "logs"):
+        if (node_dir / name).exists():
+            shutil.move(str(node_dir / name), str(dest / name))
+
+
+def _complete(records: list[dict[str, Any]], rows: list[dict[str, Any]], boundaries: list[int], t0: float) -> None:
+    """Each re-shape's rate after and cost, from the rows: the gap between the partitions' epochs beyond one epoch."""
+    for i, (rec, b) in enumerate(zip(records, boundaries, strict=False)):
+        end = boundaries[i + 1] if i + 1 < len(boundaries) else len(rows)
+        seg = rows[b:end]
+        if not seg or b == 0:
+            continue
+        epochs = [float(seg[j + 1]["wall_s"]) - float(seg[j]["wall_s"]) for j in range(1, len(seg) - 1)]
+        epoch_s = sorted(epochs)[len(epochs) // 2] if epochs else None
+        rec["rate_after"] = steady(seg, max(1, len(seg) - 2)) if len(seg) > 2 else None
+        rec["first_epoch_s"] = round(t0 + float(seg[0]["wall_s"]) - float(rec["started_at"]), 3)
+        gap = float(seg[0]["wall_s"]) - float(rows[b - 1]["wall_s"])
+        rec["cost_s"] = round(gap - epoch_s, 3) if epoch_s is not None else round(gap, 3)
+        rec["epoch_s"] = epoch_s

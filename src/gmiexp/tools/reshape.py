@@ -1,0 +1,76 @@
+"""Ask a running job to re-shape its GMIs at its next epoch boundary: ``python -m gmiexp.tools.reshape RUN_DIR gmis_per_gpu=N``.
+
+The run must have started with ``launch.reshape=request`` (or ``auto``). The request is refused at once (exit 2)
+when the run cannot take it: no run there, not running, re-shaping off, or a partition that cannot share the
+run's global batch. Otherwise the launcher takes it at its next poll, the GMIs end their epoch, and this waits
+for the outcome and says it: ``done`` (exit 0, with the cost) or ``refused`` (exit 1, why). A scheduler can
+use ``--no-wait`` and read ``reshapes.jsonl`` in the run dir.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from gmiexp.launch.reshape import read_log, request
+
+
+def refuse(why: str) -> int:
+    print(f"gmiexp.tools.reshape: refused: {why}", file=sys.stderr)
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m gmiexp.tools.reshape", description=__doc__.splitlines()[0])
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("setting", help="gmis_per_gpu=N: the partition to move to")
+    p.add_argument("--no-wait", action="store_true", help="write the request and return")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the outcome (default 600)")
+    a = p.parse_args(argv)
+    from gmiexp.launch.ownership import running
+    from gmiexp.plan import Plan
+
+    key, _, value = a.setting.partition("=")
+    if key != "gmis_per_gpu" or not value.isdigit() or int(value) < 1:
+        return refuse(f"invalid setting {a.setting!r}; valid: gmis_per_gpu=N with N >= 1")
+    plan_path = a.run_dir / "plan.yaml"
+    if not plan_path.is_file():
+        return refuse(f"invalid run dir {a.run_dir}: no plan.yaml (not a gmiexp run dir; a multi-node run's "
+                      "node directories are node<R>/, and re-shaping is single-node)")
+    if not running(a.run_dir):
+        return refuse(f"no run is running in {a.run_dir}")
+    plan = Plan.load(plan_path)
+    if plan.launch.reshape == "off":
+        return refuse(f"the run in {a.run_dir} started with launch.reshape=off; valid: start it with "
+                      "launch.reshape=request (or auto)")
+    reachable = list(plan.global_batch.get("reachable", []))
+    if int(value) not in reachable:
+        return refuse(f"gmis_per_gpu={value} cannot share the run's global batch ({plan.global_batch['total_envs']} "
+                      f"environments, minibatch {plan.global_batch['total_minibatch']}); valid: {reachable}")
+    rid = request(a.run_dir, int(value))
+    print(f"gmiexp.tools.reshape: request {rid}: gmis_per_gpu={value} at the next epoch boundary", file=sys.stderr)
+    if a.no_wait:
+        return 0
+    deadline = time.monotonic() + a.timeout
+    while time.monotonic() < deadline:
+        for rec in read_log(a.run_dir):
+            if rec.get("request") == rid:
+                if rec.get("status") == "done":
+                    print(f"done: at epoch {rec['epoch']}, gmis_per_gpu {rec['from']} -> {rec['to']} "
+                          f"(stop {rec['stop_s']:.1f} s, re-plan {rec['plan_s']:.1f} s)")
+                    return 0
+                print(f"refused: {rec.get('why')}")
+                return 1
+        if not running(a.run_dir):
+            print("refused: the run ended before it took the request")
+            return 1
+        time.sleep(0.5)
+    print(f"gmiexp.tools.reshape: no outcome within {a.timeout:g} s; the request stands ({a.run_dir}/"
+          "reshape_request.json)", file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
