@@ -1,4 +1,6 @@
-"""Ask a running job to re-shape its GMIs at its next epoch boundary: ``python -m gmiexp.tools.reshape RUN_DIR gmis_per_gpu=N``.
+"""Ask a running job to re-shape its GMIs at its next epoch boundary.
+
+``python -m gmiexp.tools.reshape RUN_DIR gmis_per_gpu=N``.
 
 The run must have started with ``launch.reshape=request`` (or ``auto``). The request is refused at once (exit 2)
 when the run cannot take it: no run there, not running, re-shaping off, or a partition that cannot share the
