@@ -1,0 +1,162 @@
+"""Elastic GMIs: the online explorer's decisions (paired A-B-A windows), requests, and real re-shapes of a training
+run (tcg_ex and tdg_ex) at an epoch boundary: epochs and frames go on, nothing is counted twice."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from gmitest import gmiexp_workers, popen_cli, run_cli
+
+from gmiexp.launch.reshape import Explorer, Reshaper, read_log, request, steady
+from gmiexp.tools import reshape as tool
+
+
+def explorer(**kw) -> Explorer:
+    args = dict(reachable=[1, 2, 4], incumbent=1, window=2, noise=0.05, drift=0.15, budget_epochs=100)
+    return Explorer(**{**args, **kw})
+
+
+def test_a_neighbour_that_wins_the_pair_is_kept_and_the_next_one_tried() -> None:
+    e = explorer()
+    assert e.measured(1, 100.0, 2) == (2, "auto: trying a neighbour; trying gmis_per_gpu=2")
+    assert e.measured(2, 110.0, 2)[0] == 1  # not a clear win: back to A for the pair's second A
+    to, why = e.measured(1, 96.0, 2)  # B 110 vs mean(A) 98: > 5 % better
+    assert (to, e.incumbent) == (2, 2) and "gmis_per_gpu=2 won" in why
+    assert e.measured(2, 111.0, 2) == (4, "auto: trying a neighbour; trying gmis_per_gpu=4")
+
+
+def test_a_clear_win_needs_no_return_leg_and_a_loss_settles() -> None:
+    e = explorer()
+    e.measured(1, 100.0, 2)
+    to, why = e.measured(2, 150.0, 2)  # > 3 x noise better: kept at once, the next neighbour tried
+    assert to == 4 and e.incumbent == 2 and "won" in why
+    assert e.measured(4, 140.0, 2)[0] == 2  # B' not clearly better: back to the incumbent
+    assert e.measured(2, 150.0, 2) is None  # 4 lost; 1 lost before: settled on 2
+    assert e.phase == "settled" and e.incumbent == 2
+
+
+def test_drift_starts_exploring_again_and_the_budget_bounds_trials() -> None:
+    e = explorer(reachable=[1, 2], budget_epochs=100)
+    e.measured(1, 100.0, 2)
+    e.measured(2, 90.0, 2)
+    assert e.measured(1, 100.0, 2) is None and e.phase == "settled"
+    assert e.measured(1, 98.0, 2) is None  # within reshape_drift
+    to, why = e.measured(1, 60.0, 2)
+    assert to == 2 and "drifted -40%" in why
+    poor = explorer(budget_epochs=2)  # a window plus its first epoch does not fit in 2 epochs
+    assert poor.measured(1, 100.0, 2) is None and poor.phase == "settled"
+
+
+def test_steady_leaves_the_first_epoch_out() -> None:
+    rows = [{"frames": 100 * i, "wall_s": w} for i, w in enumerate([10.0, 11.0, 12.0, 13.0], start=1)]
+    assert steady(rows, 2) == pytest.approx(100.0)
+    assert steady(rows[:2], 2) is None
+
+
+def test_a_request_for_a_partition_that_cannot_share_the_batch_is_refused(tmp_path: Path) -> None:
+    launch = SimpleNamespace(reshape_window=2, reshape_noise=0.05, reshape_drift=0.15, reshape_budget=0.25)
+    r = Reshaper("request", tmp_path, current=1, reachable=[1, 2], launch=launch, max_iterations=10)
+    rid = request(tmp_path, 3)
+    rows = [{"iteration": i, "frames": i, "wall_s": i} for i in range(1, 4)]
+    assert r.poll(rows) is None
+    assert read_log(tmp_path) == [{"request": rid, "status": "refused", "epoch": 3,
+                                   "why": "gmis_per_gpu=3 cannot share the global batch; valid: [1, 2]"}]
+    rid = request(tmp_path, 2)
+    d = r.poll(rows)
+    assert (d.to, d.frm, d.request) == (2, 1, rid)
+
+
+def wait_for_rows(run_dir: Path, n: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        hist = run_dir / "gmis" / "0" / "history.jsonl"
+        if hist.exists() and len(hist.read_text().splitlines()) >= n:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"no {n} epochs in {run_dir} within {timeout} s")
+
+
+@pytest.mark.parametrize(("layout", "start", "to"), [("tcg_ex", 1, 2), ("tdg_ex", 2, 1)])
+def test_a_requested_reshape_goes_on_from_the_epoch_it_stopped_at(tmp_path: Path, layout: str, start: int,
+                                                                  to: int, capsys: pytest.CaptureFixture) -> None:
+    run_dir, iters = tmp_path / "run", 60 if layout == "tcg_ex" else 150
+    p = popen_cli("task=Cartpole", f"layout={layout}", f"gmis_per_gpu={start}", "batch.total_envs=16",
+                  f"max_iterations={iters}", "launch.reshape=request", f"hydra.run.dir={run_dir}")
+    try:
+        wait_for_rows(run_dir, 3)
+        assert tool.main([str(run_dir), f"gmis_per_gpu={to}"]) == 0
+        assert f"gmis_per_gpu {start} -> {to}" in capsys.readouterr().out
+        out, err = p.communicate(timeout=240)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err
+    s = json.loads((run_dir / "summary.json").read_text())
+    (rec,) = s["reshapes"]
+    assert (rec["from"], rec["to"], rec["status"]) == (start, to, "done")
+    assert rec["cost_s"] > 0 and rec["rate_after"] > 0
+    its = [r["iteration"] for r in s["history"]]
+    assert its == list(range(1, iters + 1))  # every epoch once: none lost, none trained twice
+    frames = [r["frames"] for r in s["history"]]
+    assert frames == sorted(frames) and len(set(frames)) == len(frames)
+    parts = [r["partition/gmis_per_gpu"] for r in s["history"]]
+    boundary = rec["epoch"]
+    assert set(parts[:boundary]) == {start} and set(parts[boundary:]) == {to}
+    assert (run_dir / "segments" / "0" / "gmis").is_dir()
+    assert not gmiexp_workers(run_dir)
+
+
+def test_auto_tries_a_neighbour_and_records_why(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    r = run_cli("task=Cartpole", "gmis_per_gpu=1", "batch.total_envs=16", "max_iterations=40", "launch.reshape=auto",
+                "launch.reshape_window=2", "launch.reshape_budget=1.0", "launch.reshape_max_gmis_per_gpu=2",
+                f"hydra.run.dir={run_dir}")
+    assert r.returncode == 0, r.stderr
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert s["reshapes"] and s["reshapes"][0]["reason"].startswith("auto: trying a neighbour")
+    assert [h["iteration"] for h in s["history"]] == list(range(1, 41))
+    assert "re-shaping at the next epoch boundary" in r.stderr
+
+
+def test_ctrl_c_while_reshaping_leaves_nothing(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    p = popen_cli("task=Cartpole", "gmis_per_gpu=1", "batch.total_envs=16", "max_iterations=400",
+                  "launch.reshape=request", f"hydra.run.dir={run_dir}")
+    try:
+        wait_for_rows(run_dir, 3)
+        request(run_dir, 2)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (run_dir / "reshapes.jsonl").exists():
+            time.sleep(0.1)
+        time.sleep(1.0)  # the next partition's GMIs are starting
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, err
+    assert not gmiexp_workers(run_dir)
+    assert not list(Path("/dev/shm").glob(f"gmiexp_*{p.pid}*"))
+
+
+@pytest.mark.parametrize(("args", "why"), [
+    (["gmis_per_gpu=x"], "invalid setting 'gmis_per_gpu=x'"),
+    (["gmis_per_gpu=2"], "no plan.yaml"),
+])
+def test_the_tool_refuses_what_it_cannot_do(tmp_path: Path, args: list[str], why: str,
+                                            capsys: pytest.CaptureFixture) -> None:
+    assert tool.main([str(tmp_path), *args]) == 2
+    assert why in capsys.readouterr().err
+
+
+def test_the_tool_refuses_a_run_that_does_not_reshape_or_is_not_running(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture) -> None:
+    run_dir = tmp_path / "run"
+    assert run_cli("task=Cartpole", "gmis_per_gpu=1", "max_iterations=2", f"hydra.run.dir={run_dir}").returncode == 0
+    assert tool.main([str(run_dir), "gmis_per_gpu=2"]) == 2
+    assert f"no run is running in {run_dir}" in capsys.readouterr().err
