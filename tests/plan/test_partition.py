@@ -55,7 +55,7 @@ def test_a_reshaping_run_fixes_its_starting_batch_as_the_global_one(tmp_path: Pa
 
 
 def test_the_partition_is_not_the_training_with_a_global_batch(tmp_path: Path) -> None:
-    """Resume (and so a re-shape) accepts a checkpoint of another partition of the same global batch, not another batch."""
+    """Resume (so a re-shape) accepts a checkpoint of another partition of the same global batch only."""
     one = plan_of(tmp_path, "gmis_per_gpu=1", "batch.total_envs=16", "batch.total_minibatch=64")
     two = plan_of(tmp_path, "gmis_per_gpu=2", "batch.total_envs=16", "batch.total_minibatch=64")
     other = plan_of(tmp_path, "gmis_per_gpu=2", "batch.total_envs=32", "batch.total_minibatch=64")
