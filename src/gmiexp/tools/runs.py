@@ -94,6 +94,36 @@ def run_logged(cmd: Sequence[str], log: Path, timeout_s: float | None = None, cw
             raise
 
 
+def run_for(overrides: Sequence[str], run_dir: Path, duration_s: float, *, grace_s: float = 120.0,
+            python: str = sys.executable, log_name: str = "console.log") -> dict[str, Any]:
+    """Train for ``duration_s`` seconds, then stop as Ctrl-C does (the GMIs end their epoch); the summary.
+
+    A run that ends on its own first is fine (``status: ok``); one that fails raises :class:`RunFailed`.
+    """
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log = run_dir / log_name
+    with log.open("w") as out:
+        proc = subprocess.Popen(gmiexp_command(overrides, run_dir, python), stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            rc = proc.wait(timeout=duration_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, signal.SIGINT)  # the launcher's graceful stop: summary with every epoch
+            try:
+                rc = proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                stop_group(proc)
+                raise RunFailed(f"did not stop within {grace_s:g} s of SIGINT", run_dir, log, None) from None
+        except BaseException:
+            stop_group(proc)
+            raise
+    if rc not in (0, 130):
+        raise RunFailed(f"exit code {rc}", run_dir, log, rc)
+    return read_summary(run_dir, log)
+
+
 def stop_group(proc: subprocess.Popen, grace_s: float = 15.0) -> None:
     """SIGINT the run's process group (gmiexp stops its GMIs and backend cleanly), then SIGKILL what is left."""
 

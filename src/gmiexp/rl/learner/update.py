@@ -87,7 +87,7 @@ class Learner:
                 off += t.numel()
 
     def dataset(self, fresh: Rollouts) -> dict[str, torch.Tensor] | None:
-        """GAE per rollout, concatenated on the device; advantages and values normalised as configured."""
+        """GAE per rollout, concatenated on the device; values normalised as configured (advantages: step)."""
         if not fresh:
             return None
         tr = self.train
@@ -96,9 +96,6 @@ class Learner:
             parts = [as_sequences(p, b, tr.horizon_length, n, self.states)
                      for p, (n, b) in zip(parts, fresh, strict=True)]
         d = {k: torch.cat([p[k] for p in parts]).to(self.device) for k in parts[0]}
-        if tr.normalize_advantage and d["advantages"].numel() > 1:
-            a = d["advantages"]
-            d["advantages"] = (a - a.mean()) / (a.std() + 1e-8)
         vms = getattr(self.model, "value_mean_std", None)
         if tr.normalize_value and vms is not None:
             vms.train()
@@ -173,8 +170,15 @@ class Learner:
         self.model.train()
         d = self.dataset(fresh)
         n = 0 if d is None else int(d["advantages"].numel())
-        head = self._sum(torch.tensor([float(n), float(done)], dtype=torch.float64))
+        a = d["advantages"].double().cpu() if d is not None else torch.zeros(0, dtype=torch.float64)
+        head = self._sum(torch.tensor([float(n), float(done), float(a.sum()), float((a * a).sum())],
+                                      dtype=torch.float64))
         total, all_done = int(head[0].item()), int(head[1].item()) == self.world
+        if d is not None and self.train.normalize_advantage and total > 1:
+            # over every trainer's rows, as one trainer would over the whole batch: the partition is not the learning
+            mean = head[2].item() / total
+            std = max(0.0, (head[3].item() - total * mean * mean) / (total - 1)) ** 0.5
+            d["advantages"] = (d["advantages"] - mean) / (std + 1e-8)
         if total == 0:
             self.model.eval()
             self.train_s += time.perf_counter() - t0 - (self.comm_s - comm0)
