@@ -102,3 +102,20 @@ def test_the_scheduler_reads_the_kl_averaged_over_every_gmi() -> None:
     assert synced.update(1e-3, 0.0, 1, 0, 0.02)[0] == 1e-3
     synced.kl_threshold = 0.1
     assert inner.kl_threshold == 0.1
+
+
+def test_advantages_normalised_over_the_group_equal_one_gmi_on_the_whole_batch() -> None:
+    from gmiexp.rl.rlgames.sync import normalise_over_group
+
+    a = torch.randn(48, generator=torch.Generator().manual_seed(3), dtype=torch.float32) * 3 + 1
+    whole = (a - a.mean()) / (a.std() + 1e-8)  # rl-games' normalisation of one GMI's batch
+    parts = a.chunk(3)
+    sums = [None] * 3
+
+    def group(t: torch.Tensor) -> None:  # the sum of every part's moments, as gloo would give each GMI
+        t.copy_(sum(torch.tensor([p.numel(), p.double().sum(), (p.double() ** 2).sum()]) for p in parts))
+
+    for i, p in enumerate(parts):
+        sums[i] = normalise_over_group(p, group)
+    assert torch.allclose(torch.cat(sums), whole, atol=1e-5)
+    assert not torch.allclose(torch.cat([(p - p.mean()) / (p.std() + 1e-8) for p in parts]), whole, atol=1e-3)

@@ -22,7 +22,7 @@ from gmiexp.rl.learner.gae import gae
 from gmiexp.rl.learner.losses import kl_estimate, row_losses
 from gmiexp.rl.learner.schedule import make_schedule, needs_kl
 from gmiexp.rl.learner.sequences import StateLayout, as_sequences, model_input, sequence_rows
-from gmiexp.rl.rlgames.sync import merge_running_stats, start_counts
+from gmiexp.rl.rlgames.sync import merge_running_stats, normalised, start_counts
 
 #: Sums a tensor in place over the trainer group (every trainer calls it the same number of times).
 Reduce = Callable[[torch.Tensor], object]
@@ -176,9 +176,7 @@ class Learner:
         total, all_done = int(head[0].item()), int(head[1].item()) == self.world
         if d is not None and self.train.normalize_advantage and total > 1:
             # over every trainer's rows, as one trainer would over the whole batch: the partition is not the learning
-            mean = head[2].item() / total
-            std = max(0.0, (head[3].item() - total * mean * mean) / (total - 1)) ** 0.5
-            d["advantages"] = (d["advantages"] - mean) / (std + 1e-8)
+            d["advantages"] = normalised(d["advantages"], total, head[2].item(), head[3].item())
         if total == 0:
             self.model.eval()
             self.train_s += time.perf_counter() - t0 - (self.comm_s - comm0)

@@ -43,6 +43,7 @@ from gmiexp.rl.rlgames.sync import (
     broadcast_module,
     gloo_sum,
     merge_running_stats,
+    normalise_over_group,
     reduce_gradients,
     start_counts,
 )
@@ -124,6 +125,25 @@ class GMISyncMixin:
         self.last_epoch: dict[str, float] = {}
         self._stats_counts: dict[int, float] = {}
         self._cv_stats_counts: dict[int, float] = {}
+
+    def prepare_dataset(self, batch_dict: dict[str, Any]) -> None:
+        """rl-games' dataset; with several GMIs, advantages normalised over every GMI's rows.
+
+        rl-games normalises each GPU's batch on its own, so its update depends on how the batch is cut; over the
+        group, G GMIs make the update one GMI makes on the whole batch, and a re-shape does not change the
+        learning. rl-games' running-mean (``normalize_rms_advantage``) and recurrent (masked) variants stay its own.
+        """
+        if not (self.gmi_sync and self.normalize_advantage and not self.normalize_rms_advantage
+                and not self.is_rnn):
+            return super().prepare_dataset(batch_dict)  # type: ignore[misc]
+        self.normalize_advantage = False
+        try:
+            super().prepare_dataset(batch_dict)  # type: ignore[misc]
+        finally:
+            self.normalize_advantage = True
+        values = self.dataset.values_dict
+        values["advantages"] = normalise_over_group(values["advantages"], gloo_sum())
+        return None
 
     @property
     def gmi_sync(self) -> bool:

@@ -113,6 +113,21 @@ def merge_running_stats(model: nn.Module, all_reduce: Callable[[torch.Tensor], N
         last_count[idx] = new_count
 
 
+def normalised(a: torch.Tensor, n: float, total: float, squares: float) -> torch.Tensor:
+    """``a`` normalised with the mean and (unbiased) std of rows whose count, sum and sum of squares are given."""
+    mean = total / n
+    std = max(0.0, (squares - n * mean * mean) / max(1.0, n - 1)) ** 0.5
+    return (a - mean) / (std + 1e-8)
+
+
+def normalise_over_group(a: torch.Tensor, all_reduce: Callable[[torch.Tensor], None]) -> torch.Tensor:
+    """Advantages normalised over every GMI's rows, as one GMI would over the whole batch (one reduced sum)."""
+    d = a.detach().double().cpu()
+    moments = torch.tensor([float(d.numel()), float(d.sum()), float((d * d).sum())], dtype=torch.float64)
+    all_reduce(moments)
+    return normalised(a, *moments.tolist())
+
+
 def gloo_sum(group: object | None = None) -> Callable[[torch.Tensor], None]:
     """Sum over ``group`` on the gloo process group, staging tensors gloo cannot reduce through the host."""
 
