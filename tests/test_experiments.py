@@ -66,6 +66,16 @@ def test_multinode_smallest(tmp_path):
 
 
 @pytest.mark.slow
+def test_elastic_bench_smallest(tmp_path):
+    """Fixed 1 and 2 GMIs and auto from 1, one short repetition (a smoke test of the script, not a measurement)."""
+    run(PY, str(EXP / "elastic" / "bench.py"), f"results_dir={tmp_path}", "task=Cartpole", "total_envs=16",
+        "duration_s=25", "repetitions=1", "window=2", "budget=1.0", "max_gmis_per_gpu=2", "max_iterations=400")
+    text = (tmp_path / "elastic_bench.md").read_text()
+    assert "median auto / best fixed frames" in text and "reward at equal wall time" in text
+    assert len((tmp_path / "elastic_bench.csv").read_text().splitlines()) == 1 + 1
+
+
+@pytest.mark.slow
 def test_pong_bench_smallest(tmp_path):
     """Pong, 2 GMIs against vanilla rl-games: one tiny pair (a smoke test of the script, not a measurement)."""
     tiny = ["train.horizon_length=8", "train.minibatch_size=16", "train.mini_epochs=1", "task.max_episode_length=10",
@@ -196,7 +206,8 @@ SCRIPT_CONFIGS = [("reduction", "config"), ("channels", "config"), ("baseline_rl
                   ("baseline_rlgames", "run_file"), ("table8_channels", "run"), ("packing", "config"),
                   ("packing", "paper"), ("search_vs_grid", "config"), ("simulators", "config"),
                   ("vectorization_fusion", "config"), ("multinode", "bench"), ("rlgames_configs", "config"),
-                  ("workloads", "pong_bench")]
+                  ("workloads", "pong_bench"), ("elastic", "bench"),
+                  ("elastic", "recycle")]
 
 
 @pytest.mark.parametrize(("study", "name"), SCRIPT_CONFIGS)

@@ -159,6 +159,7 @@ def test_play_counts_each_environments_first_episode_only():
 
 
 @pytest.mark.timeout(600)  # one short training run and an eval; slow on a loaded host
+@pytest.mark.slow  # slow: the default suite keeps a run of this path elsewhere (docs/development.md)
 def test_a_recurrent_gymnasium_policy_evaluates_and_films_itself(tmp_path):
     """A new family end to end: Gymnasium's CartPole (pygame renders it, no GL needed), an LSTM policy."""
     import imageio.v2 as imageio

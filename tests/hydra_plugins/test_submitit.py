@@ -100,6 +100,7 @@ GMIEXP_LOCAL = ["hydra/launcher=submitit_local",
                 "hydra.launcher._target_=hydra_plugins.gmiexp_submitit.launcher.LocalLauncher"]
 
 
+@pytest.mark.slow  # slow: the default suite keeps a run of this path elsewhere (docs/development.md)
 def test_a_failed_member_fails_its_job_while_the_sweep_collects_every_member(tmp_path: Path) -> None:
     """gmiexp_slurm's launcher class on submitit's local executor: the failed member's job ends with an error (Slurm:
     FAILED), the other trains, the sweep exits 1 naming the failed one and prints each member's summary line."""
@@ -155,6 +156,7 @@ def test_a_submitit_job_killed_without_a_result_fails_the_sweep_with_1(tmp_path:
     assert not gmiexp_workers(tmp_path / "0")  # its GMI went with it (launch.lifeline)
 
 
+@pytest.mark.slow  # slow: the default suite keeps a run of this path elsewhere (docs/development.md)
 def test_optuna_reads_each_submitit_jobs_objective(tmp_path: Path) -> None:
     """A job's return value (the objective) comes back to the sweeper through submitit's result."""
     pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")

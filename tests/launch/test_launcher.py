@@ -71,11 +71,12 @@ def test_killing_one_gmi_stops_all_within_10s(tmp_path: Path, no_orphans: None) 
 
 def test_hung_gmi_is_detected_and_everything_stops(tmp_path: Path, no_orphans: None) -> None:
     t0 = time.time()
+    # 3 s was shorter than a GMI's start on a loaded 2-core host (both still 'starting': the longest silent named)
     r = run_cli("role=user_roles:HangRole", "num_gpus=1", "gmis_per_gpu=2", *FAST,
-                "launch.heartbeat_timeout_s=3", f"hydra.run.dir={tmp_path}", timeout=90)
+                "launch.heartbeat_timeout_s=12", f"hydra.run.dir={tmp_path}", timeout=120)
     assert r.returncode == 1, r.stderr[-2000:]
     assert "GMI 1 hung: no heartbeat" in r.stderr
-    assert time.time() - t0 < 60
+    assert time.time() - t0 < 90
 
 
 def test_ctrl_c_stops_cleanly(tmp_path: Path, no_orphans: None) -> None:
@@ -118,6 +119,7 @@ def test_inprocess_refuses_multi_gmi_plans(gmis: int, tmp_path: Path, capsys: py
     assert "launch.inprocess" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # slow: the default suite keeps a run of this path elsewhere (docs/development.md)
 def test_a_reused_run_dir_starts_a_fresh_history(tmp_path: Path) -> None:
     """A second run in the same hydra.run.dir must not append to (and so corrupt) the first run's epochs."""
     for _ in range(2):  # training again from scratch (launch.resume=auto refuses a finished run: test_requeue)

@@ -95,6 +95,7 @@ def test_tcg_ex_rows_reach_wandb_while_training(tmp_path: Path) -> None:
                                         "perf/env_steps_per_s", "time/sim_s"))
 
 
+@pytest.mark.slow  # slow: the default suite keeps a run of this path elsewhere (docs/development.md)
 def test_tdg_ex_rows_reach_wandb_while_training(tmp_path: Path) -> None:
     _early, summary = live_run(tmp_path, "tdg_ex", "Cartpole", 200, "gmis_per_gpu=3", "train.minibatch_size=16")
     check_per_epoch(tmp_path, summary, ("loss/total", "train/kl", "train/lr", "reward/mean",

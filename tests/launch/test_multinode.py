@@ -105,6 +105,7 @@ def test_a_gmi_killed_on_node_1_stops_both_nodes_within_10s(tmp_path: Path, no_o
     assert run["status"] == "failed" and "GMI 3 on node 1" in run["error"]
 
 
+@pytest.mark.slow  # slow: the default suite keeps a run of this path elsewhere (docs/development.md)
 def test_kill_9_of_node_1s_launcher_stops_node_0_within_the_heartbeat_timeout(tmp_path: Path,
                                                                               no_orphans: None) -> None:
     timeout_s = 5

@@ -10,9 +10,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from gmitest import gmiexp_workers, popen_cli, run_cli
+from gmitest import compose_config, gmiexp_workers, popen_cli, run_cli
 
 from gmiexp.launch.reshape import Explorer, Reshaper, read_log, request, steady
+from gmiexp.plan.build import build_plan
 from gmiexp.tools import reshape as tool
 
 
@@ -111,6 +112,7 @@ def test_a_requested_reshape_goes_on_from_the_epoch_it_stopped_at(tmp_path: Path
     assert not gmiexp_workers(run_dir)
 
 
+@pytest.mark.slow  # slow: the default suite keeps a run of this path elsewhere (docs/development.md)
 def test_auto_tries_a_neighbour_and_records_why(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     r = run_cli("task=Cartpole", "gmis_per_gpu=1", "batch.total_envs=16", "max_iterations=40", "launch.reshape=auto",
@@ -154,9 +156,15 @@ def test_the_tool_refuses_what_it_cannot_do(tmp_path: Path, args: list[str], why
     assert why in capsys.readouterr().err
 
 
-def test_the_tool_refuses_a_run_that_does_not_reshape_or_is_not_running(tmp_path: Path,
+def test_the_tool_refuses_a_run_that_is_not_running_or_does_not_reshape(tmp_path: Path,
                                                                         capsys: pytest.CaptureFixture) -> None:
+    from gmiexp.launch.ownership import own_run_dir
+
     run_dir = tmp_path / "run"
-    assert run_cli("task=Cartpole", "gmis_per_gpu=1", "max_iterations=2", f"hydra.run.dir={run_dir}").returncode == 0
+    plan, _ = build_plan(compose_config("task=Cartpole", "gmis_per_gpu=1"), run_dir)
+    plan.save(run_dir / "plan.yaml")
     assert tool.main([str(run_dir), "gmis_per_gpu=2"]) == 2
     assert f"no run is running in {run_dir}" in capsys.readouterr().err
+    with own_run_dir(run_dir):  # as a running launcher holds it
+        assert tool.main([str(run_dir), "gmis_per_gpu=2"]) == 2
+    assert "started with launch.reshape=off; valid: start it with launch.reshape=request" in capsys.readouterr().err

@@ -115,7 +115,8 @@ def test_decoupled_async_spreads_rollouts_over_several_trainers(tmp_path: Path, 
 
 
 @pytest.mark.parametrize(("layout", "extra"), [
-    ("decoupled_async", ["async_train.replay_selection=prioritized", "channel.store_capacity=2048"]),
+    pytest.param("decoupled_async", ["async_train.replay_selection=prioritized", "channel.store_capacity=2048"],
+                 marks=pytest.mark.slow),
     ("tdg_ex", ["layout.trainers_per_gpu=1", "async_train.replay_selection=uniform",
                 "async_train.replay_eviction=lifo"]),
 ])
@@ -133,6 +134,7 @@ def test_replay_trains_on_stored_rollouts(layout: str, extra: list[str], tmp_pat
     assert sum(r["replay/batches"] for r in rows) == trainers[0]["replay/batches"]
 
 
+@pytest.mark.slow  # slow: the default suite keeps a run of this path elsewhere (docs/development.md)
 def test_tdg_ex_survives_a_trainer_slower_than_its_agents(tmp_path: Path, no_orphans: None) -> None:
     # agents send the next rollout before the trainer takes again: it must still be delivered
     s, plan = run_layout(tmp_path, "tdg_ex", "layout.trainers_per_gpu=1", "role=experience_roles:SlowTrainerTDGEX",

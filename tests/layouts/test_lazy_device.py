@@ -42,7 +42,11 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", list(CASES))
+#: one case per layout runs by default; the others (other task, channel or reduction) are slow
+SLOW_CASES = {"tcg-ant", "tdg-ant", "tcg_ex-ant", "tdg_ex-ant-mrr-uni", "decoupled_async-ant-har-multi"}
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW_CASES else c for c in CASES])
 def test_layout_runs_on_lazy(case: str, tmp_path: Path, no_orphans: None) -> None:
     check_run(tmp_path / "run", [*LAZY, *CASES[case]], "lazy")
 

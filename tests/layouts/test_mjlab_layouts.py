@@ -28,6 +28,7 @@ def run(tmp_path: Path, *extra: str, iters: int = 3, timeout: float = 400) -> tu
     return json.loads((run_dir / "summary.json").read_text()), Plan.load(run_dir / "plan.yaml")
 
 
+@pytest.mark.slow  # slow: the default suite keeps a run of this path elsewhere (docs/development.md)
 def test_tcg_ex_trains_with_the_central_value_net_in_sync(tmp_path: Path, no_orphans: None) -> None:
     s, plan = run(tmp_path, "layout=tcg_ex", "train.check_sync=true")
     assert plan.world_size == 2 and s["status"] == "ok"

@@ -11,7 +11,7 @@ import pytest
 from gmitest import gmiexp_workers, popen_cli
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)])
 def test_interrupting_a_search_stops_its_profile_run(sig: int, tmp_path: Path, no_orphans: None) -> None:
     # SleepRole beats for 120 s: the profile is still running when the search is interrupted.
     p = popen_cli("mode=search", "role=user_roles:SleepRole", "task=Cartpole", "search.grid=true",

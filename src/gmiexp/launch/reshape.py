@@ -48,6 +48,7 @@ class Decision:
     epoch: int
     rate_before: float | None = None  # the partition's steady env steps/s when it was left
     request: str = ""  # the request id (tools.reshape), "" for auto
+    overrides: dict[str, Any] = field(default_factory=dict)  # the new slice (hardware.cpus, backend.sm_percent)
     decided_at: float = field(default_factory=time.time)
 
 
@@ -59,11 +60,16 @@ class Reshaped(Exception):  # noqa: N818 - control flow: a segment ended for a r
         self.decision, self.summary = decision, summary
 
 
-def request(run_dir: Path, gmis_per_gpu: int) -> str:
-    """Ask the run in ``run_dir`` to re-shape at its next epoch boundary; returns the request's id."""
+def request(run_dir: Path, gmis_per_gpu: int, slice_overrides: dict[str, Any] | None = None) -> str:
+    """Ask the run in ``run_dir`` to re-shape at its next epoch boundary; returns the request's id.
+
+    ``slice_overrides``: the new partition's slice as config values (``hardware.cpus``, ``backend.sm_percent``),
+    e.g. a packed member growing into a finished member's cores.
+    """
     rid = uuid.uuid4().hex[:8]
     tmp = run_dir / f".{REQUEST_FILE}.{os.getpid()}"
-    tmp.write_text(json.dumps({"id": rid, "gmis_per_gpu": int(gmis_per_gpu), "at": time.time()}))
+    tmp.write_text(json.dumps({"id": rid, "gmis_per_gpu": int(gmis_per_gpu), "at": time.time(),
+                               "overrides": dict(slice_overrides or {})}))
     tmp.replace(run_dir / REQUEST_FILE)
     return rid
 
@@ -230,7 +236,7 @@ class Reshaper:
         if self.explorer is not None:  # a user's choice is the new incumbent; exploring starts again from it
             self.explorer.incumbent, self.explorer.phase, self.explorer.tried = to, "baseline", set()
         return Decision(to=to, frm=self.current, reason=f"request {req.get('id', '')}", epoch=epoch,
-                        rate_before=rate, request=str(req.get("id", "")))
+                        rate_before=rate, request=str(req.get("id", "")), overrides=dict(req.get("overrides") or {}))
 
     def note(self, record: dict[str, Any]) -> None:
         log(self.run_dir, record)
@@ -275,7 +281,7 @@ def run_segments(cfg: Any, plan: Any, backend: Any, node_dir: Path, live: Any, r
             break
         except Reshaped as r:
             t_exit = time.time()
-            plan, backend, timing = _next_partition(cfg, plan, backend, r.decision, node_dir, reshaper)
+            cfg, plan, backend, timing = _next_partition(cfg, plan, r.decision, node_dir)
             r.decision.epoch = int(plan.resumed.get("epoch", r.decision.epoch))  # where the GMIs stopped
             live.next_segment(plan)
             _archive(node_dir, len(boundaries))
@@ -291,36 +297,51 @@ def run_segments(cfg: Any, plan: Any, backend: Any, node_dir: Path, live: Any, r
     return summary
 
 
-def _next_partition(cfg: Any, plan: Any, backend: Any, d: Decision, node_dir: Path,
-                    reshaper: Reshaper) -> tuple[Any, Any, dict[str, Any]]:
-    """Plan and realise ``d.to`` resuming from GMI 0's checkpoint; on a refusal, the previous partition again."""
+def _next_partition(cfg: Any, plan: Any, d: Decision, node_dir: Path) -> tuple[Any, Any, Any, dict[str, Any]]:
+    """The config, plan and backend of ``d.to`` (and its slice), resuming from GMI 0's checkpoint.
+
+    A partition the host cannot realise (a ConfigError while planning it) rolls back to the previous one.
+    """
     import copy
 
     from gmiexp.errors import ConfigError, LaunchError
     from gmiexp.launch.requeue import resume
     from gmiexp.plan.build import build_plan
 
-    def build(n: int) -> tuple[Any, Any]:
+    def build(n: int, overrides: dict[str, Any]) -> tuple[Any, Any, Any]:
         c = copy.deepcopy(cfg)
         c.gmis_per_gpu = n
         c.batch.total_envs, c.batch.total_minibatch = (plan.global_batch["total_envs"],
                                                        plan.global_batch["total_minibatch"])
+        for key, value in overrides.items():
+            set_field(c, key, value)
         new, be = build_plan(c, node_dir)
         resume(new, node_dir, "auto")  # this run's own checkpoint, whatever launch.resume says
         if not new.checkpoint:
             raise LaunchError(f"re-shape to gmis_per_gpu={n} failed: GMI 0 wrote no checkpoint in {node_dir}")
-        return new, be
+        return c, new, be
 
     try:
-        new, be = build(d.to)
-        return new, be, {"rolled_back": False}
+        return (*build(d.to, d.overrides), {"rolled_back": False})
     except ConfigError as e:  # the new partition cannot be realised here: go on as before
         why = str(e).splitlines()[0]
         print(f"gmiexp: re-shape to gmis_per_gpu={d.to} failed ({why}); going on with gmis_per_gpu={d.frm}",
               file=sys.stderr, flush=True)
-        new, be = build(d.frm)
-        d.to = d.frm
-        return new, be, {"rolled_back": True, "why": why}
+        d.to, d.overrides = d.frm, {}
+        return (*build(d.frm, {}), {"rolled_back": True, "why": why})
+
+
+SLICE_FIELDS = ("hardware.cpus", "backend.sm_percent")  # what a request may change besides gmis_per_gpu
+
+
+def set_field(cfg: Any, key: str, value: Any) -> None:
+    """``cfg.<key> = value`` for a slice field (anything else: ConfigError, exit 2 through the request's refusal)."""
+    from gmiexp.errors import ConfigError
+
+    if key not in SLICE_FIELDS:
+        raise ConfigError(f"invalid re-shape override {key}; valid: {', '.join(SLICE_FIELDS)}")
+    head, _, leaf = key.rpartition(".")
+    setattr(getattr(cfg, head), leaf, value)
 
 
 def _archive(node_dir: Path, k: int) -> None:

@@ -101,7 +101,8 @@ class PackedSweep:
             resume(plan, d, cfg.launch.resume)  # a finished or foreign run dir exits 2 before any member starts
 
     def slot_overrides(self, slot: Slot, member: Member, per_gpu: int | None = None) -> list[str]:
-        return slots.slot_overrides(slot, member, int(per_gpu or self.per_gpu))
+        extra = ["launch.reshape=request"] if self.params.get("recycle") and slot.cpus else []
+        return [*slots.slot_overrides(slot, member, int(per_gpu or self.per_gpu)), *extra]
 
     def choose_auto(self) -> int:
         """Profile the first member packed 1, 2, ... per GPU (paired steps); return the choice."""
@@ -127,6 +128,37 @@ class PackedSweep:
         return [Job(num=int(c.hydra.job.num), overrides=o, run_dir=d,
                     slot_overrides=lambda s, m=m: self.slot_overrides(s, m))
                 for o, d, c, m in zip(self.overrides, self.run_dirs, self.configs, self.members, strict=True)]
+
+    def recycle(self, slot: Slot, running: list[Job]) -> Job | None:
+        """Hand a free slot to a running member that can grow into it; None when none can.
+
+        Growing is one more GMI per GPU on both slots' cores, asked through the member's re-shape request (the
+        member decides at its next epoch boundary); the member holding the fewest slots goes first.
+        """
+        if not slot.cpus:  # GPU hosts: another member's MPS share or MIG instance is not recycled yet
+            return None
+        from gmiexp.launch.ownership import running as is_running
+        from gmiexp.launch.reshape import read_log, request
+        from gmiexp.plan import Plan
+
+        for job in sorted(running, key=lambda j: (len(j.grown), j.start or 0)):
+            plan_path = job.run_dir / "plan.yaml"
+            if job.slot is None or job.slot.gpu != slot.gpu or not plan_path.is_file() or not is_running(job.run_dir):
+                continue
+            if (job.run_dir / "reshape_request.json").exists():
+                continue  # still taking an earlier request
+            if read_log(job.run_dir) and read_log(job.run_dir)[-1].get("status") == "refused":
+                continue  # it refused the last one (at its end, or not divisible): leave it be
+            plan = Plan.load(plan_path)
+            gb = plan.global_batch
+            want = int(gb.get("gmis_per_gpu", 0)) + 1
+            if not gb or want not in gb.get("reachable", []):
+                continue
+            cores = sorted({*(job.slot.cpus), *(c for _, s in job.grown for c in s.cpus), *slot.cpus})
+            request(job.run_dir, want, {"hardware.cpus": cores})
+            say(f"pack: #{job.num} grows into {slot.name}: gmis_per_gpu {want - 1} -> {want} on cores {cores}")
+            return job
+        return None
 
     def shared_daemons(self) -> AbstractContextManager[None]:
         """Hold each MPS GPU's shared daemon for the sweep: started once, quit once, however members come and go."""
@@ -160,7 +192,8 @@ class PackedSweep:
                     f"({len(pool)} at a time; the rest queue)")
                 with self.shared_daemons():
                     runner.run_jobs(jobs, pool, self.prefix, self.params["poll_s"], self.params["stop_grace_s"],
-                                    on_started=started, on_done=done)
+                                    on_started=started, on_done=done,
+                                    on_idle=self.recycle if self.params.get("recycle") else None)
             except KeyboardInterrupt:
                 say("gmiexp: interrupted: every member stopped")
                 code = 130

@@ -40,6 +40,7 @@ class Job:
     end: float | None = None
     returncode: int | None = None
     status: str = "queued"  # queued | running | ok | failed | interrupted | not started
+    grown: list[tuple[float, Slot]] = field(default_factory=list)  # slots it grew into (recycle): when, which
 
     @property
     def wall_s(self) -> float | None:
@@ -106,8 +107,13 @@ def pick(free: list[Slot], running: list[Job]) -> Slot:
 
 def run_jobs(jobs: list[Job], slots: list[Slot], prefix: list[str], poll_s: float = 0.2,
              grace_s: float = 20.0, on_started: Callable[[Job], None] = lambda j: None,
-             on_done: Callable[[Job], None] = lambda j: None) -> None:
-    """Run every job, at most one per slot at a time; on KeyboardInterrupt stop them all and re-raise."""
+             on_done: Callable[[Job], None] = lambda j: None,
+             on_idle: Callable[[Slot, list[Job]], Job | None] | None = None) -> None:
+    """Run every job, at most one per slot at a time; on KeyboardInterrupt stop them all and re-raise.
+
+    ``on_idle``: a slot is free and nothing is queued; it may hand the slot to a running job (recycling),
+    returning that job, which then holds the slot until it ends.
+    """
     queue, free, running = deque(jobs), list(slots), []
     try:
         while queue or running:
@@ -123,8 +129,14 @@ def run_jobs(jobs: list[Job], slots: list[Slot], prefix: list[str], poll_s: floa
                 if code is not None:
                     finish(job, code)
                     running.remove(job)
-                    free.append(job.slot)
+                    free += [job.slot, *(slot for _, slot in job.grown)]
                     on_done(job)
+            if on_idle is not None and not queue:
+                for slot in list(free):
+                    taker = on_idle(slot, running)
+                    if taker is not None:
+                        free.remove(slot)
+                        taker.grown.append((time.time(), slot))
     except BaseException:
         stop(running, grace_s)
         for job in queue:

@@ -18,10 +18,19 @@ PACK_JSON, PACK_CSV = "pack.json", "pack.csv"
 COLUMNS = ("job", "overrides", "slot", "status", "wall_s", "env_steps_per_s", "reward", "run_dir")
 
 
+def slices(job: Job) -> str:
+    """The member's slots over time: its first, then each it grew into (recycle), seconds after its start."""
+    if job.slot is None:
+        return ""
+    grown = [f"+{s.name}@{t - (job.start or t):.0f}s" for t, s in job.grown]
+    return " ".join([job.slot.name, *grown])
+
+
 def row(job: Job) -> dict[str, Any]:
     summary = job.summary()
     metrics = summary.get("metrics", {})
-    return {"job": job.num, "overrides": " ".join(job.overrides), "slot": job.slot.name if job.slot else "",
+    return {"job": job.num, "overrides": " ".join(job.overrides), "slot": slices(job),
+            "reshapes": len(summary.get("reshapes", []) or []),
             "status": job.status, "exit_code": job.returncode,
             "wall_s": None if job.wall_s is None else round(job.wall_s, 2),
             "env_steps_per_s": metrics.get("perf/env_steps_per_s"), "reward": metrics.get("reward/mean"),

@@ -72,9 +72,16 @@ def host(cfg: Config) -> Hardware:
     return hw
 
 
+STARTING_CPUS = sorted(os.sched_getaffinity(0))  # before any hardware.cpus: a re-shape may widen back to them
+
+
 def narrow_cpus(cpus: list[int]) -> None:
-    """``hardware.cpus``: this process (and so its elastic agent and GMIs) runs on these cores only."""
-    have = sorted(os.sched_getaffinity(0))
+    """``hardware.cpus``: this process (and so its elastic agent and GMIs) runs on these cores only.
+
+    Any subset of the cores the process started with: a re-shaping packed member grows into a finished
+    member's cores.
+    """
+    have = STARTING_CPUS
     if not cpus or not set(cpus) <= set(have):
         raise invalid("hardware.cpus", list(cpus), f"a non-empty subset of this process's cores {have}")
     os.sched_setaffinity(0, set(cpus))

@@ -38,6 +38,10 @@ class PackLauncherConf:
     stop_grace_s: float = 20.0
     # seconds (> 0) between checks for finished members (a freed slot starts the next queued one)
     poll_s: float = 0.2
+    # when a member ends and none is queued, a running member grows into its slice (one more GMI per GPU on the
+    # cores or MPS share of both slots, through gmiexp.tools.reshape's request); members run with
+    # launch.reshape=request (their starting batch fixed as the global one)
+    recycle: bool = False
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="gmiexp_pack", node=PackLauncherConf,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import torch
 from gmitest import FAST, run_cli
 
@@ -24,6 +25,7 @@ def adam_steps(path: str) -> float:
     return float(state["optimizer"]["state"][0]["step"])
 
 
+@pytest.mark.slow  # slow: the default suite keeps a run of this path elsewhere (docs/development.md)
 def test_experience_layouts_resume_weights_optimiser_and_counters(tmp_path: Path, no_orphans: None) -> None:
     first = run(tmp_path / "a", "layout=tdg_ex", "max_iterations=2")
     ckpt = first["checkpoint"]

@@ -36,6 +36,7 @@ def test_two_gmis_keep_weights_and_normalisers_identical(tmp_path: Path, no_orph
     assert list((tmp_path / "rl_games").glob("run/summaries/events*"))
 
 
+@pytest.mark.slow  # slow: the default suite keeps a run of this path elsewhere (docs/development.md)
 def test_same_seed_same_weights_other_seed_differs(tmp_path: Path) -> None:
     a = tmp_path / "a"
     b = tmp_path / "b"
@@ -46,6 +47,7 @@ def test_same_seed_same_weights_other_seed_differs(tmp_path: Path) -> None:
     assert digests(a, 0)[-1] != digests(c, 0)[-1]
 
 
+@pytest.mark.slow  # slow: the default suite keeps a run of this path elsewhere (docs/development.md)
 def test_resume_from_checkpoint_continues(tmp_path: Path) -> None:
     first, second = tmp_path / "first", tmp_path / "second"
     s1 = train(first, "gmis_per_gpu=2", "max_iterations=3")
@@ -74,6 +76,7 @@ def last_weights(run_dir: Path) -> dict:
     return torch.load(ckpt, map_location="cpu", weights_only=False)["model"]
 
 
+@pytest.mark.slow  # slow: the default suite keeps a run of this path elsewhere (docs/development.md)
 def test_har_on_2x2_keeps_gmis_identical_and_matches_allreduce(tmp_path: Path, no_orphans: None) -> None:
     import torch
 
