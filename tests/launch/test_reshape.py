@@ -82,7 +82,8 @@ def wait_for_rows(run_dir: Path, n: int, timeout: float = 120) -> None:
     raise AssertionError(f"no {n} epochs in {run_dir} within {timeout} s")
 
 
-@pytest.mark.parametrize(("layout", "start", "to"), [("tcg_ex", 1, 2), ("tdg_ex", 2, 1)])
+@pytest.mark.parametrize(("layout", "start", "to"), [
+    ("tcg_ex", 1, 2), ("tdg_ex", 2, 1), pytest.param("decoupled_async", 1, 2, marks=pytest.mark.slow)])
 def test_a_requested_reshape_goes_on_from_the_epoch_it_stopped_at(tmp_path: Path, layout: str, start: int,
                                                                   to: int, capsys: pytest.CaptureFixture) -> None:
     run_dir, iters = tmp_path / "run", 60 if layout == "tcg_ex" else 150

@@ -242,3 +242,29 @@ def test_report_of_a_real_2x3_sweep(tmp_path, monkeypatch):
     groups = list(csv.DictReader((tmp_path / "report" / "groups.csv").open()))
     assert [g["label"] for g in groups] == ["gmis_per_gpu=1", "gmis_per_gpu=2"]
     assert all(int(g["ok"]) == 3 and float(g["env_steps_per_s_std"]) >= 0 for g in groups)
+
+
+def test_a_reshaped_run_gets_throughput_against_time_with_its_reshapes_marked(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    s = summary(1, 16, 1000.0, 300.0)
+    s["started_at"] = 100.0
+    for h in s["history"]:
+        h["perf/epoch_env_steps_per_s"] = 900.0 if h["iteration"] < 3 else 1600.0
+    s["reshapes"] = [{"epoch": 2, "from": 1, "to": 2, "started_at": 101.2, "cost_s": 8.0}]
+    (tmp_path / "0").mkdir()
+    (tmp_path / "0" / "summary.json").write_text(json.dumps(s))
+    seen = {}
+    real_save = report.save
+
+    def spy(fig, path):
+        ax = fig.axes[0]
+        seen[path.name] = (ax.get_xlabel(), [line.get_xdata()[0] for line in ax.lines[1:]],
+                           [t.get_text() for t in ax.texts])
+        return real_save(fig, path)
+
+    monkeypatch.setattr(report, "save", spy)
+    text = report.build(tmp_path, tmp_path / "report", {}).read_text()
+    assert "reshapes.png" in text and (tmp_path / "report" / "reshapes.png").stat().st_size > 1000
+    xlabel, marks, notes = seen["reshapes.png"]
+    assert xlabel == "wall time since the run started (s)"
+    assert marks == [pytest.approx(1.2)] and notes == ["1->2"]

@@ -273,12 +273,29 @@ def run_segments(cfg: Any, plan: Any, backend: Any, node_dir: Path, live: Any, r
     from gmiexp.launch.launcher import launch
     from gmiexp.launch.summary import resumed, write_summary
 
+    from gmiexp.errors import Interrupted
+
     t_start, first = time.time(), plan
     boundaries: list[int] = []  # index of each later partition's first row in the run's rows
+
+    def whole(summary: dict[str, Any]) -> dict[str, Any]:
+        rows = live.all_rows
+        _complete(reshaper.records, rows, boundaries, live.rows.t0)
+        summary.update(resumed=resumed(first), wall_s=time.time() - t_start, started_at=t_start,
+                       reshapes=reshaper.records, history=rows)
+        if rows:
+            summary["metrics"].update({k: v for k, v in rows[-1].items() if k in ("frames", "iteration")})
+        write_summary(node_dir / "summary.json", summary)
+        return summary
+
     while True:
         try:
             summary = launch(plan, backend, node_dir, live=live, reshaper=reshaper)
             break
+        except Interrupted as e:  # Ctrl-C: what every partition trained, as a run that never re-shaped keeps it
+            if e.summary is not None:
+                e.summary = whole(e.summary)
+            raise
         except Reshaped as r:
             t_exit = time.time()
             cfg, plan, backend, timing = _next_partition(cfg, plan, r.decision, node_dir)
@@ -289,12 +306,7 @@ def run_segments(cfg: Any, plan: Any, backend: Any, node_dir: Path, live: Any, r
             reshaper.done(r.decision, stop_s=round(t_exit - r.decision.decided_at, 3),
                           plan_s=round(time.time() - t_exit, 3), started_at=time.time(), **timing)
             reshaper.segment_started(gmis_per_gpu(plan))
-    rows = live.all_rows
-    _complete(reshaper.records, rows, boundaries, live.rows.t0)
-    summary.update(resumed=resumed(first), wall_s=time.time() - t_start, started_at=t_start,
-                   reshapes=reshaper.records, history=rows)
-    write_summary(node_dir / "summary.json", summary)
-    return summary
+    return whole(summary)
 
 
 def _next_partition(cfg: Any, plan: Any, d: Decision, node_dir: Path) -> tuple[Any, Any, Any, dict[str, Any]]:

@@ -254,6 +254,29 @@ def plot_memory(groups: Sequence[Group], out: Path) -> Path:
     return save(fig, out / "memory.png")
 
 
+def plot_reshapes(runs: Sequence[Run], out: Path) -> Path | None:
+    """Each re-shaped run's per-epoch env steps/s against wall time, its re-shapes marked (None: no run re-shaped)."""
+    shaped = [r for r in runs if r.summary.get("reshapes")]
+    if not shaped:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for r in shaped:
+        hist = [h for h in r.summary.get("history", []) if "perf/epoch_env_steps_per_s" in h]
+        (line,) = ax.plot([h["wall_s"] for h in hist], [h["perf/epoch_env_steps_per_s"] for h in hist], lw=1,
+                          label=r.label or r.path.name)
+        t0 = float(r.summary.get("started_at") or 0.0)
+        for rec in r.summary["reshapes"]:
+            at = float(rec.get("started_at", t0)) - t0
+            ax.axvline(at, color=line.get_color(), ls=":", lw=1)
+            ax.annotate(f"{rec['from']}->{rec['to']}", (at, ax.get_ylim()[1]), fontsize=7, rotation=90,
+                        va="top", ha="right", color=line.get_color())
+    ax.set_xlabel("wall time since the run started (s)")
+    ax.set_ylabel("env steps/s (each epoch)")
+    ax.set_title("Throughput of re-shaped runs; dotted: a re-shape (GMIs per GPU from->to)")
+    ax.legend(fontsize=7)
+    return save(fig, out / "reshapes.png")
+
+
 def save(fig: plt.Figure, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -406,6 +429,7 @@ def build(root: Path, out: Path, selector: dict[str, str], project: str = "gmiex
     groups = group_runs(runs)
     base_group = next(g for g in groups if base in g.runs)
     images = [plot_throughput(groups, base_group, out), plot_rewards(groups, out), plot_memory(groups, out)]
+    images += [p for p in [plot_reshapes(runs, out)] if p is not None]
     table = rows(runs, base, groups)
     gtable = group_rows(groups, base_group)
     write_csv(table, out / "runs.csv")
