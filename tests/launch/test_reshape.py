@@ -41,16 +41,27 @@ def test_a_clear_win_needs_no_return_leg_and_a_loss_settles() -> None:
     assert e.phase == "settled" and e.incumbent == 2
 
 
-def test_drift_starts_exploring_again_and_the_budget_bounds_trials() -> None:
+def test_drift_of_two_windows_starts_exploring_again_and_the_budget_bounds_trials() -> None:
     e = explorer(reachable=[1, 2], budget_epochs=100)
     e.measured(1, 100.0, 2)
     e.measured(2, 90.0, 2)
     assert e.measured(1, 100.0, 2) is None and e.phase == "settled"
     assert e.measured(1, 98.0, 2) is None  # within reshape_drift
+    assert e.measured(1, 60.0, 2) is None  # one window beyond it: a noisy window, not a new workload
     to, why = e.measured(1, 60.0, 2)
     assert to == 2 and "drifted -40%" in why
-    poor = explorer(budget_epochs=2)  # a window plus its first epoch does not fit in 2 epochs
+    poor = explorer(budget_epochs=2)  # a window plus its first epoch (and two re-shapes) do not fit in 2 epochs
     assert poor.measured(1, 100.0, 2) is None and poor.phase == "settled"
+
+
+def test_the_time_each_reshape_loses_counts_in_the_budget() -> None:
+    e = explorer(incumbent=2, budget_epochs=40)
+    assert e.measured(2, 100.0, 2)[0] == 4
+    e.charge(15)  # the move to 4 lost 15 epochs' worth of time
+    assert e.measured(4, 100.0, 2)[0] == 2  # the return leg is always taken
+    e.charge(15)
+    assert e.measured(2, 100.0, 2) is None  # 4 lost; trying 1 (a window and two more re-shapes) no longer fits
+    assert e.phase == "settled" and e.trial_epochs == 32
 
 
 def test_steady_leaves_the_first_epoch_out() -> None:

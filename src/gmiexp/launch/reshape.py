@@ -116,12 +116,14 @@ class Explorer:
     noise: float
     drift: float
     budget_epochs: float
-    trial_epochs: int = 0
+    trial_epochs: float = 0.0  # spent exploring, in epochs: trial windows and every re-shape's lost time
+    restart_epochs: float = 0.0  # the last re-shape's lost time in epochs (0 until one was measured)
     rates: dict[int, list[float]] = field(default_factory=dict)  # windows measured per partition
     phase: str = "baseline"  # baseline -> trial -> back -> settled (-> baseline on drift)
     trial: int | None = None
     tried: set[int] = field(default_factory=set)  # neighbours that lost since the last (re)start of exploring
     settled_rate: float | None = None
+    drifted: int = 0  # consecutive windows beyond reshape_drift while settled (two start exploring again)
 
     def neighbours(self) -> list[int]:
         i = self.reachable.index(self.incumbent)
@@ -130,7 +132,14 @@ class Explorer:
         return [n for n in (*up, *down) if n not in self.tried]
 
     def affordable(self) -> bool:
-        return self.trial_epochs + self.window + 1 <= self.budget_epochs
+        """A trial (there, a window, and maybe back: two re-shapes) fits in what is left of the budget."""
+        restarts = 2 * (self.restart_epochs or self.window)
+        return self.trial_epochs + self.window + 1 + restarts <= self.budget_epochs
+
+    def charge(self, epochs: float) -> None:
+        """A re-shape lost ``epochs`` epochs' worth of time (stop, start, first epoch): it counts in the budget."""
+        self.restart_epochs = max(0.0, epochs)
+        self.trial_epochs += self.restart_epochs
 
     def measured(self, current: int, rate: float, epochs: int) -> tuple[int, str] | None:
         """A window of ``epochs`` on ``current`` measured ``rate``: the partition to move to, and why (or None)."""
@@ -138,9 +147,11 @@ class Explorer:
         if current != self.incumbent:
             self.trial_epochs += epochs
         if self.phase == "settled":
-            if self.settled_rate and abs(rate / self.settled_rate - 1) > self.drift:
-                self.phase, self.tried = "baseline", set()  # the workload changed: explore again
-                return self._next(f"auto: throughput drifted {rate / self.settled_rate - 1:+.0%} since settling")
+            moved = rate / self.settled_rate - 1 if self.settled_rate else 0.0
+            self.drifted = self.drifted + 1 if abs(moved) > self.drift else 0
+            if self.drifted >= 2:  # two windows in a row: the workload changed, not a noisy window
+                self.phase, self.tried, self.drifted = "baseline", set(), 0
+                return self._next(f"auto: throughput drifted {moved:+.0%} since settling")
             return None
         if self.phase == "baseline":
             return self._next("auto: trying a neighbour")
@@ -195,9 +206,16 @@ class Reshaper:
         ) if mode == "auto" and len(reachable) > 1 else None
         self.max_iterations = max_iterations
         self._seen = 0  # rows of this segment the explorer has used
+        self._last_wall_s: float | None = None  # the previous partition's last row, until its cost is charged
+        self._epoch_s = 0.0  # an epoch's duration in the last measured window
 
-    def segment_started(self, current: int) -> None:
-        self.current, self._seen = current, 0
+    def segment_started(self, current: int, last_wall_s: float | None = None) -> None:
+        """A new partition started after the previous one's last row at ``last_wall_s``.
+
+        The time between them, beyond one epoch, is charged to the explorer's budget once this partition's
+        first epoch is in.
+        """
+        self.current, self._seen, self._last_wall_s = current, 0, last_wall_s
 
     def poll(self, rows: list[dict[str, Any]]) -> Decision | None:
         """``rows``: this segment's run rows so far (:class:`gmiexp.launch.live.RunRows`)."""
@@ -207,14 +225,20 @@ class Reshaper:
             return self._requested(req, epoch, rows)
         if self.explorer is None or epoch >= self.max_iterations - 1:
             return None
+        if self._last_wall_s is not None and rows and self._epoch_s > 0:  # this partition's first epoch is in
+            gap = float(rows[0]["wall_s"]) - self._last_wall_s
+            self.explorer.charge(max(0.0, gap - self._epoch_s) / self._epoch_s)
+            self._last_wall_s = None
         # one window at a time: the first epoch of a segment is left out, then `window` epochs per measurement
         w = self.explorer.window
         if len(rows) - max(1, self._seen) < w:
             return None
-        rate = steady(rows[max(0, max(1, self._seen) - 1):], w)
+        win = rows[max(0, max(1, self._seen) - 1):]
+        rate = steady(win, w)
         self._seen = len(rows)
         if rate is None:
             return None
+        self._epoch_s = (float(win[-1]["wall_s"]) - float(win[-w - 1]["wall_s"])) / w
         move = self.explorer.measured(self.current, rate, w)
         if move is None or move[0] == self.current:
             return None
@@ -270,10 +294,9 @@ def run_segments(cfg: Any, plan: Any, backend: Any, node_dir: Path, live: Any, r
     Returns the run's summary: the last partition's figures, every partition's rows in ``history``, the first
     attempt's ``resumed``, the whole run's ``wall_s`` and every re-shape in ``reshapes``.
     """
+    from gmiexp.errors import Interrupted
     from gmiexp.launch.launcher import launch
     from gmiexp.launch.summary import resumed, write_summary
-
-    from gmiexp.errors import Interrupted
 
     t_start, first = time.time(), plan
     boundaries: list[int] = []  # index of each later partition's first row in the run's rows
@@ -301,11 +324,12 @@ def run_segments(cfg: Any, plan: Any, backend: Any, node_dir: Path, live: Any, r
             cfg, plan, backend, timing = _next_partition(cfg, plan, r.decision, node_dir)
             r.decision.epoch = int(plan.resumed.get("epoch", r.decision.epoch))  # where the GMIs stopped
             live.next_segment(plan)
+            rows_before = live.all_rows
             _archive(node_dir, len(boundaries))
             boundaries.append(len(live.all_rows))
             reshaper.done(r.decision, stop_s=round(t_exit - r.decision.decided_at, 3),
                           plan_s=round(time.time() - t_exit, 3), started_at=time.time(), **timing)
-            reshaper.segment_started(gmis_per_gpu(plan))
+            reshaper.segment_started(gmis_per_gpu(plan), float(rows_before[-1]["wall_s"]) if rows_before else None)
     return whole(summary)
 
 
