@@ -204,6 +204,7 @@ def test_ctrl_c_while_auto_profiles_stops_the_profile_runs(tmp_path: Path) -> No
     assert not (tmp_path / "0").exists()  # no member started
 
 
+@pytest.mark.slow  # ~40 s; the re-shape request it rides on runs by default in tests/launch/test_reshape.py
 def test_recycle_grows_a_running_member_into_a_finished_members_cores(tmp_path: Path) -> None:
     """Two slots (one core each): the short member ends, the long one re-shapes onto both cores, 2 GMIs."""
     r = run_cli(*PACK, "hydra.launcher.jobs_per_gpu=2", "hydra.launcher.recycle=true", "max_iterations=3,150",

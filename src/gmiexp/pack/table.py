@@ -30,11 +30,11 @@ def row(job: Job) -> dict[str, Any]:
     summary = job.summary()
     metrics = summary.get("metrics", {})
     return {"job": job.num, "overrides": " ".join(job.overrides), "slot": slices(job),
-            "reshapes": len(summary.get("reshapes", []) or []),
             "status": job.status, "exit_code": job.returncode,
             "wall_s": None if job.wall_s is None else round(job.wall_s, 2),
             "env_steps_per_s": metrics.get("perf/env_steps_per_s"), "reward": metrics.get("reward/mean"),
-            "run_dir": str(job.run_dir), "started_at": job.start, "finished_at": job.end}
+            "run_dir": str(job.run_dir), "started_at": job.start, "finished_at": job.end,
+            "reshapes": len(summary.get("reshapes", []) or [])}
 
 
 def makespan(rows: list[dict[str, Any]]) -> float | None:
