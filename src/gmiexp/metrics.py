@@ -70,6 +70,8 @@ class WandbSink:
         try:
             self.run.summary.update({k: v for k, v in summary.get("metrics", {}).items() if v is not None})
             self.run.summary.update({k: summary[k] for k in RUN_FIELDS if k in summary})
+            if summary.get("reshapes"):  # launch.reshape: each re-shape (epoch, from, to, why, rates, cost)
+                self.run.summary["reshapes"] = summary["reshapes"]
             if (self.run_dir / "plan.yaml").exists():
                 self.run.save(str(self.run_dir / "plan.yaml"), base_path=str(self.run_dir), policy="now")
             self.local = Path(self.run.dir).parent

@@ -1,5 +1,6 @@
 """Elastic GMIs: the online explorer's decisions (paired A-B-A windows), requests, and real re-shapes of a training
-run (tcg_ex and tdg_ex) at an epoch boundary: epochs and frames go on, nothing is counted twice."""
+run (tcg_ex and tdg_ex) at an epoch boundary: epochs and frames go on, nothing is counted twice; W&B holds the
+partition per row; kill -9 while re-shaping resumes; re-shaped seeds learn as fixed ones do (slow)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 from gmitest import compose_config, gmiexp_workers, popen_cli, run_cli
+from wandb_records import read_run
 
+from gmiexp.errors import ConfigError
 from gmiexp.launch.reshape import Explorer, Reshaper, read_log, request, steady
 from gmiexp.plan.build import build_plan
 from gmiexp.tools import reshape as tool
@@ -83,6 +86,40 @@ def test_a_request_for_a_partition_that_cannot_share_the_batch_is_refused(tmp_pa
     assert (d.to, d.frm, d.request) == (2, 1, rid)
 
 
+def search_json(path: Path, points: list[tuple[int, int, float]]) -> Path:
+    """A mode=search run's search.json holding profiles (gmis_per_gpu, num_envs, per-GMI top), as it writes them."""
+    from gmiexp.search.algorithm import ProfileResult, SearchOutcome, Step
+    from gmiexp.search.output import trace
+
+    steps = [Step(g, n, ProfileResult(runnable=True, top=top), "candidate") for g, n, top in points]
+    path.write_text(json.dumps({"status": "ok", "trace": trace(SearchOutcome("paired", steps=steps))}))
+    return path
+
+
+def test_a_search_prior_skips_the_neighbours_it_measured_losing(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture) -> None:
+    from gmiexp.launch.reshape import reshaper_for
+
+    # 16 environments: 1 GMI steps 16, 2 GMIs 8 each, 4 GMIs 4 each; (2, 16) is another batch and does not count
+    prior = search_json(tmp_path / "search.json", [(1, 16, 1000.0), (2, 8, 450.0), (2, 8, 520.0), (2, 16, 900.0),
+                                                   (4, 4, 300.0)])
+    cfg = compose_config("task=Cartpole", "gmis_per_gpu=2", "batch.total_envs=16", "launch.reshape=auto",
+                         f"launch.reshape_prior={prior}")
+    plan, _ = build_plan(cfg, tmp_path / "run")
+    r = reshaper_for(cfg, plan, tmp_path)
+    assert r.explorer.tried == {1}  # 2 GMIs measured 1,040 (the faster of two profiles), 1 GMI 1,000: no gain
+    assert r.explorer.neighbours() == [4]  # 4 GMIs (1,200) beat 2: still worth a trial of its own
+    (rec,) = read_log(tmp_path)
+    assert rec["status"] == "prior" and rec["rates"] == {"1": 1000.0, "2": 1040.0, "4": 1200.0}
+    assert "mode=search measured gmis_per_gpu [1] no faster than 2" in capsys.readouterr().err
+
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    cfg = compose_config("task=Cartpole", "batch.total_envs=16", "launch.reshape=auto", f"launch.reshape_prior={bad}")
+    with pytest.raises(ConfigError, match=r"invalid launch.reshape_prior=.*bad.json: no profiles in it"):
+        reshaper_for(cfg, build_plan(cfg, tmp_path / "run2")[0], tmp_path)
+
+
 def wait_for_rows(run_dir: Path, n: int, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -98,8 +135,10 @@ def wait_for_rows(run_dir: Path, n: int, timeout: float = 120) -> None:
 def test_a_requested_reshape_goes_on_from_the_epoch_it_stopped_at(tmp_path: Path, layout: str, start: int,
                                                                   to: int, capsys: pytest.CaptureFixture) -> None:
     run_dir, iters = tmp_path / "run", 60 if layout == "tcg_ex" else 150
+    wandb = layout == "tcg_ex"  # one layout's W&B run read back: the partition as history, re-shapes in the summary
     p = popen_cli("task=Cartpole", f"layout={layout}", f"gmis_per_gpu={start}", "batch.total_envs=16",
-                  f"max_iterations={iters}", "launch.reshape=request", f"hydra.run.dir={run_dir}")
+                  f"max_iterations={iters}", "launch.reshape=request", f"hydra.run.dir={run_dir}",
+                  *(["logger=wandb"] if wandb else []))
     try:
         wait_for_rows(run_dir, 3)
         assert tool.main([str(run_dir), f"gmis_per_gpu={to}"]) == 0
@@ -122,6 +161,12 @@ def test_a_requested_reshape_goes_on_from_the_epoch_it_stopped_at(tmp_path: Path
     assert set(parts[:boundary]) == {start} and set(parts[boundary:]) == {to}
     assert (run_dir / "segments" / "0" / "gmis").is_dir()
     assert not gmiexp_workers(run_dir)
+    if wandb:
+        w = read_run(run_dir)
+        logged_rows = [(h["frames"], h["partition/gmis_per_gpu"]) for h in w["history"]]
+        assert logged_rows == list(zip(frames, parts, strict=True))
+        (logged,) = w["summary"]["reshapes"]
+        assert (logged["from"], logged["to"], logged["epoch"]) == (start, to, boundary) and logged["cost_s"] > 0
 
 
 @pytest.mark.slow  # slow: the default suite keeps a run of this path elsewhere (docs/development.md)
@@ -180,3 +225,95 @@ def test_the_tool_refuses_a_run_that_is_not_running_or_does_not_reshape(tmp_path
     with own_run_dir(run_dir):  # as a running launcher holds it
         assert tool.main([str(run_dir), "gmis_per_gpu=2"]) == 2
     assert "started with launch.reshape=off; valid: start it with launch.reshape=request" in capsys.readouterr().err
+
+
+def wait_for_reshapes(run_dir: Path, n: int, timeout: float = 120) -> list[dict]:
+    """The run's first ``n`` completed re-shapes, once ``reshapes.jsonl`` has them."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        done = [r for r in read_log(run_dir) if r.get("status") == "done"]
+        if len(done) >= n:
+            return done
+        time.sleep(0.1)
+    raise AssertionError(f"no {n} re-shapes in {run_dir} within {timeout} s")
+
+
+@pytest.mark.slow  # slow: two runs (~60 s); the Ctrl-C case above keeps this path in the default suite
+def test_kill_9_of_the_launcher_while_reshaping_resumes_from_the_epoch_it_stopped_at(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    args = ("task=Cartpole", "gmis_per_gpu=1", "batch.total_envs=16", "launch.reshape=request",
+            f"hydra.run.dir={run_dir}")
+    p = popen_cli(*args, "max_iterations=400")
+    try:
+        wait_for_rows(run_dir, 3)
+        request(run_dir, 2)
+        (rec,) = wait_for_reshapes(run_dir, 1)  # the old GMIs stopped and checkpointed; the new ones are starting
+        p.send_signal(signal.SIGKILL)  # the launcher only: its GMIs follow it (lifeline)
+        p.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while gmiexp_workers(run_dir) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not gmiexp_workers(run_dir), "GMIs outlived their launcher"
+    finally:
+        if p.poll() is None:
+            p.kill()
+    stopped = rec["epoch"]
+    more = stopped + 5
+    # the same command resumes (launch.resume=auto): the checkpoint came from the 1-GMI partition, the plan on
+    # disk may be the 2-GMI one; both train the same global batch, so either may resume it
+    r = run_cli(*args, f"max_iterations={more}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert s["resumed"]["epoch"] == stopped  # no epoch lost: the re-shape's own checkpoint
+    assert [h["iteration"] for h in s["history"]] == list(range(stopped + 1, more + 1))
+    assert not gmiexp_workers(run_dir)
+
+
+def curve(run_dir: Path) -> list[float]:
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert [h["iteration"] for h in s["history"]] == list(range(1, len(s["history"]) + 1))
+    return [h["reward/mean"] or 0.0 for h in s["history"]]
+
+
+@pytest.mark.slow  # slow: six Cartpole runs, two of them re-shaped twice (~5 min)
+def test_three_seeds_reshaped_twice_learn_within_the_spread_of_three_fixed_seeds(tmp_path: Path) -> None:
+    """Re-shaping keeps the learning: 1 -> 2 -> 1 GMIs at epochs ~12 and ~24 of 36, the same global batch.
+
+    Judged on two figures per seed, the mean reward over the last third of the run and over the whole run (the
+    area under the curve): the re-shaped seeds' mean of each must lie within the fixed seeds' range widened by
+    one standard deviation of the fixed seeds on each side (three seeds are too few for a strict range: a median
+    of three draws from the same distribution falls outside another three's range 40% of the time). A re-shape
+    that lost the normalisers, the optimiser state or the learning rate drops the curve after it, and pulls both
+    figures below the range (the fixed runs are still learning at epoch 36).
+    """
+    from statistics import mean, stdev
+
+    base = ("task=Cartpole", "batch.total_envs=64", "max_iterations=36", "gmis_per_gpu=1")
+    fixed, shaped = [], []
+    for seed in (1, 2, 3):
+        d = tmp_path / f"fixed{seed}"
+        r = run_cli(*base, f"seed={seed}", f"hydra.run.dir={d}", timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        fixed.append(curve(d))
+        d = tmp_path / f"shaped{seed}"
+        p = popen_cli(*base, f"seed={seed}", "launch.reshape=request", f"hydra.run.dir={d}")
+        try:
+            wait_for_rows(d, 12)
+            request(d, 2)
+            wait_for_reshapes(d, 1)
+            wait_for_rows(d, 12)  # the 2-GMI partition's own rows (the first partition's went to segments/0)
+            request(d, 1)
+            _, err = p.communicate(timeout=300)
+        finally:
+            if p.poll() is None:
+                p.kill()
+        assert p.returncode == 0, err[-3000:]
+        recs = json.loads((d / "summary.json").read_text())["reshapes"]
+        assert [(x["from"], x["to"]) for x in recs] == [(1, 2), (2, 1)], recs
+        shaped.append(curve(d))
+    assert all(len(c) == 36 for c in fixed + shaped)
+    for name, stat in (("last third", lambda c: mean(c[24:])), ("whole run", mean)):
+        f, s = [stat(c) for c in fixed], [stat(c) for c in shaped]
+        lo, hi = min(f) - stdev(f), max(f) + stdev(f)
+        assert lo <= mean(s) <= hi, f"{name}: re-shaped {s} against fixed {f} (allowed {lo:.1f}..{hi:.1f})"
+    assert mean(mean(c[24:]) for c in fixed) > 2 * mean(mean(c[:6]) for c in fixed)  # the runs learn

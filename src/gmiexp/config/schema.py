@@ -328,7 +328,8 @@ class LoggerConfig:
         rdzv_timeout_s=Positive("seconds"), resume=OneOf(("auto", "never")),
         reshape=OneOf(("off", "request", "auto")), reshape_budget=Between(0, 1),
         reshape_window=AtLeast(1, "epochs"), reshape_noise=Between(0, 1, open_hi=True),
-        reshape_drift=Between(0, 1, open_lo=True), reshape_max_gmis_per_gpu=AtLeast(1))
+        reshape_drift=Between(0, 1, open_lo=True), reshape_max_gmis_per_gpu=AtLeast(1),
+        reshape_prior=ExistingFile("search.json of a mode=search run"))
 @dataclass
 class LaunchConfig:
     """Process management around torch.distributed.elastic; ``nnodes > 1`` runs one launcher per node.
@@ -362,6 +363,8 @@ class LaunchConfig:
     reshape_noise: float = 0.05  # auto: a trial partition wins only by more than this relative gain
     reshape_drift: float = 0.15  # auto: explore again when throughput drifts this much from what was measured
     reshape_max_gmis_per_gpu: int = 4  # auto: the largest partition tried
+    reshape_prior: str = ""  # auto: a mode=search run's search.json; partitions it profiled at this run's batch
+    #   that lost to the starting one are not tried again (a run from the search's preset starts settled)
 
 
 @ranges(

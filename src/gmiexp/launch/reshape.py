@@ -278,14 +278,55 @@ def reachable_from(plan: Any) -> list[int]:
     return list(plan.global_batch.get("reachable", [])) if plan.global_batch else []
 
 
+def prior_rates(path: str, plan: Any) -> dict[int, float]:
+    """System env steps/s a ``mode=search`` run profiled for this run's partitions, by GMIs per GPU.
+
+    ``path``: that run's ``search.json``. A profiled point is one of this run's partitions when its ``num_envs``
+    is what the partition gives each simulator GMI out of the global batch; its rate is the point's per-GMI
+    ``top`` times the GMIs. The fastest profile of a point counts (the search's own rule for repeats).
+    """
+    from gmiexp.errors import ConfigError
+
+    try:
+        trace = json.loads(Path(path).read_text())["trace"]
+        points = [(int(s["gmis_per_gpu"]), int(s["num_envs"]), bool(s["runnable"]), float(s["top"]))
+                  for s in trace]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"invalid launch.reshape_prior={path}: no profiles in it ({type(e).__name__}: {e}); "
+                          "valid: the search.json a mode=search run wrote in its run dir") from None
+    envs = dict(zip(plan.global_batch.get("reachable", []), plan.global_batch.get("envs_per_gmi", []), strict=False))
+    gpus = len(plan.gpu_map())
+    rates: dict[int, float] = {}
+    for g, n, runnable, top in points:
+        if runnable and envs.get(g) == n:
+            rates[g] = max(rates.get(g, 0.0), top * g * gpus)
+    return rates
+
+
 def reshaper_for(cfg: Any, plan: Any, node_dir: Path) -> Reshaper | None:
-    """The run's :class:`Reshaper` (None with ``launch.reshape=off``)."""
+    """The run's :class:`Reshaper` (None with ``launch.reshape=off``).
+
+    ``launch.reshape_prior``: the neighbours a ``mode=search`` run measured losing to the starting partition
+    count as tried, so exploring starts where the search left off.
+    """
     if cfg.launch.reshape == "off":
         return None
     (node_dir / REQUEST_FILE).unlink(missing_ok=True)  # a request left by an earlier attempt is stale
     current = gmis_per_gpu(plan)
-    return Reshaper(str(cfg.launch.reshape), node_dir, current, reachable_from(plan), cfg.launch,
-                    int(plan.max_iterations))
+    r = Reshaper(str(cfg.launch.reshape), node_dir, current, reachable_from(plan), cfg.launch,
+                 int(plan.max_iterations))
+    if r.explorer is not None and cfg.launch.reshape_prior:
+        prior = prior_rates(str(cfg.launch.reshape_prior), plan)
+        if current in prior:
+            lost = {g for g, rate in prior.items()
+                    if g != current and rate <= prior[current] * (1 + r.explorer.noise)}
+            r.explorer.tried |= lost
+            r.note({"status": "prior", "source": str(cfg.launch.reshape_prior), "rates": prior,
+                    "not_tried": sorted(lost)})
+            if lost:
+                print(f"gmiexp: re-shape auto: mode=search measured gmis_per_gpu {sorted(lost)} no faster than "
+                      f"{current} at this batch; they are not tried", file=sys.stderr, flush=True)
+    return r
 
 
 def run_segments(cfg: Any, plan: Any, backend: Any, node_dir: Path, live: Any, reshaper: Reshaper) -> dict[str, Any]:

@@ -147,7 +147,8 @@ class PackedSweep:
                 continue
             if (job.run_dir / "reshape_request.json").exists():
                 continue  # still taking an earlier request
-            if read_log(job.run_dir) and read_log(job.run_dir)[-1].get("status") == "refused":
+            answers = read_log(job.run_dir)
+            if answers and answers[-1].get("status") == "refused":
                 continue  # it refused the last one (at its end, or not divisible): leave it be
             plan = Plan.load(plan_path)
             gb = plan.global_batch

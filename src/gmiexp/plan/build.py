@@ -140,19 +140,21 @@ def check_reshape(cfg: Config) -> None:
 
 def share_global_batch(plan: Plan, cfg: Config, hw: Hardware) -> None:
     """``batch.total_envs`` (or a run that may re-shape): per-GMI envs and minibatch from the global batch."""
-    from gmiexp.plan.partition import apply_global_batch, fits, global_batch
+    from gmiexp.plan.partition import apply_global_batch, counts, fits, global_batch
 
     batch = global_batch(cfg.batch.total_envs, cfg.batch.total_minibatch, plan, fixed=cfg.launch.reshape != "off")
     if batch is None:
         return
-    reachable = []
+    reachable, envs = [], []
     for n in range(1, max(int(cfg.launch.reshape_max_gmis_per_gpu), cfg.gmis_per_gpu) + 1):
         other = layouts.get(cfg.layout.name).build(LayoutRequest(
             layout=cfg.layout, hardware=hw, num_gpus=cfg.num_gpus, gmis_per_gpu=n, num_envs=1))
         other.train = plan.train
         if fits(other, batch, int(cfg.train.horizon_length)) is None:
             reachable.append(n)
+            envs.append(batch.total_envs // counts(other)[0])
     apply_global_batch(plan, batch, reachable, per_gpu=cfg.gmis_per_gpu)
+    plan.global_batch["envs_per_gmi"] = envs  # each reachable partition's num_envs per simulator GMI
     plan.notes["partitions"] = (f"global batch {batch.total_envs} environments, minibatch {batch.total_minibatch}: "
                                 f"reachable gmis_per_gpu {reachable}")
 
