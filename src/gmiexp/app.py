@@ -53,7 +53,8 @@ def _train(cfg: Config, run_dir: Path, node_dir: Path) -> dict:
     from gmiexp.launch.launcher import launch
     from gmiexp.launch.live import LiveLog
     from gmiexp.launch.requeue import resume
-    from gmiexp.launch.reshape import reshaper_for, run_segments
+    from gmiexp.launch.reshape import reshaper_for
+    from gmiexp.launch.segments import run_segments
     from gmiexp.launch.summary import one_line
     from gmiexp.plan.build import build_plan
 

@@ -1,0 +1,136 @@
+"""A re-shaping run's loop: launch a partition, and after each re-shape plan the next one and launch it again.
+
+:mod:`gmiexp.launch.reshape` decides when and where to (requests, the online explorer); this module carries a
+decision out: the new partition's config and plan with the global batch pinned, resumed from GMI 0's checkpoint,
+rolled back when the host cannot realise it, the old partition's files kept under ``segments/<k>/``, and the
+run's summary over every partition.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from gmiexp.launch.reshape import Decision, Reshaped, Reshaper, steady
+from gmiexp.plan.partition import gmis_per_gpu
+
+
+def run_segments(cfg: Any, plan: Any, backend: Any, node_dir: Path, live: Any, reshaper: Reshaper) -> dict[str, Any]:
+    """Launch ``plan``; after every re-shape, plan the new partition and launch it from GMI 0's checkpoint.
+
+    Returns the run's summary: the last partition's figures, every partition's rows in ``history``, the first
+    attempt's ``resumed``, the whole run's ``wall_s`` and every re-shape in ``reshapes``.
+    """
+    from gmiexp.errors import Interrupted
+    from gmiexp.launch.launcher import launch
+    from gmiexp.launch.summary import resumed, write_summary
+
+    t_start, first = time.time(), plan
+    boundaries: list[int] = []  # index of each later partition's first row in the run's rows
+
+    def whole(summary: dict[str, Any]) -> dict[str, Any]:
+        rows = live.all_rows
+        _complete(reshaper.records, rows, boundaries, live.rows.t0)
+        summary.update(resumed=resumed(first), wall_s=time.time() - t_start, started_at=t_start,
+                       reshapes=reshaper.records, history=rows)
+        if rows:
+            summary["metrics"].update({k: v for k, v in rows[-1].items() if k in ("frames", "iteration")})
+        write_summary(node_dir / "summary.json", summary)
+        return summary
+
+    while True:
+        try:
+            summary = launch(plan, backend, node_dir, live=live, reshaper=reshaper)
+            break
+        except Interrupted as e:  # Ctrl-C: what every partition trained, as a run that never re-shaped keeps it
+            if e.summary is not None:
+                e.summary = whole(e.summary)
+            raise
+        except Reshaped as r:
+            t_exit = time.time()
+            cfg, plan, backend, timing = _next_partition(cfg, plan, r.decision, node_dir)
+            r.decision.epoch = int(plan.resumed.get("epoch", r.decision.epoch))  # where the GMIs stopped
+            live.next_segment(plan)
+            rows_before = live.all_rows
+            _archive(node_dir, len(boundaries))
+            boundaries.append(len(live.all_rows))
+            reshaper.done(r.decision, stop_s=round(t_exit - r.decision.decided_at, 3),
+                          plan_s=round(time.time() - t_exit, 3), started_at=time.time(), **timing)
+            reshaper.segment_started(gmis_per_gpu(plan), float(rows_before[-1]["wall_s"]) if rows_before else None)
+    return whole(summary)
+
+
+def _next_partition(cfg: Any, plan: Any, d: Decision, node_dir: Path) -> tuple[Any, Any, Any, dict[str, Any]]:
+    """The config, plan and backend of ``d.to`` (and its slice), resuming from GMI 0's checkpoint.
+
+    A partition the host cannot realise (a ConfigError while planning it) rolls back to the previous one.
+    """
+    import copy
+
+    from gmiexp.errors import ConfigError, LaunchError
+    from gmiexp.launch.requeue import resume
+    from gmiexp.plan.build import build_plan
+
+    def build(n: int, overrides: dict[str, Any]) -> tuple[Any, Any, Any]:
+        c = copy.deepcopy(cfg)
+        c.gmis_per_gpu = n
+        c.batch.total_envs, c.batch.total_minibatch = (plan.global_batch["total_envs"],
+                                                       plan.global_batch["total_minibatch"])
+        for key, value in overrides.items():
+            set_field(c, key, value)
+        new, be = build_plan(c, node_dir)
+        resume(new, node_dir, "auto")  # this run's own checkpoint, whatever launch.resume says
+        if not new.checkpoint:
+            raise LaunchError(f"re-shape to gmis_per_gpu={n} failed: GMI 0 wrote no checkpoint in {node_dir}")
+        return c, new, be
+
+    try:
+        return (*build(d.to, d.overrides), {"rolled_back": False})
+    except ConfigError as e:  # the new partition cannot be realised here: go on as before
+        why = str(e).splitlines()[0]
+        print(f"gmiexp: re-shape to gmis_per_gpu={d.to} failed ({why}); going on with gmis_per_gpu={d.frm}",
+              file=sys.stderr, flush=True)
+        d.to, d.overrides = d.frm, {}
+        return (*build(d.frm, {}), {"rolled_back": True, "why": why})
+
+
+SLICE_FIELDS = ("hardware.cpus", "backend.sm_percent")  # what a request may change besides gmis_per_gpu
+
+
+def set_field(cfg: Any, key: str, value: Any) -> None:
+    """``cfg.<key> = value`` for a slice field (anything else: ConfigError, exit 2 through the request's refusal)."""
+    from gmiexp.errors import ConfigError
+
+    if key not in SLICE_FIELDS:
+        raise ConfigError(f"invalid re-shape override {key}; valid: {', '.join(SLICE_FIELDS)}")
+    head, _, leaf = key.rpartition(".")
+    setattr(getattr(cfg, head), leaf, value)
+
+
+def _archive(node_dir: Path, k: int) -> None:
+    """Keep a finished partition's per-GMI files (``gmis/``, ``logs/``) under ``segments/<k>/``."""
+    import shutil
+
+    dest = node_dir / "segments" / str(k)
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("gmis", "logs"):
+        if (node_dir / name).exists():
+            shutil.move(str(node_dir / name), str(dest / name))
+
+
+def _complete(records: list[dict[str, Any]], rows: list[dict[str, Any]], boundaries: list[int], t0: float) -> None:
+    """Each re-shape's rate after and cost, from the rows: the gap between the partitions' epochs beyond one epoch."""
+    for i, (rec, b) in enumerate(zip(records, boundaries, strict=False)):
+        end = boundaries[i + 1] if i + 1 < len(boundaries) else len(rows)
+        seg = rows[b:end]
+        if not seg or b == 0:
+            continue
+        epochs = [float(seg[j + 1]["wall_s"]) - float(seg[j]["wall_s"]) for j in range(1, len(seg) - 1)]
+        epoch_s = sorted(epochs)[len(epochs) // 2] if epochs else None
+        rec["rate_after"] = steady(seg, max(1, len(seg) - 2)) if len(seg) > 2 else None
+        rec["first_epoch_s"] = round(t0 + float(seg[0]["wall_s"]) - float(rec["started_at"]), 3)
+        gap = float(seg[0]["wall_s"]) - float(rows[b - 1]["wall_s"])
+        rec["cost_s"] = round(gap - epoch_s, 3) if epoch_s is not None else round(gap, 3)
+        rec["epoch_s"] = epoch_s
