@@ -30,7 +30,7 @@ import hydra
 from omegaconf import DictConfig
 
 from gmiexp.launch.summary import one_line
-from gmiexp.tools.runs import RunFailed, run_gmiexp, run_summary, write_csv
+from gmiexp.tools.runs import RunFailed, run_gmiexp, run_summary, write_csv, write_report
 
 HERE = Path(__file__).resolve().parent
 
@@ -93,9 +93,7 @@ def report(rows: list[dict], args: DictConfig) -> None:
     base_med = median(by["rl_games (1 process)"])
     for name, vals in by.items():
         lines.append(f"| {name} | {median(vals):,.0f} | {median(vals) / base_med:.2f}x |")
-    text = "\n".join(lines)
-    (res / "compare.md").write_text(text + "\n")
-    print(text)
+    write_report(lines, res / "compare.md")
 
 
 def compare_file(args: DictConfig) -> list[dict]:

@@ -24,7 +24,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
-from gmiexp.tools.runs import RunFailed, run_for, write_csv
+from gmiexp.tools.runs import RunFailed, run_for, write_csv, write_report
 
 HERE = Path(__file__).resolve().parent
 
@@ -116,10 +116,7 @@ def report(rows: list[dict], shapes: list[dict], names: list[str], args: DictCon
         lines += [f"| {s['rep']} | {s['epoch']} | {s['from']} | {s['to']} | {s['reason']} | {f2(s['rate_before'])} | "
                   f"{f2(s['rate_after'])} | {f2(s['stop_s'])} | {f2(s['plan_s'])} | {f2(s['first_epoch_s'])} | "
                   f"{f2(s['cost_s'])} |" for s in shapes]
-    text = "\n".join(lines)
-    (res / "elastic_bench.md").write_text(text + "\n")
-    print(text, flush=True)
-    return text
+    return write_report(lines, res / "elastic_bench.md")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from statistics import median
 import hydra
 from omegaconf import DictConfig
 
-from gmiexp.tools.runs import log_tail, run_logged, write_csv
+from gmiexp.tools.runs import log_tail, run_logged, write_csv, write_report
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -77,10 +77,7 @@ def report(rows: list[dict], args: DictConfig) -> str:
     ratios = [r["ratio"] for r in rows]
     lines += ["", f"median makespan ratio (recycle / no recycle): {median(ratios):.3f} "
               f"(pairs {min(ratios):.3f}..{max(ratios):.3f})"]
-    text = "\n".join(lines)
-    (res / "recycle_bench.md").write_text(text + "\n")
-    print(text, flush=True)
-    return text
+    return write_report(lines, res / "recycle_bench.md")
 
 
 if __name__ == "__main__":

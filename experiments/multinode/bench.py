@@ -23,7 +23,7 @@ import hydra
 from omegaconf import DictConfig
 
 from gmiexp.launch.launcher import free_port
-from gmiexp.tools.runs import RunFailed, gmiexp_command, read_summary, run_gmiexp, run_logged, write_csv
+from gmiexp.tools.runs import RunFailed, gmiexp_command, read_summary, run_gmiexp, run_logged, write_csv, write_report
 
 HERE = Path(__file__).resolve().parent
 ONE, TWO = "1 node x 4 GMIs", "2 nodes x 2 GMIs"
@@ -109,10 +109,7 @@ def report(rows: list[dict], args: DictConfig) -> str:
     lines += ["", f"median per-pair ratio (2 nodes / 1 node): {median(ratios):.3f}; pair ratios range "
               f"{min(ratios):.3f}..{max(ratios):.3f} (the host's noise); overhead {overhead:.1f}% of env steps/s; "
               f"time/comm_s {comm[TWO] - comm[ONE]:+.2f} s and wall {wall[TWO] - wall[ONE]:+.1f} s per run (medians)"]
-    text = "\n".join(lines)
-    (res / "bench.md").write_text(text + "\n")
-    print(text, flush=True)
-    return text
+    return write_report(lines, res / "bench.md")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
-from gmiexp.tools.runs import RunFailed, run_gmiexp, run_summary, write_csv
+from gmiexp.tools.runs import RunFailed, run_gmiexp, run_summary, write_csv, write_report
 
 HERE = Path(__file__).resolve().parent
 BASELINE = HERE.parent / "baseline_rlgames" / "run_baseline.py"
@@ -96,10 +96,7 @@ def report(rows: list[dict], args: DictConfig) -> str:
     lines += ["", f"median env steps/s ratio (gmiexp 2 GMIs / rl_games): {median(ratios):.3f} "
               f"(pairs {min(ratios):.3f}..{max(ratios):.3f}); median reward at equal wall time: "
               f"rl_games {med['rl_games_reward']}, gmiexp {med['gmiexp_reward']}"]
-    text = "\n".join(lines)
-    (res / "pong_bench.md").write_text(text + "\n")
-    print(text, flush=True)
-    return text
+    return write_report(lines, res / "pong_bench.md")
 
 
 if __name__ == "__main__":

@@ -138,6 +138,14 @@ def stop_group(proc: subprocess.Popen, grace_s: float = 15.0) -> None:
     proc.wait()
 
 
+def write_report(lines: Sequence[str], path: Path) -> str:
+    """A benchmark's Markdown report: ``lines`` joined, written to ``path`` and printed; returns the text."""
+    text = "\n".join(lines)
+    Path(path).write_text(text + "\n")
+    print(text, flush=True)
+    return text
+
+
 def write_csv(rows: Sequence[dict[str, Any]], path: Path, fieldnames: Sequence[str] | None = None) -> Path:
     """Rows as CSV with a header (the first row's keys, or ``fieldnames``, e.g. for no rows at all)."""
     with Path(path).open("w", newline="") as f:
