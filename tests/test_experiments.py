@@ -69,9 +69,10 @@ def test_multinode_smallest(tmp_path):
 def test_elastic_bench_smallest(tmp_path):
     """Fixed 1 and 2 GMIs and auto from 1, one short repetition (a smoke test of the script, not a measurement)."""
     run(PY, str(EXP / "elastic" / "bench.py"), f"results_dir={tmp_path}", "task=Cartpole", "total_envs=16",
-        "duration_s=25", "repetitions=1", "window=2", "budget=1.0", "max_gmis_per_gpu=2", "max_iterations=400")
+        "duration_s=25", "repetitions=1", "window=2", "budget=1.0", "max_gmis_per_gpu=2", "max_iterations=400",
+        "seeds=[3]")
     text = (tmp_path / "elastic_bench.md").read_text()
-    assert "median auto / best fixed frames" in text and "reward at equal wall time" in text
+    assert "median auto / best fixed frames" in text and "reward at equal wall time" in text and "seeds=[3]" in text
     assert len((tmp_path / "elastic_bench.csv").read_text().splitlines()) == 1 + 1
 
 

@@ -29,9 +29,10 @@ from gmiexp.tools.runs import RunFailed, run_for, write_csv, write_report
 HERE = Path(__file__).resolve().parent
 
 
-def overrides(args: DictConfig, name: str) -> list[str]:
+def overrides(args: DictConfig, name: str, rep: int = 0) -> list[str]:
+    seed = [f"seed={args.seeds[rep % len(args.seeds)]}"] if args.seeds else []
     base = [f"task={args.task}", f"batch.total_envs={args.total_envs}", f"max_iterations={args.max_iterations}",
-            "launch.progress=false", *args.overrides]
+            "launch.progress=false", *seed, *args.overrides]
     if name == "auto":
         return [*base, f"gmis_per_gpu={args.auto_start}", "launch.reshape=auto",
                 f"launch.reshape_max_gmis_per_gpu={args.max_gmis_per_gpu}", f"launch.reshape_window={args.window}",
@@ -72,7 +73,7 @@ def main(args: DictConfig) -> None:
         for name in order:
             run_dir = Path(tempfile.mkdtemp(prefix=f"elastic_{name.replace('=', '')}_"))
             try:
-                runs[name] = run_for(overrides(args, name), run_dir, args.duration_s)
+                runs[name] = run_for(overrides(args, name, rep), run_dir, args.duration_s)
             except RunFailed as e:
                 raise SystemExit(f"failed: {name}\n{e}") from e
             h = runs[name]["history"]
@@ -91,15 +92,16 @@ def report(rows: list[dict], shapes: list[dict], names: list[str], args: DictCon
     if shapes:
         write_csv(shapes, res / "elastic_reshapes.csv")
     f2 = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+    f3 = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731  (ratios: 0.8998 is not 0.90)
     lines = [f"task={args.task} total_envs={args.total_envs} duration_s={args.duration_s} "
-             f"repetitions={args.repetitions} (auto from gmis_per_gpu={args.auto_start}, window {args.window}, "
-             f"budget {args.budget})", "",
+             f"repetitions={args.repetitions} seeds={list(args.seeds) if args.seeds else 'the config seed'} "
+             f"(auto from gmis_per_gpu={args.auto_start}, window {args.window}, budget {args.budget})", "",
              "| rep | " + " | ".join(f"{n} frames" for n in names) + " | best fixed | auto / best fixed | "
              "auto / fixed=1 | equal wall s | " + " | ".join(f"{n} reward" for n in names) + " |",
              "|---:|" + "---:|" * (2 * len(names) + 4)]
     for r in rows:
         lines.append(f"| {r['rep']} | " + " | ".join(f"{r[f'frames[{n}]']:,}" for n in names)
-                     + f" | {r['best_fixed']} | {f2(r['auto/best_fixed'])} | {f2(r['auto/fixed1'])} | "
+                     + f" | {r['best_fixed']} | {f3(r['auto/best_fixed'])} | {f3(r['auto/fixed1'])} | "
                      f"{r['equal_wall_s']:.0f} | " + " | ".join(f2(r[f'reward[{n}]']) for n in names) + " |")
     med = lambda k: median([r[k] for r in rows if r[k] is not None])  # noqa: E731
     fixed_rewards = [r[f"reward[{n}]"] for r in rows for n in names if n != "auto" and r[f"reward[{n}]"] is not None]
