@@ -285,7 +285,8 @@ def final_return(run_dir: Path, tmp_path: Path) -> float:
 
 @pytest.mark.slow  # slow: six Cartpole runs, three of them re-shaped twice, and six evaluations (~4 min)
 def test_three_seeds_reshaped_twice_learn_as_well_as_three_fixed_seeds(tmp_path: Path) -> None:
-    """Re-shaping keeps the learning: 1 -> 2 -> 1 GMIs at about epochs 15 and 30 of 48, the same global batch.
+    """Re-shaping keeps the learning: 1 -> 2 -> 1 GMIs (asked after 12 epochs of each; done by epochs 15-24 and 36-41
+    of 48 in one run), the same global batch.
 
     Judged on each run's final policy, evaluated (20 deterministic episodes), not on the training curve: after a
     restart ``reward/mean`` is empty until an episode ends and then averages only the episodes since (a
