@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from gmitest import cli_env
+from gmitest import cli_env, terminal_signals
 
 from fakes import nvml as fake_nvml
 from gmiexp.layouts import LAYOUTS
@@ -207,8 +207,8 @@ while True:  # an epoch of 64 env steps per GMI every 0.05 s, until SIGINT
 
 
 def test_throughput_compares_1_and_2_gmis_per_gpu_as_a_ratio(tmp_path):
-    def popen(cmd, **kw):
-        return subprocess.Popen([sys.executable, "-c", TRAINING, *cmd[3:]], **kw)
+    def popen(cmd, **kw):  # SIGINT as a terminal has it: a suite started with `&` by a script inherits it ignored
+        return subprocess.Popen([sys.executable, "-c", TRAINING, *cmd[3:]], preexec_fn=terminal_signals, **kw)
 
     status, detail, ev = gpu_check.throughput(tmp_path, ["task=Cartpole"], ["backend=mps"], 0.6, popen)
     assert status == "passed", detail
