@@ -69,8 +69,8 @@ def _train(cfg: Config, run_dir: Path, node_dir: Path) -> dict:
 
         check_video(plan)  # capture_video=True: a layout that films and a task that renders, or exit 2
         print(start_lines(plan, run_dir), file=sys.stderr, flush=True)
+    reshaper = reshaper_for(cfg, plan, node_dir)  # before the sinks open: a bad launch.reshape_prior exits 2 first
     live = LiveLog.open(plan, node_dir) if plan.node_rank == 0 else None  # node 0 speaks for the run
-    reshaper = reshaper_for(cfg, plan, node_dir)
     summary: dict | None = None
     try:
         try:

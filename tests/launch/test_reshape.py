@@ -120,6 +120,15 @@ def test_a_search_prior_skips_the_neighbours_it_measured_losing(tmp_path: Path,
         reshaper_for(cfg, build_plan(cfg, tmp_path / "run2")[0], tmp_path)
 
 
+def test_a_bad_prior_exits_2_before_any_sink_opens(tmp_path: Path) -> None:
+    bad, run_dir = tmp_path / "bad.json", tmp_path / "run"
+    bad.write_text("{}")
+    r = run_cli("task=Cartpole", "batch.total_envs=16", "launch.reshape=auto", f"launch.reshape_prior={bad}",
+                "logger=wandb", f"hydra.run.dir={run_dir}")
+    assert r.returncode == 2 and "invalid launch.reshape_prior=" in r.stderr, r.stderr[-2000:]
+    assert not (run_dir / "wandb").exists() and not (run_dir / "tensorboard").exists()
+
+
 def wait_for_rows(run_dir: Path, n: int, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
