@@ -248,7 +248,7 @@ class Reshaper:
     def _requested(self, req: dict[str, Any], epoch: int, rows: list[dict[str, Any]]) -> Decision | None:
         to = int(req.get("gmis_per_gpu", 0))
         why = None
-        if to == self.current:
+        if to == self.current and not req.get("overrides"):  # same GMIs on another slice (a packed member's cores)
             why = f"the run already has gmis_per_gpu={to}"
         elif to not in self.reachable:
             why = f"gmis_per_gpu={to} cannot share the global batch; valid: {self.reachable}"

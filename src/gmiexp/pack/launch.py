@@ -21,7 +21,7 @@ from gmiexp import multirun
 from gmiexp.config import Config
 from gmiexp.errors import invalid
 from gmiexp.hardware import Hardware, resolve
-from gmiexp.pack import auto, runner, slots, table
+from gmiexp.pack import auto, recycle, runner, slots, table
 from gmiexp.pack.runner import Job
 from gmiexp.pack.slots import AUTO, Member, Slot
 from gmiexp.signals import sigterm_raises
@@ -75,6 +75,9 @@ class PackedSweep:
     members: list[Member] = field(default_factory=list)
     per_gpu: int | str = 1
     auto_trace: dict[str, Any] | None = None
+    asked: dict[int, tuple[str, tuple[int, ...], tuple[int, ...]]] = field(default_factory=dict)  # recycle: member ->
+    # (its last request, the cores asked for, the cores before)
+    plans: dict[Path, tuple[int, dict[str, Any]]] = field(default_factory=dict)  # recycle: plan.yaml -> (mtime, batch)
 
     def check(self) -> None:
         """Validate the launcher's params and every member (composed and planned on its slot); exit 2 early."""
@@ -130,36 +133,62 @@ class PackedSweep:
                 for o, d, c, m in zip(self.overrides, self.run_dirs, self.configs, self.members, strict=True)]
 
     def recycle(self, slot: Slot, running: list[Job]) -> Job | None:
-        """Hand a free slot to a running member that can grow into it; None when none can.
+        """Hand a free slot to a running member that can grow into it (:mod:`gmiexp.pack.recycle`); None when none can.
 
-        Growing is one more GMI per GPU on both slots' cores, asked through the member's re-shape request (the
-        member decides at its next epoch boundary); the member holding the fewest slots goes first.
+        The member is asked through its re-shape request and does it at its next epoch boundary; the cores it was
+        asked onto count as its own from then on, unless it refuses.
         """
         if not slot.cpus:  # GPU hosts: another member's MPS share or MIG instance is not recycled yet
             return None
+        from gmiexp.launch.reshape import request
+
+        members = {j.num: j for j in running if j.slot is not None and j.slot.gpu == slot.gpu}
+        growers = [self._grower(j) for j in members.values()]
+        growth = recycle.choose(slot.cpus, growers)
+        if growth is None:
+            return None
+        job, was = members[growth.num], next(g for g in growers if g.num == growth.num)
+        rid = request(job.run_dir, growth.gmis_per_gpu, {"hardware.cpus": list(growth.cores)})
+        self.asked[job.num] = (rid, growth.cores, tuple(sorted(was.cores)))
+        left = f", leaving shared cores {list(growth.left)}" if growth.left else ""
+        say(f"pack: #{job.num} grows into {slot.name}: gmis_per_gpu {was.gmis_per_gpu} -> {growth.gmis_per_gpu} "
+            f"on cores {list(growth.cores)}{left}")
+        return job
+
+    def _grower(self, job: Job) -> recycle.Grower:
+        """A running member as :func:`recycle.choose` sees it: cores as last asked (refused: as before), partitions."""
         from gmiexp.launch.ownership import running as is_running
-        from gmiexp.launch.reshape import read_log, request
+        from gmiexp.launch.reshape import REQUEST_FILE, read_log
+
+        assert job.slot is not None
+        plan_path = job.run_dir / "plan.yaml"
+        answers = read_log(job.run_dir)
+        refused = {a.get("request") for a in answers if a.get("status") == "refused"}
+        rid, cores, before = self.asked.get(job.num, ("", job.slot.cpus, job.slot.cpus))
+        if rid in refused:
+            cores = before
+        gb = self._global_batch(plan_path)
+        free = (bool(gb) and is_running(job.run_dir) and not (job.run_dir / REQUEST_FILE).exists()
+                and not (answers and answers[-1].get("status") == "refused"))  # refused (at its end): leave it be
+        return recycle.Grower(job.num, frozenset(cores), int(gb.get("gmis_per_gpu", 1)) if gb else 1,
+                              tuple(gb.get("reachable", [])) if gb else (), len(job.grown), free)
+
+    def _global_batch(self, plan_path: Path) -> dict[str, Any]:
+        """The member's ``plan.global_batch``, read again only when its plan changed.
+
+        A load costs ~30 ms, and the launcher asks every poll while a slot is free: on a 2-core host that was a
+        quarter of a core taken from the members.
+        """
         from gmiexp.plan import Plan
 
-        for job in sorted(running, key=lambda j: (len(j.grown), j.start or 0)):
-            plan_path = job.run_dir / "plan.yaml"
-            if job.slot is None or job.slot.gpu != slot.gpu or not plan_path.is_file() or not is_running(job.run_dir):
-                continue
-            if (job.run_dir / "reshape_request.json").exists():
-                continue  # still taking an earlier request
-            answers = read_log(job.run_dir)
-            if answers and answers[-1].get("status") == "refused":
-                continue  # it refused the last one (at its end, or not divisible): leave it be
-            plan = Plan.load(plan_path)
-            gb = plan.global_batch
-            want = int(gb.get("gmis_per_gpu", 0)) + 1
-            if not gb or want not in gb.get("reachable", []):
-                continue
-            cores = sorted({*(job.slot.cpus), *(c for _, s in job.grown for c in s.cpus), *slot.cpus})
-            request(job.run_dir, want, {"hardware.cpus": cores})
-            say(f"pack: #{job.num} grows into {slot.name}: gmis_per_gpu {want - 1} -> {want} on cores {cores}")
-            return job
-        return None
+        try:
+            stamp = plan_path.stat().st_mtime_ns
+        except OSError:
+            return {}
+        seen = self.plans.get(plan_path)
+        if seen is None or seen[0] != stamp:
+            seen = self.plans[plan_path] = (stamp, dict(Plan.load(plan_path).global_batch or {}))
+        return seen[1]
 
     def shared_daemons(self) -> AbstractContextManager[None]:
         """Hold each MPS GPU's shared daemon for the sweep: started once, quit once, however members come and go."""

@@ -1,0 +1,61 @@
+"""Recycling a CPU host's freed cores: which running member takes a freed slot, on which cores, with how many GMIs.
+
+A member's share of its GPU's cores is what it gets of each core it runs on (1/k of a core k members share). When a
+slot frees and its cores fall idle, the member with the smallest share takes them: it keeps the cores only it uses,
+adds the idle ones, and gives up the cores it shares (a *move*: two long members packed onto one core while two short
+ones held the other end on one core each, rather than both spreading over both cores). It takes as many GMIs as
+its global batch allows, up to one per core, never fewer than it has. A choice that would not enlarge the member's
+share is not made. Pure: :meth:`gmiexp.pack.launch.PackedSweep.recycle` reads the members' state and sends the
+request.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Grower:
+    """A running member that may take a freed slot: its cores now (or as last asked) and its partitions."""
+
+    num: int
+    cores: frozenset[int]
+    gmis_per_gpu: int
+    reachable: tuple[int, ...]  # GMIs per GPU that can share its global batch
+    grown: int = 0  # slots it already took (fewest first on a tie)
+    free: bool = True  # False: it cannot take a request now (one pending, or it refused the last); its cores count
+
+
+@dataclass(frozen=True)
+class Growth:
+    num: int
+    cores: tuple[int, ...]
+    gmis_per_gpu: int
+    left: tuple[int, ...]  # shared cores it gives up
+
+
+def shares(members: list[Grower]) -> dict[int, float]:
+    """Each member's share of the cores, in cores: a core used by k members counts 1/k for each."""
+    use = Counter(c for m in members for c in m.cores)
+    return {m.num: sum(1 / use[c] for c in m.cores) for m in members}
+
+
+def choose(freed: tuple[int, ...], members: list[Grower]) -> Growth | None:
+    """Who takes the freed slot's cores ``freed`` (those idle now), or None when no member's share would grow.
+
+    ``members``: the running members on the slot's GPU.
+    """
+    use = Counter(c for m in members for c in m.cores)
+    idle = sorted(c for c in freed if use[c] == 0)
+    if not idle:
+        return None
+    have = shares(members)
+    for m in sorted((m for m in members if m.free), key=lambda m: (have[m.num], m.grown, m.num)):
+        own = {c for c in m.cores if use[c] == 1}
+        cores = tuple(sorted(own | set(idle)))
+        if len(cores) <= have[m.num] + 1e-9:
+            continue  # leaving its shared cores for these would not give it more
+        fits = [g for g in m.reachable if m.gmis_per_gpu <= g <= len(cores)]
+        return Growth(m.num, cores, max(fits, default=m.gmis_per_gpu), tuple(sorted(m.cores - own)))
+    return None

@@ -1,0 +1,48 @@
+"""Recycling freed cores: who takes a freed slot, on which cores, with how many GMIs."""
+
+from __future__ import annotations
+
+from gmiexp.pack.recycle import Grower, Growth, choose, shares
+
+
+def member(num: int, cores: set[int], gmis: int = 1, reachable: tuple[int, ...] = (1, 2, 4), **kw) -> Grower:
+    return Grower(num, frozenset(cores), gmis, reachable, **kw)
+
+
+def test_a_member_sharing_its_core_moves_to_the_idle_core_rather_than_spreading() -> None:
+    """4 slots on 2 cores, round-robin: both long members (#1, #3) share core 1 after both short ones on core 0 end.
+
+    The first long member moves to core 0 (one GMI, a whole core); the second keeps core 1, now its own, without a
+    re-shape. Spreading both over both cores (the earlier rule) re-shaped both and ran 2 GMIs of half a core each.
+    """
+    longs = [member(1, {1}), member(3, {1})]
+    assert choose((0,), longs) == Growth(1, (0,), 1, (1,))
+    moved = [member(1, {0}), member(3, {1})]
+    assert choose((0,), moved) is None  # the second freed slot (also core 0) is not idle any more
+    assert shares(moved) == {1: 1.0, 3: 1.0}
+
+
+def test_a_member_alone_on_its_cores_grows_onto_the_idle_ones_with_one_gmi_per_core() -> None:
+    assert choose((0,), [member(1, {1})]) == Growth(1, (0, 1), 2, ())
+    assert choose((2, 3), [member(1, {0, 1}, gmis=2)]) == Growth(1, (0, 1, 2, 3), 4, ())
+    # a global batch 2 GMIs cannot share: the cores grow, the GMIs stay
+    assert choose((0,), [member(1, {1}, reachable=(1, 3))]) == Growth(1, (0, 1), 1, ())
+
+
+def test_cores_still_used_by_a_running_member_are_not_handed_out() -> None:
+    """A short member ended on core 0 while another short one still runs there: nothing is idle yet."""
+    assert choose((0,), [member(0, {0}), member(1, {1}), member(3, {1})]) is None
+
+
+def test_the_smallest_share_goes_first_and_a_busy_member_is_passed_over() -> None:
+    members = [member(1, {1}), member(2, {2}), member(3, {2})]
+    assert choose((0,), members).num == 2  # half a core beats a whole one
+    busy = [member(1, {1}), member(2, {2}, free=False), member(3, {2})]
+    assert choose((0,), busy) == Growth(3, (0,), 1, (2,))  # the busy member's core still counts as shared
+
+
+def test_a_move_that_would_not_enlarge_the_share_is_not_made() -> None:
+    """Three shared cores (1.5 cores' worth) are not swapped for one idle core."""
+    members = [member(1, {1, 2, 3}, gmis=2), member(2, {1, 2, 3}, gmis=2)]
+    assert choose((0,), members) is None
+    assert choose((0, 4), members) == Growth(1, (0, 4), 2, (1, 2, 3))
