@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from gmitest import popen_cli, run_cli
+from gmitest import compose_config, popen_cli, run_cli
 from wandb_records import read_run, records
 
+from gmiexp.launch.live import RunRows
+from gmiexp.plan.build import build_plan
 from gmiexp.tools import report
 
 SMALL = ("train.minibatch_size=64", "train.mini_epochs=1", "launch.progress_interval_s=1")
@@ -126,6 +128,17 @@ def test_tensorboard_for_every_layout(tmp_path: Path, layout: str) -> None:
     tb = tensorboard_scalars(tmp_path)
     assert [v for _, v in tb["perf/env_steps_per_s"]][-1] == pytest.approx(summary["metrics"]["perf/env_steps_per_s"])
     assert [s for s, _ in tb["perf/env_steps_per_s"]][-1] == summary["metrics"]["frames"]
+
+
+def test_a_final_row_the_lead_stopped_short_of_has_its_own_iteration(tmp_path: Path) -> None:
+    """decoupled_async agents stop on their own: one may roll out an iteration more than the lead."""
+    plan, _ = build_plan(compose_config("task=Cartpole", "layout=decoupled_async", "gmis_per_gpu=2"), tmp_path)
+    for g, n in ((0, 2), (1, 3)):
+        (tmp_path / "gmis" / str(g)).mkdir(parents=True)
+        rows = [{"iteration": 10 + i, "time": 1.0 + i, "local_frames": 8, "reward/mean": float(i)} for i in range(n)]
+        (tmp_path / "gmis" / str(g) / "history.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rows = RunRows(plan, tmp_path, t0=0.0).poll(final=True)
+    assert [(r["iteration"], r["frames"]) for r in rows] == [(10, 16), (11, 32), (12, 40)]
 
 
 def test_sigint_keeps_what_was_trained_and_resume_continues_frames(tmp_path: Path) -> None:

@@ -155,7 +155,8 @@ def wait_for_rows(run_dir: Path, n: int, timeout: float = 120) -> None:
 
 @pytest.mark.parametrize(("layout", "start", "to"), [
     ("tcg_ex", 1, 2), ("tdg_ex", 2, 1),
-    pytest.param("decoupled_async", 1, 2, marks=pytest.mark.slow)])  # slow: ~40 s
+    pytest.param("decoupled_async", 1, 2, marks=pytest.mark.slow)])  # slow: ~30 s; its checkpoint epoch is checked
+    # by default in tests/layouts/test_layout_runs.py and tests/rl/experience/test_replay.py
 def test_a_requested_reshape_goes_on_from_the_epoch_it_stopped_at(tmp_path: Path, layout: str, start: int,
                                                                   to: int, capsys: pytest.CaptureFixture) -> None:
     run_dir, iters = tmp_path / "run", 60 if layout == "tcg_ex" else 150

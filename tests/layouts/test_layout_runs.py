@@ -60,6 +60,8 @@ def check_integrity(s: dict, plan: Plan, horizon: int = 16, iters: int = 4) -> t
     trained_or_stale = sum(t["train_samples"] for t in trainers) + sum(t["stale_rows"] for t in trainers) * (
         horizon - 1) // horizon
     assert trained_or_stale == len(agents) * iters * (horizon - 1) * envs
+    # the checkpoint's epoch counts the agents' iterations, not updates (stale rollouts, several agents per trainer)
+    assert {t["epoch"] for t in trainers} == {iters}
     return agents, trainers
 
 

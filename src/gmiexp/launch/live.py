@@ -102,6 +102,9 @@ class RunRows:
         lead_rows = self.tails[lead].rows
         me = lead_rows[min(i, len(lead_rows) - 1)] if lead_rows else {}
         row: dict[str, Any] = {k: v for k, v in me.items() if k.startswith(LEAD_PREFIXES)}
+        reached = [r[i] for g in self.sims if len(r := self.tails[g].rows) > i and "iteration" in r[i]]
+        if reached:  # a final row the lead stopped short of (agents stop on their own): its own iteration
+            row["iteration"] = reached[0]["iteration"]
         start = int(sims[lead][0].get("frames0", 0)) if sims.get(lead) else 0
         start = start or self.frames0  # a re-shaped run's next partition goes on from the frames before
         row["frames"] = start + sum(int(r.get("local_frames", 0)) for rows in sims.values() for r in rows)

@@ -197,6 +197,20 @@ def test_rollout_order_check(shared: bool) -> None:
     assert t.seq_errors == 1 and t.rollouts[0] == [0]
 
 
+def test_the_checkpoint_epoch_counts_the_agents_iterations_not_the_updates() -> None:
+    """Over the group: the furthest agent's rollouts, wherever they went (a stale one counts; it was rolled out)."""
+    t = loop(shared=True)
+    t.plan.trainer_group, t.role.gmi_id = [2, 3], 2
+    other = torch.tensor([0.0, 5.0], dtype=torch.float64)  # trainer 3 got agent 1's rollout 4 last
+    t.role.allreduce = lambda x: x.add_(other)
+    for k in (0, 1, 2):
+        t.check(0, rollout(k))
+    t.check(1, rollout(0))
+    assert t.iterations() == 5
+    other.zero_()
+    assert t.iterations() == 3
+
+
 def test_spans() -> None:
     assert spans([]) == [] and spans([4, 0, 1, 2, 6, 7]) == [[0, 2], [4, 4], [6, 7]]
 

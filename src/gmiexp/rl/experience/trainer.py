@@ -192,6 +192,23 @@ class TrainLoop:
                                "(async_train.drain_timeout_s)") from None
         return got
 
+    def iterations(self) -> int:
+        """The agents' iterations in this attempt, over the trainer group: what the checkpoint's epoch adds.
+
+        Agents resume at the checkpoint's epoch + 1 and number their history rows by iteration, so the epoch
+        counts their rollouts, not this group's updates: an async trainer drops a stale rollout without an
+        update and updates once per rollout of each of its agents (counting updates trained the boundary epoch
+        of a re-shape or a requeue twice, or skipped epochs). An agent's rollouts so far are its last row
+        number over the rollout stride (:meth:`check`); agents that stopped at different iterations count as
+        the furthest, as the run rows do (``launch/live.RunRows``). Collective: every trainer calls it once.
+        """
+        group = self.plan.trainer_group
+        mine = torch.zeros(len(group), dtype=torch.float64)
+        mine[group.index(self.role.gmi_id)] = max(
+            (seq // ((self.horizon - 1) * self.plan.gmi(a).num_envs) for a, seq in self.next_seq.items()), default=0)
+        self.role.allreduce(mine)
+        return int(mine.max().item())
+
     def replay_round(self, done: bool) -> tuple[int, int]:
         """``replay_ratio`` collective off-policy updates on stored rollouts; returns (my batches, my rows).
 
@@ -269,7 +286,7 @@ class TrainLoop:
                 break
         if updates % k:
             self.board.publish(role.model)
-        epoch, frame = self.update.epoch0 + updates, self.update.frame0 + trained_all
+        epoch, frame = self.update.epoch0 + self.iterations(), self.update.frame0 + trained_all
         saved = ""
         if role.gmi_id == min(self.plan.trainer_group):  # one checkpoint per run, as GMI 0 does in tcg_ex
             path = Path(self.plan.run_dir) / "rl_games" / "run" / "nn" / self.plan.task.name
