@@ -112,10 +112,13 @@ def test_ctrl_c_stops_every_member_and_leaves_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "2").exists()
 
 
-def test_bad_jobs_per_gpu_exits_2_before_anything_starts(tmp_path: Path) -> None:
-    r = run_cli(*PACK, "hydra.launcher.jobs_per_gpu=0", "seed=1,2", f"hydra.sweep.dir={tmp_path}", timeout=120)
+@pytest.mark.parametrize(("bad", "says"), [
+    ("hydra.launcher.jobs_per_gpu=0", "invalid hydra.launcher.jobs_per_gpu: 0; valid: an integer >= 1, or auto"),
+    ("hydra.launcher.recycle_payback=-1", "invalid hydra.launcher.recycle_payback: -1.0; valid: a number >= 0")])
+def test_a_bad_launcher_setting_exits_2_before_anything_starts(tmp_path: Path, bad: str, says: str) -> None:
+    r = run_cli(*PACK, bad, "seed=1,2", f"hydra.sweep.dir={tmp_path}", timeout=120)
     assert r.returncode == 2, r.stderr[-2000:]
-    assert "invalid hydra.launcher.jobs_per_gpu: 0; valid: an integer >= 1, or auto" in r.stderr
+    assert says in r.stderr
     assert not (tmp_path / "0").exists()
 
 
@@ -208,6 +211,7 @@ def test_ctrl_c_while_auto_profiles_stops_the_profile_runs(tmp_path: Path) -> No
 def test_recycle_grows_a_running_member_into_a_finished_members_cores(tmp_path: Path) -> None:
     """Two slots (one core each): the short member ends, the long one re-shapes onto both cores, 2 GMIs."""
     r = run_cli(*PACK, "hydra.launcher.jobs_per_gpu=2", "hydra.launcher.recycle=true", "max_iterations=3,150",
+                "hydra.launcher.recycle_payback=0",  # grow whatever is left (the payback rule: tests/pack/)
                 f"hydra.sweep.dir={tmp_path}", timeout=400)
     assert r.returncode == 0, r.stderr
     assert "pack: #1 grows into gpu0/0: gmis_per_gpu 1 -> 2 on cores" in r.stderr
@@ -231,7 +235,8 @@ def test_recycle_moves_a_long_member_off_its_shared_core_when_the_short_ones_end
     if len(cores) < 2:
         pytest.skip("needs two cores")
     r = subprocess.run([sys.executable, "-m", "gmiexp", *PACK, "hydra.launcher.jobs_per_gpu=4", "seed=1,2",
-                        "hydra.launcher.recycle=true", "max_iterations=3,150", f"hydra.sweep.dir={tmp_path}"],
+                        "hydra.launcher.recycle=true", "hydra.launcher.recycle_payback=0", "max_iterations=3,150",
+                        f"hydra.sweep.dir={tmp_path}"],
                        capture_output=True, text=True, timeout=400, env=cli_env(),
                        preexec_fn=lambda: os.sched_setaffinity(0, cores))
     assert r.returncode == 0, r.stderr

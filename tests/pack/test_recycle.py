@@ -6,7 +6,7 @@ from gmiexp.pack.recycle import Grower, Growth, choose, shares
 
 
 def member(num: int, cores: set[int], gmis: int = 1, reachable: tuple[int, ...] = (1, 2, 4), **kw) -> Grower:
-    return Grower(num, frozenset(cores), gmis, reachable, **kw)
+    return Grower(num, frozenset(cores), gmis, reachable, **{"left_s": 100.0, "restart_s": 8.0, **kw})
 
 
 def test_a_member_sharing_its_core_moves_to_the_idle_core_rather_than_spreading() -> None:
@@ -46,3 +46,12 @@ def test_a_move_that_would_not_enlarge_the_share_is_not_made() -> None:
     members = [member(1, {1, 2, 3}, gmis=2), member(2, {1, 2, 3}, gmis=2)]
     assert choose((0,), members) is None
     assert choose((0, 4), members) == Growth(1, (0, 4), 2, (1, 2, 3))
+
+
+def test_a_member_near_its_end_or_not_yet_measured_keeps_its_cores() -> None:
+    """Saving: its time left x (1 - share before / share after), against PAYBACK x its start-up (8 s here)."""
+    assert choose((0,), [member(1, {1}, left_s=40.0)]) == Growth(1, (0, 1), 2, ())  # saves 20 s > 16 s
+    assert choose((0,), [member(1, {1}, left_s=30.0)]) is None  # saves 15 s: a restart would not pay
+    assert choose((0,), [member(1, {1}, left_s=None)]) is None  # restarting: no epoch since its last re-shape
+    near_end = [member(1, {1}, left_s=10.0), member(3, {1}, left_s=200.0)]
+    assert choose((0,), near_end) == Growth(3, (0,), 1, (1,))  # the other one, with time left, moves

@@ -11,7 +11,7 @@ import copy
 import sys
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,8 @@ def check_params(p: dict[str, Any]) -> None:
     if p["auto_warmup_iterations"] < 0 or p["auto_profile_iterations"] < 1:
         raise invalid("hydra.launcher.auto_warmup_iterations/auto_profile_iterations",
                       (p["auto_warmup_iterations"], p["auto_profile_iterations"]), "warm-up >= 0, measured >= 1")
+    if not p.get("recycle_payback", 0) >= 0:
+        raise invalid("hydra.launcher.recycle_payback", p["recycle_payback"], "a number >= 0")
     for key in ("auto_timeout_s", "stop_grace_s", "poll_s"):
         if not p[key] > 0:
             raise invalid(f"hydra.launcher.{key}", p[key], "a number of seconds > 0")
@@ -78,6 +80,7 @@ class PackedSweep:
     asked: dict[int, tuple[str, tuple[int, ...], tuple[int, ...]]] = field(default_factory=dict)  # recycle: member ->
     # (its last request, the cores asked for, the cores before)
     plans: dict[Path, tuple[int, dict[str, Any]]] = field(default_factory=dict)  # recycle: plan.yaml -> (mtime, batch)
+    startup: dict[int, float] = field(default_factory=dict)  # recycle: member -> its start to its first epoch, s
 
     def check(self) -> None:
         """Validate the launcher's params and every member (composed and planned on its slot); exit 2 early."""
@@ -144,7 +147,11 @@ class PackedSweep:
 
         members = {j.num: j for j in running if j.slot is not None and j.slot.gpu == slot.gpu}
         growers = [self._grower(j) for j in members.values()]
-        growth = recycle.choose(slot.cpus, growers)
+        used = {c for g in growers for c in g.cores}
+        if all(c in used for c in slot.cpus):
+            return None  # asked every poll while the slot is free: nothing idle, nothing more to read
+        growers = [replace(g, **self._timing(members[g.num])) if g.free else g for g in growers]
+        growth = recycle.choose(slot.cpus, growers, float(self.params.get("recycle_payback", recycle.PAYBACK)))
         if growth is None:
             return None
         job, was = members[growth.num], next(g for g in growers if g.num == growth.num)
@@ -173,8 +180,29 @@ class PackedSweep:
         return recycle.Grower(job.num, frozenset(cores), int(gb.get("gmis_per_gpu", 1)) if gb else 1,
                               tuple(gb.get("reachable", [])) if gb else (), len(job.grown), free)
 
+    def _timing(self, job: Job) -> dict[str, Any]:
+        """``left_s``, ``restart_s`` of :class:`recycle.Grower` from the member's epochs (GMI 0's history rows).
+
+        Time left: its epochs left at the median of its last epochs' durations (the first of a partition, which
+        carries the start, left out); None until its partition has two such epochs. Start-up: its first epoch's
+        end less its start, as the launcher started it.
+        """
+        from gmiexp.launch.status import read_history
+
+        rows = read_history(job.run_dir, 0)
+        epochs = sorted([float(b["time"]) - float(a["time"]) for a, b in zip(rows[1:-1], rows[2:], strict=True)
+                         if "time" in a and "time" in b][-10:])
+        if job.num not in self.startup:
+            first = read_history(job.run_dir / "segments" / "0", 0) or rows
+            if first and "time" in first[0]:
+                self.startup[job.num] = max(0.0, float(first[0]["time"]) - float(job.start or first[0]["time"]))
+        left = self._global_batch(job.run_dir / "plan.yaml").get("max_iterations", 0) - int(rows[-1]["iteration"]) \
+            if rows else 0
+        return {"left_s": left * epochs[len(epochs) // 2] if len(epochs) >= 2 else None,
+                "restart_s": self.startup.get(job.num, 0.0)}
+
     def _global_batch(self, plan_path: Path) -> dict[str, Any]:
-        """The member's ``plan.global_batch``, read again only when its plan changed.
+        """The member's ``plan.global_batch`` and ``max_iterations`` ({} without a batch), read when its plan changed.
 
         A load costs ~30 ms, and the launcher asks every poll while a slot is free: on a 2-core host that was a
         quarter of a core taken from the members.
@@ -187,7 +215,9 @@ class PackedSweep:
             return {}
         seen = self.plans.get(plan_path)
         if seen is None or seen[0] != stamp:
-            seen = self.plans[plan_path] = (stamp, dict(Plan.load(plan_path).global_batch or {}))
+            plan = Plan.load(plan_path)
+            seen = self.plans[plan_path] = (stamp, {**(plan.global_batch or {}), "max_iterations": plan.max_iterations}
+                                            if plan.global_batch else {})
         return seen[1]
 
     def shared_daemons(self) -> AbstractContextManager[None]:

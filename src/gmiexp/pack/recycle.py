@@ -2,17 +2,23 @@
 
 A member's share of its GPU's cores is what it gets of each core it runs on (1/k of a core k members share). When a
 slot frees and its cores fall idle, the member with the smallest share takes them: it keeps the cores only it uses,
-adds the idle ones, and gives up the cores it shares (a *move*: two long members packed onto one core while two short
-ones held the other end on one core each, rather than both spreading over both cores). It takes as many GMIs as
-its global batch allows, up to one per core, never fewer than it has. A choice that would not enlarge the member's
-share is not made. Pure: :meth:`gmiexp.pack.launch.PackedSweep.recycle` reads the members' state and sends the
-request.
+adds the idle ones, and gives up the cores it shares (a *move*: when the two short members sharing one core end, one
+of the two long members sharing the other core moves there, rather than both spreading over both cores). It takes as
+many GMIs as its global batch allows, up to one per core, never fewer than it has. A choice that would not enlarge the
+member's share is not made, nor one that would not pay: the time it saves (its training left, at its current epoch
+time, less the same at the larger share) must exceed :data:`PAYBACK` times the member's own start-up (spawn to first
+epoch, what a re-shape costs again). A member near its end keeps its cores.
+
+Pure: :meth:`gmiexp.pack.launch.PackedSweep.recycle` reads the members' state and sends the request.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+
+PAYBACK = 2.0  # a re-shape must save this many times its cost: more GMIs scale less than the cores (1.2-1.5x for 2
+# GMIs on 2 cores here) and the stop adds to the start-up
 
 
 @dataclass(frozen=True)
@@ -25,6 +31,8 @@ class Grower:
     reachable: tuple[int, ...]  # GMIs per GPU that can share its global batch
     grown: int = 0  # slots it already took (fewest first on a tie)
     free: bool = True  # False: it cannot take a request now (one pending, or it refused the last); its cores count
+    left_s: float | None = None  # its training left at its current epoch time; None: not measured yet (not taken)
+    restart_s: float = 0.0  # its start-up, spawn to first epoch: what a re-shape costs it again
 
 
 @dataclass(frozen=True)
@@ -41,10 +49,11 @@ def shares(members: list[Grower]) -> dict[int, float]:
     return {m.num: sum(1 / use[c] for c in m.cores) for m in members}
 
 
-def choose(freed: tuple[int, ...], members: list[Grower]) -> Growth | None:
+def choose(freed: tuple[int, ...], members: list[Grower], payback: float = PAYBACK) -> Growth | None:
     """Who takes the freed slot's cores ``freed`` (those idle now), or None when no member's share would grow.
 
-    ``members``: the running members on the slot's GPU.
+    ``members``: the running members on the slot's GPU. ``payback``: how many times its start-up a re-shape must
+    save (``hydra.launcher.recycle_payback``).
     """
     use = Counter(c for m in members for c in m.cores)
     idle = sorted(c for c in freed if use[c] == 0)
@@ -56,6 +65,8 @@ def choose(freed: tuple[int, ...], members: list[Grower]) -> Growth | None:
         cores = tuple(sorted(own | set(idle)))
         if len(cores) <= have[m.num] + 1e-9:
             continue  # leaving its shared cores for these would not give it more
+        if m.left_s is None or m.left_s * (1 - have[m.num] / len(cores)) <= payback * m.restart_s:
+            continue  # too little left to win back a restart (or no epoch measured since its last one)
         fits = [g for g in m.reachable if m.gmis_per_gpu <= g <= len(cores)]
         return Growth(m.num, cores, max(fits, default=m.gmis_per_gpu), tuple(sorted(m.cores - own)))
     return None

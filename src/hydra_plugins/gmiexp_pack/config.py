@@ -38,10 +38,13 @@ class PackLauncherConf:
     stop_grace_s: float = 20.0
     # seconds (> 0) between checks for finished members (a freed slot starts the next queued one)
     poll_s: float = 0.2
-    # when a member ends and none is queued, a running member grows into its slice (one more GMI per GPU on the
-    # cores or MPS share of both slots, through gmiexp.tools.reshape's request); members run with
-    # launch.reshape=request (their starting batch fixed as the global one)
+    # when a member ends and none is queued, a running member grows into its idle cores (CPU hosts; the member with
+    # the smallest share: more cores, one GMI per core as its batch allows, or a move off a shared core), through
+    # gmiexp.tools.reshape's request; members run with launch.reshape=request (their starting batch fixed as the
+    # global one). See gmiexp.pack.recycle
     recycle: bool = False
+    # recycle: a member grows only when the time it would save exceeds this many times its own start-up (>= 0)
+    recycle_payback: float = 2.0
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="gmiexp_pack", node=PackLauncherConf,
