@@ -204,8 +204,8 @@ class PackedSweep:
     def _global_batch(self, plan_path: Path) -> dict[str, Any]:
         """The member's ``plan.global_batch`` and ``max_iterations`` ({} without a batch), read when its plan changed.
 
-        A load costs ~30 ms, and the launcher asks every poll while a slot is free: on a 2-core host that was a
-        quarter of a core taken from the members.
+        A load costs ~30 ms, and the launcher asks every poll (``poll_s``, 0.2 s) while a slot is free: 15% of a
+        core per member, taken from the members.
         """
         from gmiexp.plan import Plan
 
