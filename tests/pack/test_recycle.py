@@ -6,7 +6,7 @@ from gmiexp.pack.recycle import Grower, Growth, choose, shares
 
 
 def member(num: int, cores: set[int], gmis: int = 1, reachable: tuple[int, ...] = (1, 2, 4), **kw) -> Grower:
-    return Grower(num, frozenset(cores), gmis, reachable, **{"left_s": 100.0, "restart_s": 8.0, **kw})
+    return Grower(num, frozenset(cores), gmis, reachable, **{"left_s": 100.0, "startup_core_s": 8.0, **kw})
 
 
 def test_a_member_sharing_its_core_moves_to_the_idle_core_rather_than_spreading() -> None:
@@ -49,9 +49,19 @@ def test_a_move_that_would_not_enlarge_the_share_is_not_made() -> None:
 
 
 def test_a_member_near_its_end_or_not_yet_measured_keeps_its_cores() -> None:
-    """Saving: its time left x (1 - share before / share after), against PAYBACK x its start-up (8 s here)."""
-    assert choose((0,), [member(1, {1}, left_s=40.0)]) == Growth(1, (0, 1), 2, ())  # saves 20 s > 16 s
-    assert choose((0,), [member(1, {1}, left_s=30.0)]) is None  # saves 15 s: a restart would not pay
+    """Saved: time left x (1 - share before / share after); against PAYBACK (2) x its restart, its start-up's work
+    (8 core-s here) at the new share."""
+    assert choose((0,), [member(1, {1}, left_s=20.0)]) == Growth(1, (0, 1), 2, ())  # saves 10 s > 2 x 8 / 2
+    assert choose((0,), [member(1, {1}, left_s=15.0)]) is None  # saves 7.5 s: a restart would not pay
+    assert choose((0,), [member(1, {1}, left_s=15.0)], payback=0.5) is not None
     assert choose((0,), [member(1, {1}, left_s=None)]) is None  # restarting: no epoch since its last re-shape
-    near_end = [member(1, {1}, left_s=10.0), member(3, {1}, left_s=200.0)]
-    assert choose((0,), near_end) == Growth(3, (0,), 1, (1,))  # the other one, with time left, moves
+
+
+def test_the_saving_counts_the_members_left_alone_while_the_mover_would_have_shared_with_them() -> None:
+    """#1 near its end (6 s left at half a core) would free core 1 for #3 only for those 6 s: 3 + 3 s < 16 s. #3,
+    with 200 s left, moves: 100 s its own, 3 s #1's. A move saves enough when the one left behind has time left."""
+    near_end = [member(1, {1}, left_s=6.0), member(3, {1}, left_s=200.0)]
+    assert choose((0,), near_end) == Growth(3, (0,), 1, (1,))
+    both = [member(1, {1}, left_s=12.0), member(3, {1}, left_s=12.0)]  # 6 s + 6 s < 16 s alone; with the other: no
+    assert choose((0,), both) is None
+    assert choose((0,), both, payback=0.7) == Growth(1, (0,), 1, (1,))  # 6 + 6 s > 0.7 x 8 core-s on 1 core

@@ -80,7 +80,8 @@ class PackedSweep:
     asked: dict[int, tuple[str, tuple[int, ...], tuple[int, ...]]] = field(default_factory=dict)  # recycle: member ->
     # (its last request, the cores asked for, the cores before)
     plans: dict[Path, tuple[int, dict[str, Any]]] = field(default_factory=dict)  # recycle: plan.yaml -> (mtime, batch)
-    startup: dict[int, float] = field(default_factory=dict)  # recycle: member -> its start to its first epoch, s
+    startup: dict[int, float] = field(default_factory=dict)  # recycle: member -> its start-up's work, core-s
+    pool: list[Slot] = field(default_factory=list)
 
     def check(self) -> None:
         """Validate the launcher's params and every member (composed and planned on its slot); exit 2 early."""
@@ -150,7 +151,7 @@ class PackedSweep:
         used = {c for g in growers for c in g.cores}
         if all(c in used for c in slot.cpus):
             return None  # asked every poll while the slot is free: nothing idle, nothing more to read
-        growers = [replace(g, **self._timing(members[g.num])) if g.free else g for g in growers]
+        growers = [replace(g, **self._timing(members[g.num])) for g in growers]
         growth = recycle.choose(slot.cpus, growers, float(self.params.get("recycle_payback", recycle.PAYBACK)))
         if growth is None:
             return None
@@ -181,11 +182,11 @@ class PackedSweep:
                               tuple(gb.get("reachable", [])) if gb else (), len(job.grown), free)
 
     def _timing(self, job: Job) -> dict[str, Any]:
-        """``left_s``, ``restart_s`` of :class:`recycle.Grower` from the member's epochs (GMI 0's history rows).
+        """``left_s``, ``startup_core_s`` of :class:`recycle.Grower` from the member's epochs (GMI 0's history rows).
 
         Time left: its epochs left at the median of its last epochs' durations (the first of a partition, which
         carries the start, left out); None until its partition has two such epochs. Start-up: its first epoch's
-        end less its start, as the launcher started it.
+        end less its start, as the launcher started it, times its slot's share of the cores (every slot busy).
         """
         from gmiexp.launch.status import read_history
 
@@ -195,11 +196,13 @@ class PackedSweep:
         if job.num not in self.startup:
             first = read_history(job.run_dir / "segments" / "0", 0) or rows
             if first and "time" in first[0]:
-                self.startup[job.num] = max(0.0, float(first[0]["time"]) - float(job.start or first[0]["time"]))
+                wall = max(0.0, float(first[0]["time"]) - float(job.start or first[0]["time"]))
+                pool = [recycle.Grower(i, frozenset(s.cpus), 0, ()) for i, s in enumerate(self.pool)]
+                self.startup[job.num] = wall * recycle.shares(pool)[self.pool.index(job.slot)]
         left = self._global_batch(job.run_dir / "plan.yaml").get("max_iterations", 0) - int(rows[-1]["iteration"]) \
             if rows else 0
         return {"left_s": left * epochs[len(epochs) // 2] if len(epochs) >= 2 else None,
-                "restart_s": self.startup.get(job.num, 0.0)}
+                "startup_core_s": self.startup.get(job.num, 0.0)}
 
     def _global_batch(self, plan_path: Path) -> dict[str, Any]:
         """The member's ``plan.global_batch`` and ``max_iterations`` ({} without a batch), read when its plan changed.
@@ -247,7 +250,7 @@ class PackedSweep:
                 elif self.per_gpu == AUTO:
                     self.per_gpu = self.choose_auto()
                 jobs = self.jobs()
-                pool = slots.make_slots(self.hw, self.gpus, int(self.per_gpu))
+                pool = self.pool = slots.make_slots(self.hw, self.gpus, int(self.per_gpu))
                 say(f"pack: {len(jobs)} members, {self.per_gpu} per GPU on GPUs {self.gpus} "
                     f"({len(pool)} at a time; the rest queue)")
                 with self.shared_daemons():

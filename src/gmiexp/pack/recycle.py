@@ -5,9 +5,10 @@ slot frees and its cores fall idle, the member with the smallest share takes the
 adds the idle ones, and gives up the cores it shares (a *move*: when the two short members sharing one core end, one
 of the two long members sharing the other core moves there, rather than both spreading over both cores). It takes as
 many GMIs as its global batch allows, up to one per core, never fewer than it has. A choice that would not enlarge the
-member's share is not made, nor one that would not pay: the time it saves (its training left, at its current epoch
-time, less the same at the larger share) must exceed :data:`PAYBACK` times the member's own start-up (spawn to first
-epoch, what a re-shape costs again). A member near its end keeps its cores.
+member's share is not made, nor one that would not pay: the time saved (each member's training left at its current
+epoch time, less the same at its larger share; the members left alone on the cores it leaves gain too) must exceed
+:data:`PAYBACK` times its restart (its start-up's work, spawn to first epoch times its share then, at the new share).
+A member near its end keeps its cores.
 
 Pure: :meth:`gmiexp.pack.launch.PackedSweep.recycle` reads the members' state and sends the request.
 """
@@ -32,7 +33,7 @@ class Grower:
     grown: int = 0  # slots it already took (fewest first on a tie)
     free: bool = True  # False: it cannot take a request now (one pending, or it refused the last); its cores count
     left_s: float | None = None  # its training left at its current epoch time; None: not measured yet (not taken)
-    restart_s: float = 0.0  # its start-up, spawn to first epoch: what a re-shape costs it again
+    startup_core_s: float = 0.0  # its start-up (spawn to first epoch) times its share then: a restart's work
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,10 @@ def shares(members: list[Grower]) -> dict[int, float]:
 def choose(freed: tuple[int, ...], members: list[Grower], payback: float = PAYBACK) -> Growth | None:
     """Who takes the freed slot's cores ``freed`` (those idle now), or None when no member's share would grow.
 
-    ``members``: the running members on the slot's GPU. ``payback``: how many times its start-up a re-shape must
-    save (``hydra.launcher.recycle_payback``).
+    ``members``: the running members on the slot's GPU. ``payback``: how many times the restart a re-shape must
+    save (``hydra.launcher.recycle_payback``). The saving counts every member whose share grows: the one that
+    re-shapes, and those left alone on the cores it leaves (they go faster without a restart). The restart is the
+    member's start-up work at its new share.
     """
     use = Counter(c for m in members for c in m.cores)
     idle = sorted(c for c in freed if use[c] == 0)
@@ -65,8 +68,13 @@ def choose(freed: tuple[int, ...], members: list[Grower], payback: float = PAYBA
         cores = tuple(sorted(own | set(idle)))
         if len(cores) <= have[m.num] + 1e-9:
             continue  # leaving its shared cores for these would not give it more
-        if m.left_s is None or m.left_s * (1 - have[m.num] / len(cores)) <= payback * m.restart_s:
-            continue  # too little left to win back a restart (or no epoch measured since its last one)
+        if m.left_s is None:
+            continue  # no epoch measured since its last start: not yet
+        after = shares([Grower(x.num, frozenset(cores) if x.num == m.num else x.cores, 0, ()) for x in members])
+        saved = sum((x.left_s if x is m else min(x.left_s, m.left_s)) * (1 - have[x.num] / after[x.num])
+                    for x in members if x.left_s is not None)  # the others gain while it would have shared their cores
+        if saved <= payback * m.startup_core_s / len(cores):
+            continue  # too little left to win back a restart
         fits = [g for g in m.reachable if m.gmis_per_gpu <= g <= len(cores)]
         return Growth(m.num, cores, max(fits, default=m.gmis_per_gpu), tuple(sorted(m.cores - own)))
     return None

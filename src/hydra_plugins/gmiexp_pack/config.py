@@ -43,7 +43,8 @@ class PackLauncherConf:
     # gmiexp.tools.reshape's request; members run with launch.reshape=request (their starting batch fixed as the
     # global one). See gmiexp.pack.recycle
     recycle: bool = False
-    # recycle: a member grows only when the time it would save exceeds this many times its own start-up (>= 0)
+    # recycle: a member grows only when the time saved (its own and its neighbours') exceeds this many times its
+    # restart, its start-up's work at the new share (>= 0)
     recycle_payback: float = 2.0
 
 
