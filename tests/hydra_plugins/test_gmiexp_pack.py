@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -228,8 +229,8 @@ def test_recycle_grows_a_running_member_into_a_finished_members_cores(tmp_path: 
 def test_recycle_moves_a_long_member_off_its_shared_core_when_the_short_ones_end(tmp_path: Path) -> None:
     """Four slots on two cores: both short members sit on core 0, both long ones share core 1 (slots go round-robin).
 
-    When the short ones end, long #1 moves to core 0 with its one GMI (the first re-shape of the sweep); #3 keeps
-    core 1, now its own, without one. Both train every epoch once.
+    When the short ones end, long #1 moves to core 0 with its one GMI (the first re-shape of the sweep, done live by
+    re-pinning its threads); #3 keeps core 1, now its own, without one. Both train every epoch once.
     """
     cores = sorted(os.sched_getaffinity(0))[:2]
     if len(cores) < 2:
@@ -241,14 +242,15 @@ def test_recycle_moves_a_long_member_off_its_shared_core_when_the_short_ones_end
                        preexec_fn=lambda: os.sched_setaffinity(0, cores))
     assert r.returncode == 0, r.stderr
     grows = [line for line in r.stderr.splitlines() if " grows into " in line]
-    assert grows[0] == (f"pack: #1 grows into gpu0/0: gmis_per_gpu 1 -> 1 on cores [{cores[0]}], "
-                        f"leaving shared cores [{cores[1]}]"), r.stderr
+    assert re.fullmatch(rf"pack: #1 grows into gpu0/[02]: gmis_per_gpu 1 -> 1 on cores \[{cores[0]}\], "
+                        rf"leaving shared cores \[{cores[1]}\]", grows[0]), r.stderr  # whichever short one ended last
     moved = json.loads((tmp_path / "1" / "summary.json").read_text())
     rec = moved["reshapes"][0]  # then, if #3 ended first (Cartpole's epochs are short), #1 grows onto both cores
     assert (rec["from"], rec["to"], rec["status"], rec["overrides"]) == (1, 1, "done", {"hardware.cpus": [cores[0]]})
+    assert rec["live"] and rec["epoch"] < 150  # re-pinned where it ran: no restart
     assert [h["iteration"] for h in moved["history"]] == list(range(1, 151))
     stayed = json.loads((tmp_path / "3" / "summary.json").read_text())
     assert [h["iteration"] for h in stayed["history"]] == list(range(1, 151))
     members = json.loads((tmp_path / "pack.json").read_text())["members"]
-    assert members[1]["slot"].startswith("gpu0/1 +gpu0/0@") and members[3]["slot"].startswith("gpu0/3")
+    assert re.match(r"gpu0/1 \+gpu0/[02]@", members[1]["slot"]) and members[3]["slot"].startswith("gpu0/3")
     assert [r["status"] for r in moved["reshapes"]] == ["done"] * members[1]["reshapes"]

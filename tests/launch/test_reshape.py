@@ -5,6 +5,7 @@ partition per row; kill -9 while re-shaping resumes; re-shaped seeds learn as fi
 from __future__ import annotations
 
 import json
+import os
 import signal
 import time
 from pathlib import Path
@@ -192,6 +193,37 @@ def test_a_requested_reshape_goes_on_from_the_epoch_it_stopped_at(tmp_path: Path
         assert logged_rows == list(zip(frames, parts, strict=True))
         (logged,) = w["summary"]["reshapes"]
         assert (logged["from"], logged["to"], logged["epoch"]) == (start, to, boundary) and logged["cost_s"] > 0
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
+def test_a_move_to_as_many_other_cores_is_done_live_without_a_restart(tmp_path: Path) -> None:
+    """A packed member leaving a shared core (``pack.recycle``): same GMIs, cores traded one for one, by re-pinning
+    every thread of the run; no stop, no checkpoint, no new partition."""
+    a, b = sorted(os.sched_getaffinity(0))[:2]
+    run_dir, iters = tmp_path / "run", 40
+    p = popen_cli("task=Cartpole", "gmis_per_gpu=1", "batch.total_envs=16", f"max_iterations={iters}",
+                  "launch.reshape=request", f"hardware.cpus=[{a}]", f"hydra.run.dir={run_dir}")
+    try:
+        wait_for_rows(run_dir, 3)
+        (worker,) = gmiexp_workers(run_dir)
+        assert worker.cpu_affinity() == [a]
+        rid = request(run_dir, 1, {"hardware.cpus": [b]})
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not [r for r in read_log(run_dir) if r.get("request") == rid]:
+            time.sleep(0.1)
+        (rec,) = [r for r in read_log(run_dir) if r.get("request") == rid]
+        assert worker.is_running() and all(os.sched_getaffinity(t.id) == {b} for t in worker.threads())
+        _out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err
+    assert (rec["status"], rec["live"], rec["from"], rec["to"]) == ("done", True, 1, 1) and rec["threads"] >= 2
+    assert f"moved from cores [{a}] to [{b}] without a restart" in err
+    s = json.loads((run_dir / "summary.json").read_text())
+    assert [r["request"] for r in s["reshapes"]] == [rid] and s["reshapes"][0]["cost_s"] < 1
+    assert [r["iteration"] for r in s["history"]] == list(range(1, iters + 1))
+    assert not (run_dir / "segments").exists()
 
 
 @pytest.mark.slow  # slow: the default suite keeps a run of this path elsewhere (docs/development.md)

@@ -275,6 +275,8 @@ def _reshape_watch(reshaper: Any, live: Any, stop_file: Path, stopping: Launcher
             if stopping.requested:
                 return
             d = reshaper.poll(list(live.rows.rows))
+            if d is not None and _move_live(reshaper, d):
+                continue
             if d is not None:
                 pending.append(d)
                 stop_file.write_text(STOP_TEXT)  # the GMIs end this epoch, GMI 0 checkpoints, they exit 0
@@ -289,6 +291,28 @@ def _reshape_watch(reshaper: Any, live: Any, stop_file: Path, stopping: Launcher
     finally:
         done.set()
         t.join(timeout=5)
+
+
+def _move_live(reshaper: Any, d: Any) -> bool:
+    """Carry out a re-shape that keeps the GMIs and trades cores for as many others by re-pinning (no restart).
+
+    False when ``d`` is another re-shape, or asks for cores this process may not take (it then restarts onto them,
+    and planning refuses them: the re-shape rolls back).
+    """
+    from gmiexp.launch.affinity import move_cores
+    from gmiexp.plan.build import STARTING_CPUS
+
+    new, now = d.overrides.get("hardware.cpus"), sorted(os.sched_getaffinity(0))
+    if d.to != d.frm or set(d.overrides) != {"hardware.cpus"} or len(new or []) != len(now) \
+            or not set(new) <= set(STARTING_CPUS):
+        return False
+    t0 = time.time()
+    threads = move_cores(now, list(new))
+    cost = round(time.time() - t0, 3)
+    reshaper.done(d, live=True, threads=threads, stop_s=0.0, plan_s=cost, started_at=t0, cost_s=cost)
+    print(f"\ngmiexp: moved from cores {now} to {sorted(new)} without a restart ({threads} threads, {d.reason})",
+          file=sys.stderr, flush=True)
+    return True
 
 
 def _ended(plan: Plan, live: Any, reshaper: Any, decision: Any) -> bool:

@@ -121,8 +121,12 @@ def _archive(node_dir: Path, k: int) -> None:
 
 
 def _complete(records: list[dict[str, Any]], rows: list[dict[str, Any]], boundaries: list[int], t0: float) -> None:
-    """Each re-shape's rate after and cost, from the rows: the gap between the partitions' epochs beyond one epoch."""
-    for i, (rec, b) in enumerate(zip(records, boundaries, strict=False)):
+    """Each re-shape's rate after and cost, from the rows: the gap between the partitions' epochs beyond one epoch.
+
+    A move without a restart (``live``) starts no partition: it has its own cost and no boundary.
+    """
+    restarts = [r for r in records if not r.get("live")]
+    for i, (rec, b) in enumerate(zip(restarts, boundaries, strict=False)):
         end = boundaries[i + 1] if i + 1 < len(boundaries) else len(rows)
         seg = rows[b:end]
         if not seg or b == 0:
