@@ -58,10 +58,17 @@ def test_a_member_near_its_end_or_not_yet_measured_keeps_its_cores() -> None:
 
 
 def test_the_saving_counts_the_members_left_alone_while_the_mover_would_have_shared_with_them() -> None:
-    """#1 near its end (6 s left at half a core) would free core 1 for #3 only for those 6 s: 3 + 3 s < 16 s. #3,
-    with 200 s left, moves: 100 s its own, 3 s #1's. A move saves enough when the one left behind has time left."""
+    """Two members share core 1; cores 0 and 3 fall idle: whoever takes them restarts with 2 GMIs (8 core-s of
+    start-up on 2 cores: 4 s, x2 = 8 s to win back). #1 near its end (6 s left) saves 4.5 s itself and #3 3 s (the
+    6 s it would have shared core 1): not enough. #3, with 200 s left, takes them."""
     near_end = [member(1, {1}, left_s=6.0), member(3, {1}, left_s=200.0)]
-    assert choose((0,), near_end) == Growth(3, (0,), 1, (1,))
-    both = [member(1, {1}, left_s=12.0), member(3, {1}, left_s=12.0)]  # 6 s + 6 s < 16 s alone; with the other: no
-    assert choose((0,), both) is None
-    assert choose((0,), both, payback=0.7) == Growth(1, (0,), 1, (1,))  # 6 + 6 s > 0.7 x 8 core-s on 1 core
+    assert choose((0, 3), near_end) == Growth(3, (0, 3), 2, (1,))
+    both = [member(1, {1}, left_s=6.0), member(3, {1}, left_s=6.0)]
+    assert choose((0, 3), both) is None  # 4.5 + 3 s < 8 s
+    assert choose((0, 3), both, payback=0.5) == Growth(1, (0, 3), 2, (1,))
+
+
+def test_a_move_keeping_the_gmis_and_the_core_count_is_live_and_costs_nothing() -> None:
+    """One GMI trading its shared core for an idle one re-pins its threads: no restart to win back."""
+    assert choose((0,), [member(1, {1}, left_s=1.0), member(3, {1}, left_s=1.0)]) == Growth(1, (0,), 1, (1,))
+    assert choose((0,), [member(1, {1}, left_s=1.0)]) is None  # alone on its core: a grow restarts it

@@ -5,10 +5,11 @@ slot frees and its cores fall idle, the member with the smallest share takes the
 adds the idle ones, and gives up the cores it shares (a *move*: when the two short members sharing one core end, one
 of the two long members sharing the other core moves there, rather than both spreading over both cores). It takes as
 many GMIs as its global batch allows, up to one per core, never fewer than it has. A choice that would not enlarge the
-member's share is not made, nor one that would not pay: the time saved (each member's training left at its current
-epoch time, less the same at its larger share; the members left alone on the cores it leaves gain too) must exceed
-:data:`PAYBACK` times its restart (its start-up's work, spawn to first epoch times its share then, at the new share).
-A member near its end keeps its cores.
+member's share is not made, nor a restart that would not pay (a move keeps the GMIs and the core count, so the member
+re-pins its threads where it runs, :mod:`gmiexp.launch.affinity`, and costs nothing): the time saved (each member's
+training left at its current epoch time, less the same at its larger share; the members left alone on the cores it
+leaves gain too) must exceed :data:`PAYBACK` times its restart (its start-up's work, spawn to first epoch times its
+share then, at the new share). A member near its end keeps its cores.
 
 Pure: :meth:`gmiexp.pack.launch.PackedSweep.recycle` reads the members' state and sends the request.
 """
@@ -73,8 +74,10 @@ def choose(freed: tuple[int, ...], members: list[Grower], payback: float = PAYBA
         after = shares([Grower(x.num, frozenset(cores) if x.num == m.num else x.cores, 0, ()) for x in members])
         saved = sum((x.left_s if x is m else min(x.left_s, m.left_s)) * (1 - have[x.num] / after[x.num])
                     for x in members if x.left_s is not None)  # the others gain while it would have shared their cores
-        if saved <= payback * m.startup_core_s / len(cores):
-            continue  # too little left to win back a restart
         fits = [g for g in m.reachable if m.gmis_per_gpu <= g <= len(cores)]
-        return Growth(m.num, cores, max(fits, default=m.gmis_per_gpu), tuple(sorted(m.cores - own)))
+        gmis = max(fits, default=m.gmis_per_gpu)
+        live = gmis == m.gmis_per_gpu and len(cores) == len(m.cores)  # a move: re-pinned where it runs, no restart
+        if not live and saved <= payback * m.startup_core_s / len(cores):
+            continue  # too little left to win back a restart
+        return Growth(m.num, cores, gmis, tuple(sorted(m.cores - own)))
     return None
