@@ -15,6 +15,7 @@ from gmitest import compose_config, popen_cli, run_cli
 from wandb_records import read_run, records
 
 from gmiexp.launch.live import RunRows
+from gmiexp.launch.progress import PHASES
 from gmiexp.plan.build import build_plan
 from gmiexp.tools import report
 
@@ -68,7 +69,8 @@ def live_run(tmp_path: Path, layout: str, task: str, iterations: int, *extra: st
     assert still_training and early, "no W&B row while the run trained"
     assert len(early) < iterations
     progress = [line for line in err.splitlines() if line.startswith("gmiexp progress: ")]
-    assert progress[0].startswith("gmiexp progress: spawning GMIs")  # the phase it waits in, then the frames
+    # the phase it waits in (the first line may come after the GMIs started importing, on a loaded host), then frames
+    assert progress[0].startswith(tuple(f"gmiexp progress: {p}" for p in PHASES.values())), progress[0]
     assert "(100%)" in progress[-1], progress[-1]  # a finished run ends at 100% of its own frames
     return early, json.loads((tmp_path / "summary.json").read_text())
 
