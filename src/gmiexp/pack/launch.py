@@ -82,6 +82,7 @@ class PackedSweep:
     plans: dict[Path, tuple[int, dict[str, Any]]] = field(default_factory=dict)  # recycle: plan.yaml -> (mtime, batch)
     startup: dict[int, float] = field(default_factory=dict)  # recycle: member -> its start-up's work, core-s
     pool: list[Slot] = field(default_factory=list)
+    tails: dict[int, tuple[int, Any]] = field(default_factory=dict)  # recycle: member -> (inode, HistoryTail)
 
     def check(self) -> None:
         """Validate the launcher's params and every member (composed and planned on its slot); exit 2 early."""
@@ -190,19 +191,37 @@ class PackedSweep:
         """
         from gmiexp.launch.status import read_history
 
-        rows = read_history(job.run_dir, 0)
+        rows = self._rows(job)
         epochs = sorted([float(b["time"]) - float(a["time"]) for a, b in zip(rows[1:-1], rows[2:], strict=True)
                          if "time" in a and "time" in b][-10:])
         if job.num not in self.startup:
             first = read_history(job.run_dir / "segments" / "0", 0) or rows
             if first and "time" in first[0]:
                 wall = max(0.0, float(first[0]["time"]) - float(job.start or first[0]["time"]))
-                pool = [recycle.Grower(i, frozenset(s.cpus), 0, ()) for i, s in enumerate(self.pool)]
-                self.startup[job.num] = wall * recycle.shares(pool)[self.pool.index(job.slot)]
+                pool = recycle.shares({i: frozenset(s.cpus) for i, s in enumerate(self.pool)})
+                self.startup[job.num] = wall * pool[self.pool.index(job.slot)]
         left = self._global_batch(job.run_dir / "plan.yaml").get("max_iterations", 0) - int(rows[-1]["iteration"]) \
             if rows else 0
         return {"left_s": left * epochs[len(epochs) // 2] if len(epochs) >= 2 else None,
                 "startup_core_s": self.startup.get(job.num, 0.0)}
+
+    def _rows(self, job: Job) -> list[dict[str, Any]]:
+        """GMI 0's history rows of the member's current partition, read on from where the last poll stopped.
+
+        Asked every poll while a core is idle; a restart starts a new file (the old one moves to ``segments/``).
+        """
+        from gmiexp.launch.live import HistoryTail
+        from gmiexp.launch.status import gmi_dir
+
+        path = gmi_dir(job.run_dir, 0) / "history.jsonl"
+        try:
+            inode = path.stat().st_ino
+        except OSError:
+            return []
+        held = self.tails.get(job.num)
+        if held is None or held[0] != inode:
+            held = self.tails[job.num] = (inode, HistoryTail(path))
+        return held[1].read()
 
     def _global_batch(self, plan_path: Path) -> dict[str, Any]:
         """The member's ``plan.global_batch`` and ``max_iterations`` ({} without a batch), read when its plan changed.

@@ -45,10 +45,10 @@ class Growth:
     left: tuple[int, ...]  # shared cores it gives up
 
 
-def shares(members: list[Grower]) -> dict[int, float]:
-    """Each member's share of the cores, in cores: a core used by k members counts 1/k for each."""
-    use = Counter(c for m in members for c in m.cores)
-    return {m.num: sum(1 / use[c] for c in m.cores) for m in members}
+def shares(cores: dict[int, frozenset[int]]) -> dict[int, float]:
+    """Each holder's share of the cores, in cores: a core held by k holders counts 1/k for each."""
+    use = Counter(c for held in cores.values() for c in held)
+    return {k: sum(1 / use[c] for c in held) for k, held in cores.items()}
 
 
 def choose(freed: tuple[int, ...], members: list[Grower], payback: float = PAYBACK) -> Growth | None:
@@ -63,7 +63,7 @@ def choose(freed: tuple[int, ...], members: list[Grower], payback: float = PAYBA
     idle = sorted(c for c in freed if use[c] == 0)
     if not idle:
         return None
-    have = shares(members)
+    have = shares({m.num: m.cores for m in members})
     for m in sorted((m for m in members if m.free), key=lambda m: (have[m.num], m.grown, m.num)):
         own = {c for c in m.cores if use[c] == 1}
         cores = tuple(sorted(own | set(idle)))
@@ -71,7 +71,7 @@ def choose(freed: tuple[int, ...], members: list[Grower], payback: float = PAYBA
             continue  # leaving its shared cores for these would not give it more
         if m.left_s is None:
             continue  # no epoch measured since its last start: not yet
-        after = shares([Grower(x.num, frozenset(cores) if x.num == m.num else x.cores, 0, ()) for x in members])
+        after = shares({x.num: frozenset(cores) if x is m else x.cores for x in members})
         saved = sum((x.left_s if x is m else min(x.left_s, m.left_s)) * (1 - have[x.num] / after[x.num])
                     for x in members if x.left_s is not None)  # the others gain while it would have shared their cores
         fits = [g for g in m.reachable if m.gmis_per_gpu <= g <= len(cores)]
