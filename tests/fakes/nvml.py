@@ -9,8 +9,11 @@ behaves exactly as with the real library. Values were read on real hosts
 
 from __future__ import annotations
 
+import contextlib
+import json
 import types
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 
 import pynvml
@@ -83,11 +86,19 @@ def _client_env(pid: str) -> dict[str, str]:
 
     env = {k.decode(): v.decode(errors="replace") for k, v in
            (kv.split(b"=", 1) for kv in open(f"/proc/{pid}/environ", "rb").read().split(b"\0") if b"=" in kv)}
-    argv = open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace").split("\0")
+    # a warm GMI names itself in one string (setproctitle, NUL-padded): split as a shell would
+    argv = open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace").replace("\0", " ").split()
     if "gmiexp.launch.worker" in argv and argv.index("gmiexp.launch.worker") + 1 < len(argv):
-        plan = yaml.safe_load(open(argv[argv.index("gmiexp.launch.worker") + 1]))
+        plan_path = argv[argv.index("gmiexp.launch.worker") + 1]
+        plan = yaml.safe_load(open(plan_path))
+        by_pid = {}  # a warm GMI's environment is not in /proc (it was set after the fork): its status says who it is
+        for status in Path(plan_path).parent.glob("gmis/*/status.json"):
+            with contextlib.suppress(OSError, ValueError):
+                by_pid[int(json.loads(status.read_text()).get("pid", -1))] = int(status.parent.name)
         node = (plan.get("launch") or {}).get("node_rank") or 0
         local = [g for g in plan["gmis"] if g.get("node", 0) == node]
+        if int(pid) in by_pid:
+            env["LOCAL_RANK"] = str(next(i for i, g in enumerate(local) if g["id"] == by_pid[int(pid)]))
         env.update(local[int(env.get("LOCAL_RANK", "0"))].get("env") or {})
     return env
 

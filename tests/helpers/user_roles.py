@@ -60,3 +60,25 @@ class FailRole(Role):
 
     def run(self) -> dict:
         raise RuntimeError("FailRole fails on purpose")
+
+
+class ProcessRole(Role):
+    """Writes what its process looks like (environment, cwd, cores, signals, parent, command line)."""
+
+    def run(self) -> dict:
+        import os
+        import signal
+        import sys
+
+        import psutil
+
+        me = psutil.Process()
+        parent = me.parent()
+        out = {"env": dict(os.environ), "cwd": os.getcwd(), "cpus": sorted(os.sched_getaffinity(0)),
+               "sigterm": str(signal.getsignal(signal.SIGTERM)), "sigint": str(signal.getsignal(signal.SIGINT)),
+               "blocked": sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+               "line_buffered": sys.stdout.line_buffering, "cmdline": me.cmdline(), "pid": os.getpid(),
+               "ppid": os.getppid(), "parent_cmdline": parent.cmdline() if parent else [],
+               "torch_threads": torch.get_num_threads()}
+        (self.ctx.run_dir / f"process_{self.gmi_id}_{os.getpid()}.json").write_text(json.dumps(out))
+        return {"ok": 1}

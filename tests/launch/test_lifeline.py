@@ -122,3 +122,20 @@ def test_kill_9_of_a_real_2_gmi_cartpole_run_leaves_nothing(tmp_path):
             w.kill()
         if p.poll() is None:
             p.kill()
+
+
+def test_a_launcher_killed_but_not_yet_reaped_is_not_alive() -> None:
+    """Its parent (a test, a shell) may reap it late; the GMIs' watch must not wait for that."""
+    from gmiexp.launch import lifeline
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        ident = lifeline.identity(child.pid)
+        assert lifeline.alive(ident)
+        child.kill()
+        assert _gone(child.pid)  # a zombie now: dead, still listed
+        assert psutil.Process(child.pid).status() == psutil.STATUS_ZOMBIE
+        assert not lifeline.alive(ident)
+    finally:
+        child.kill()
+        child.wait()

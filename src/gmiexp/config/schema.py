@@ -344,6 +344,8 @@ class LaunchConfig:
     progress: bool = True  # progress on stderr: a bar on a terminal, else a plain line every progress_interval_s
     progress_interval_s: float = 30.0  # seconds between plain progress lines when stderr is not a terminal (> 0)
     inprocess: bool = False  # run a 1-GMI plan in this process (tests, debugging)
+    warm_start: bool = True  # GMIs fork from a server that imported torch, rl-games and the simulator once
+    #   (gmiexp.launch.warm); false: each GMI starts a fresh interpreter. Isaac Gym always starts fresh
     master_port: int = 0  # 0 = pick a free port (one node); with nnodes > 1 the port is rdzv_endpoint's
     nnodes: int = 1  # nodes of the run (homogeneous: each runs the single-node layout described by hardware)
     node_rank: int | None = None  # this node, 0..nnodes-1; None = SLURM_NODEID, PET_NODE_RANK, or 0

@@ -43,6 +43,12 @@ ISAAC_DIMS = {"Ant": (60, 8), "Anymal": (48, 12), "BallBalance": (24, 3), "Frank
 class Simulator(ABC):
     """How gmiexp checks, sizes and builds one simulator's tasks."""
 
+    #: modules a warm start's server imports ahead of this simulator's GMIs (:mod:`gmiexp.launch.warm`); only
+    #: those whose import touches no device and starts no thread
+    warm: tuple[str, ...] = ()
+    #: False: the simulator must be imported before torch, so its GMIs start in a fresh interpreter (cold)
+    fork_safe: bool = True
+
     @abstractmethod
     def check(self, task: TaskConfig) -> None:
         """ConfigError (exit 2) for a task this simulator cannot run here (its id, its ``env_config``)."""
@@ -92,6 +98,8 @@ def envpool_kwargs(env_config: dict[str, Any]) -> dict[str, Any]:
 class Envpool(Simulator):
     """envpool's families as envpool ships them: MuJoCo, Atari, dm_control, classic control, Box2D."""
 
+    warm = ("envpool", "gmiexp.envs.envpool_env")
+
     def check(self, task: TaskConfig) -> None:
         if (task.simulator, task.env_id) in KNOWN_SPACES and not task.env_config:
             return
@@ -133,6 +141,8 @@ class Envpool(Simulator):
 class Gymnasium(Simulator):
     """Any registered Gymnasium id, vectorised by Gymnasium (rl-games' ``openai_gym`` files)."""
 
+    warm = ("gymnasium", "gmiexp.envs.gymnasium_env")
+
     def check(self, task: TaskConfig) -> None:
         import gymnasium
 
@@ -171,6 +181,7 @@ class Gymnasium(Simulator):
 
 @SIMULATORS.register("torch")
 class TorchNative(Simulator):
+    warm = ("gmiexp.envs.cartpole",)
     def check(self, task: TaskConfig) -> None:
         if task.env_id not in TORCH_TASKS:
             raise invalid("torch task", task.env_id, TORCH_TASKS)
@@ -211,6 +222,7 @@ class Mjlab(Simulator):
 
 @SIMULATORS.register("isaacgym")
 class IsaacGym(Simulator):
+    fork_safe = False  # isaacgym refuses to load after torch
     def check(self, task: TaskConfig) -> None:
         from gmiexp.envs.isaacgym_env import check
 

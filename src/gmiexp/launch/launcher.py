@@ -65,6 +65,9 @@ def _elastic(plan: Plan, run_dir: Path, plan_path: Path, graceful: bool = False)
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
+    from gmiexp.launch import warm
+
+    entry, args, start_method = warm.entrypoint(plan, str(plan_path))
     lc = plan.launch
     if plan.nnodes > 1:  # node 0's launcher already serves the store on the endpoint: every agent is its client
         rdzv = dict(run_id=str(lc.rdzv_id), rdzv_endpoint=str(lc.rdzv_endpoint), local_addr=lc.local_addr,
@@ -79,13 +82,13 @@ def _elastic(plan: Plan, run_dir: Path, plan_path: Path, graceful: bool = False)
         rdzv_backend="c10d",
         max_restarts=0,
         monitor_interval=float(lc.monitor_interval_s),
-        start_method="spawn",
+        start_method=start_method,
         logs_specs=DefaultLogsSpecs(log_dir=str(run_dir / "logs"), redirects=Std.ALL, tee=Std.NONE),
         shutdown_timeout=5,
         **({"signals_to_handle": ELASTIC_SIGNALS} if graceful else {}),
         **rdzv,
     )
-    elastic_launch(config, sys.executable)("-u", "-m", "gmiexp.launch.worker", str(plan_path))
+    elastic_launch(config, entry)(*args)
 
 
 def kill_local_gmis(killed: set[int]) -> None:

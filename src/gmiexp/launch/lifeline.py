@@ -5,13 +5,16 @@ workers, and the launcher cannot unlink ``/dev/shm/gmiexp_<tag>_*``. So each
 worker binds itself to the launcher:
 
 * ``prctl(PR_SET_PDEATHSIG, SIGNAL)``: the kernel signals the worker when its
-  parent dies. Elastic's ``elastic_launch`` runs its agent inside the launcher
-  and starts workers with ``subprocess.Popen`` from the launcher's main thread,
-  so the parent is the launcher itself; where an agent sits in between (a
-  separate ``torchrun``), the signal follows that agent.
+  parent dies. Elastic's ``elastic_launch`` runs its agent inside the launcher.
+  A cold worker is started by it with ``subprocess.Popen``, so its parent is the
+  launcher itself; a warm one (:mod:`gmiexp.launch.warm`) is forked by the fork
+  server, which exits when the launcher dies, so the signal follows one step
+  later. Where an agent sits in between (a separate ``torchrun``), it follows
+  that agent.
 * a watch thread, the fallback for every other case (the parent is not the
   launcher, the launcher died before ``prctl`` ran, or the main thread sits in a
-  C call so the signal handler waits): it polls the launcher's pid and start time.
+  C call so the signal handler waits): it polls the launcher's pid and start time
+  (a launcher killed but not yet reaped counts as gone).
 
 Either way the worker unlinks the run's segments (peers that still map them keep
 their memory until they exit too) and leaves with ``os._exit``, so no ``finally``
@@ -48,9 +51,11 @@ def identity(pid: int | None = None) -> str:
 
 
 def alive(ident: str) -> bool:
+    """Whether the process ``ident`` names still runs (a zombie, dead but not yet reaped by its parent, does not)."""
     pid, _, started = ident.partition(":")
     try:
-        return abs(psutil.Process(int(pid)).create_time() - float(started)) < 0.01
+        p = psutil.Process(int(pid))
+        return abs(p.create_time() - float(started)) < 0.01 and p.status() != psutil.STATUS_ZOMBIE
     except (psutil.Error, ValueError):
         return False
 
