@@ -40,3 +40,32 @@ def test_experience_layouts_resume_weights_optimiser_and_counters(tmp_path: Path
 
     other = run(tmp_path / "c", "layout=decoupled_async", "num_gpus=2", "max_iterations=1", f"checkpoint={ckpt}")
     assert other["start_digest"] == first["weights_digest"] and other["resumed_epoch"] == 2
+
+
+def test_episode_means_go_into_the_checkpoint_and_come_back_after_a_restart() -> None:
+    """rl-games does not save its episode meters: after a restart the reported return began again from nothing."""
+    from types import SimpleNamespace
+
+    from rl_games.algos_torch.torch_ext import AverageMeter
+
+    from gmiexp.rl.rlgames.checkpoint import EPISODES_KEY, episode_meters, restore_episode_meters
+
+    def agent() -> SimpleNamespace:
+        return SimpleNamespace(game_rewards=AverageMeter(1, 100), game_shaped_rewards=AverageMeter(1, 100),
+                               game_lengths=AverageMeter(1, 100))
+
+    before = agent()
+    before.game_rewards.update(torch.tensor([[10.0], [20.0], [60.0]]))
+    before.game_shaped_rewards.update(torch.tensor([[1.0]]))
+    before.game_lengths.update(torch.tensor([[5.0], [7.0]]))
+    state = {EPISODES_KEY: episode_meters(before)}
+    after = agent()
+    restore_episode_meters(after, state)
+    assert after.game_rewards.current_size == 3 and float(after.game_rewards.get_mean()) == 30.0
+    assert after.game_shaped_rewards.current_size == 1 and after.game_lengths.current_size == 2
+    after.game_rewards.update(torch.tensor([[70.0]]))  # goes on as one meter: (3 x 30 + 70) / 4
+    assert float(after.game_rewards.get_mean()) == 40.0
+    other = SimpleNamespace(game_rewards=AverageMeter(2, 100))  # another task (two values): left alone
+    restore_episode_meters(other, state)
+    assert other.game_rewards.current_size == 0
+    restore_episode_meters(agent(), {})  # an rl-games checkpoint without them: nothing to restore

@@ -34,6 +34,15 @@ def test_two_gmis_keep_weights_and_normalisers_identical(tmp_path: Path, no_orph
     assert s["history"][-1]["frames"] == 4 * 2 * 32 * 16
     # only GMI 0 writes rl-games' TensorBoard logs
     assert list((tmp_path / "rl_games").glob("run/summaries/events*"))
+    # the last checkpoint carries the episode means the run reported last, for a restart to go on from
+    import torch
+
+    from gmiexp.rl.rlgames.checkpoint import EPISODES_KEY
+
+    (last,) = (tmp_path / "rl_games" / "run" / "nn").glob("last_*.pth")
+    episodes = torch.load(last, map_location="cpu", weights_only=False)[EPISODES_KEY]
+    assert episodes["game_rewards"]["size"] > 0
+    assert float(episodes["game_rewards"]["mean"][0]) == pytest.approx(s["history"][-1]["reward/mean"])
 
 
 @pytest.mark.slow  # slow: the default suite keeps a run of this path elsewhere (docs/development.md)

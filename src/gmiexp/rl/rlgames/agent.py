@@ -35,7 +35,14 @@ from torch import nn
 
 from gmiexp import signals
 from gmiexp.rl.rlgames.central_value import GMICentralValue, central_value_args
-from gmiexp.rl.rlgames.checkpoint import checksummed, host, model_digest
+from gmiexp.rl.rlgames.checkpoint import (
+    EPISODES_KEY,
+    checksummed,
+    episode_meters,
+    host,
+    model_digest,
+    restore_episode_meters,
+)
 from gmiexp.rl.rlgames.lazy import fused_adam_supported, lazy_scalar_guard
 from gmiexp.rl.rlgames.observer import EpochReport, GMIObserver
 from gmiexp.rl.rlgames.sync import (
@@ -191,8 +198,17 @@ class GMISyncMixin:
             super().save(fn)  # type: ignore[misc]
 
     def get_full_state_weights(self) -> dict[str, Any]:
-        """rl-games' checkpoint state with host tensors: loadable on any host (and lazy tensors cannot be pickled)."""
-        return host(super().get_full_state_weights())  # type: ignore[misc]
+        """rl-games' checkpoint state with host tensors, and the episode means a restart goes on from.
+
+        Host tensors: loadable on any host, and lazy tensors cannot be pickled.
+        """
+        state = host(super().get_full_state_weights())  # type: ignore[misc]
+        state[EPISODES_KEY] = episode_meters(self)
+        return state
+
+    def set_full_state_weights(self, weights: dict[str, Any], set_epoch: bool = True) -> None:
+        super().set_full_state_weights(weights, set_epoch)  # type: ignore[misc]
+        restore_episode_meters(self, weights)
 
     def train_epoch(self) -> tuple:
         comm0 = self.gmi_ctx.reduction.comm_s

@@ -49,6 +49,31 @@ def save(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, epoch: 
     return pth
 
 
+#: rl-games' running means over its last ``games_to_track`` episodes (an agent's ``torch_ext.AverageMeter``s)
+EPISODE_METERS = ("game_rewards", "game_shaped_rewards", "game_lengths")
+EPISODES_KEY = "gmiexp_episodes"  # beside rl-games' own keys; rl-games' loader ignores it
+
+
+def episode_meters(agent: Any) -> dict[str, dict[str, Any]]:
+    """The agent's episode means and counts, for its checkpoint.
+
+    rl-games does not save them, so after every restart (a resume, a requeue, a re-shape) the reported return
+    was empty until an episode ended, then the mean of the episodes since the restart only.
+    """
+    return {name: {"mean": getattr(agent, name).mean.detach().cpu().clone(),
+                   "size": int(getattr(agent, name).current_size)} for name in EPISODE_METERS}
+
+
+def restore_episode_meters(agent: Any, state: dict[str, Any]) -> None:
+    """Put a checkpoint's episode means back, so the return the run reports goes on where it was."""
+    for name, saved in (state.get(EPISODES_KEY) or {}).items():
+        meter = getattr(agent, name, None)
+        if meter is None or tuple(saved["mean"].shape) != tuple(meter.mean.shape):
+            continue  # another task's checkpoint: its returns say nothing about this one
+        meter.mean.copy_(saved["mean"].to(meter.mean.device))
+        meter.current_size = min(int(saved["size"]), int(meter.max_size))
+
+
 #: a checkpoint's checksum sits beside it, in ``sha256sum``'s format (``sha256sum -c`` checks it)
 CHECKSUM_SUFFIX = ".sha256"
 
