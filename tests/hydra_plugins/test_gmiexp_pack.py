@@ -254,3 +254,40 @@ def test_recycle_moves_a_long_member_off_its_shared_core_when_the_short_ones_end
     members = json.loads((tmp_path / "pack.json").read_text())["members"]
     assert re.match(r"gpu0/1 \+gpu0/[02]@", members[1]["slot"]) and members[3]["slot"].startswith("gpu0/3")
     assert [r["status"] for r in moved["reshapes"]] == ["done"] * members[1]["reshapes"]
+
+
+@pytest.mark.slow  # ~40 s; the choice runs by default in tests/pack/test_recycle.py, the request in test_reshape.py
+def test_recycle_grows_a_running_member_into_a_finished_members_mps_share(tmp_path: Path, monkeypatch) -> None:
+    """One (fake) H100, two slots of 50% of the SMs on its one shared MPS daemon: the short member ends, the long one
+    re-shapes onto both shares (2 GMIs of 50% each) on the same daemon and trains every epoch once."""
+    fake = fake_mps.install(tmp_path, monkeypatch)
+    shared_root = tmp_path / "t"
+    shared_root.mkdir()
+    env = {**cli_env(), "FAKE_NVML_GPUS": "1", "TMPDIR": str(shared_root)}
+    env["PYTHONPATH"] = os.pathsep.join([str(GPU_HOST), env["PYTHONPATH"]])
+    sweep = tmp_path / "sweep"
+    try:
+        r = subprocess.run([sys.executable, "-m", "gmiexp", *PACK, "hydra.launcher.jobs_per_gpu=2",
+                            "hydra.launcher.recycle=true", "hydra.launcher.recycle_payback=0", "max_iterations=3,150",
+                            f"hydra.sweep.dir={sweep}"], capture_output=True, text=True, env=env, timeout=400)
+    finally:
+        left = fake_mps.live_daemons(tmp_path)
+        fake_mps.kill(left)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert not left, "MPS daemons left running"
+    assert "pack: #1 grows into gpu0/0: gmis_per_gpu 1 -> 2 on 2 of GPU 0's 2 MPS shares (50% of the SMs each)" \
+        in r.stderr, r.stderr[-3000:]
+    long = json.loads((sweep / "1" / "summary.json").read_text())
+    (rec,) = long["reshapes"]
+    assert (rec["from"], rec["to"], rec["status"]) == (1, 2, "done")
+    assert rec["overrides"] == {"backend.sm_percent": [50, 50]}
+    assert [h["iteration"] for h in long["history"]] == list(range(1, 151))
+    now = Plan.load(sweep / "1" / "plan.yaml")
+    assert [g.env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] for g in now.gmis] == ["50", "50"]
+    pipes = {g.env["CUDA_MPS_PIPE_DIRECTORY"] for g in now.gmis}
+    short = Plan.load(sweep / "0" / "plan.yaml")
+    assert pipes == {short.gmis[0].env["CUDA_MPS_PIPE_DIRECTORY"]}  # the GPU's one shared daemon, still
+    starts = [line for line in fake.record.read_text().splitlines() if "argv -d" in line]
+    assert len(starts) == 1  # started once for the sweep, not again for the re-shape
+    table = json.loads((sweep / "pack.json").read_text())
+    assert table["members"][1]["slot"].startswith("gpu0/1 +gpu0/0@") and table["members"][1]["reshapes"] == 1

@@ -72,3 +72,11 @@ def test_a_move_keeping_the_gmis_and_the_core_count_is_live_and_costs_nothing() 
     """One GMI trading its shared core for an idle one re-pins its threads: no restart to win back."""
     assert choose((0,), [member(1, {1}, left_s=1.0), member(3, {1}, left_s=1.0)]) == Growth(1, (0,), 1, (1,))
     assert choose((0,), [member(1, {1}, left_s=1.0)]) is None  # alone on its core: a grow restarts it
+
+
+def test_on_a_gpu_a_member_grows_into_a_finished_member_s_mps_share() -> None:
+    """GPU units are slots' MPS shares, never shared: the member holding the other share grows, GMIs one per share."""
+    gpu = [member(1, {(0, 1)})]
+    assert choose(((0, 0),), gpu) == Growth(1, ((0, 0), (0, 1)), 2, ())
+    assert choose(((0, 0),), [member(1, {(0, 1)}, reachable=(1, 3))]) == Growth(1, ((0, 0), (0, 1)), 1, ())
+    assert choose(((0, 0),), [member(1, {(0, 1)}), member(2, {(0, 0)})]) is None  # still held

@@ -83,3 +83,13 @@ def test_gpus_default_to_every_gpu_or_one_logical_gpu() -> None:
 
 def test_slot_names() -> None:
     assert Slot(1, 0).name == "gpu1/0"
+
+
+def test_what_recycling_hands_over_is_a_slot_s_cores_or_its_mps_share() -> None:
+    cpu, gpu, mig = Slot(0, 1, cpus=(2, 3)), Slot(1, 2), Slot(0, 0, mig_uuid="MIG-0-0")
+    assert cpu.units == (2, 3) and gpu.units == ((1, 2),)
+    assert slots.on_mps(gpu, Member(None)) and slots.on_mps(gpu, Member("auto"))
+    assert not slots.on_mps(gpu, Member("direct")) and not slots.on_mps(mig, Member(None))
+    assert not slots.on_mps(cpu, Member(None))
+    # two of four slots, one GMI: half the SMs; two GMIs: a quarter each
+    assert slots.sm_percent(2, 4, 1) == 50 and slots.sm_percent(2, 4, 2) == 25 and slots.sm_percent(1, 3, 1) == 33

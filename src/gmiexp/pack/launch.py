@@ -23,7 +23,7 @@ from gmiexp.errors import invalid
 from gmiexp.hardware import Hardware, resolve
 from gmiexp.pack import auto, recycle, runner, slots, table
 from gmiexp.pack.runner import Job
-from gmiexp.pack.slots import AUTO, Member, Slot
+from gmiexp.pack.slots import AUTO, Member, Slot, Unit
 from gmiexp.signals import sigterm_raises
 
 
@@ -77,8 +77,9 @@ class PackedSweep:
     members: list[Member] = field(default_factory=list)
     per_gpu: int | str = 1
     auto_trace: dict[str, Any] | None = None
-    asked: dict[int, tuple[str, tuple[int, ...], tuple[int, ...]]] = field(default_factory=dict)  # recycle: member ->
-    # (its last request, the cores asked for, the cores before)
+    asked: dict[int, tuple[str, tuple[Unit, ...], tuple[Unit, ...]]] = field(default_factory=dict)  # recycle:
+    # member -> (its last request, the units asked for, the units before)
+    member_of: dict[int, Member] = field(default_factory=dict)  # job number -> its member
     plans: dict[Path, tuple[int, dict[str, Any]]] = field(default_factory=dict)  # recycle: plan.yaml -> (mtime, batch)
     startup: dict[int, float] = field(default_factory=dict)  # recycle: member -> its start-up's work, core-s
     pool: list[Slot] = field(default_factory=list)
@@ -109,7 +110,8 @@ class PackedSweep:
             resume(plan, d, cfg.launch.resume)  # a finished or foreign run dir exits 2 before any member starts
 
     def slot_overrides(self, slot: Slot, member: Member, per_gpu: int | None = None) -> list[str]:
-        extra = ["launch.reshape=request"] if self.params.get("recycle") and slot.cpus else []
+        grows = slot.cpus or slots.on_mps(slot, member)  # a core set or an MPS share can grow; a MIG instance not
+        extra = ["launch.reshape=request"] if self.params.get("recycle") and grows else []
         return [*slots.slot_overrides(slot, member, int(per_gpu or self.per_gpu)), *extra]
 
     def choose_auto(self) -> int:
@@ -133,6 +135,7 @@ class PackedSweep:
         return int(self.auto_trace["jobs_per_gpu"])
 
     def jobs(self) -> list[Job]:
+        self.member_of = {int(c.hydra.job.num): m for c, m in zip(self.configs, self.members, strict=True)}
         return [Job(num=int(c.hydra.job.num), overrides=o, run_dir=d,
                     slot_overrides=lambda s, m=m: self.slot_overrides(s, m))
                 for o, d, c, m in zip(self.overrides, self.run_dirs, self.configs, self.members, strict=True)]
@@ -140,28 +143,36 @@ class PackedSweep:
     def recycle(self, slot: Slot, running: list[Job]) -> Job | None:
         """Hand a free slot to a running member that can grow into it (:mod:`gmiexp.pack.recycle`); None when none can.
 
-        The member is asked through its re-shape request and does it at its next epoch boundary; the cores it was
-        asked onto count as its own from then on, unless it refuses.
+        The member is asked through its re-shape request and does it at its next epoch boundary; the units it was
+        asked onto (cores, or on a GPU its MPS shares) count as its own from then on, unless it refuses.
         """
-        if not slot.cpus:  # GPU hosts: another member's MPS share or MIG instance is not recycled yet
+        if slot.mig_uuid:  # a MIG instance is not handed over: its member keeps its own
             return None
         from gmiexp.launch.reshape import request
 
-        members = {j.num: j for j in running if j.slot is not None and j.slot.gpu == slot.gpu}
+        members = {j.num: j for j in running if j.slot is not None and j.slot.gpu == slot.gpu
+                   and (slot.cpus or slots.on_mps(j.slot, self.member_of[j.num]))}
         growers = [self._grower(j) for j in members.values()]
         used = {c for g in growers for c in g.cores}
-        if all(c in used for c in slot.cpus):
+        if all(c in used for c in slot.units):
             return None  # asked every poll while the slot is free: nothing idle, nothing more to read
         growers = [replace(g, **self._timing(members[g.num])) for g in growers]
-        growth = recycle.choose(slot.cpus, growers, float(self.params.get("recycle_payback", recycle.PAYBACK)))
+        growth = recycle.choose(slot.units, growers, float(self.params.get("recycle_payback", recycle.PAYBACK)))
         if growth is None:
             return None
         job, was = members[growth.num], next(g for g in growers if g.num == growth.num)
-        rid = request(job.run_dir, growth.gmis_per_gpu, {"hardware.cpus": list(growth.cores)})
+        if slot.cpus:
+            overrides: dict[str, Any] = {"hardware.cpus": list(growth.cores)}
+            where = f"on cores {list(growth.cores)}"
+        else:  # one MPS share per GMI, together the slots it holds
+            pct = slots.sm_percent(len(growth.cores), int(self.per_gpu), growth.gmis_per_gpu)
+            overrides = {"backend.sm_percent": [pct] * growth.gmis_per_gpu}
+            where = f"on {len(growth.cores)} of GPU {slot.gpu}'s {self.per_gpu} MPS shares ({pct}% of the SMs each)"
+        rid = request(job.run_dir, growth.gmis_per_gpu, overrides)
         self.asked[job.num] = (rid, growth.cores, tuple(sorted(was.cores)))
         left = f", leaving shared cores {list(growth.left)}" if growth.left else ""
         say(f"pack: #{job.num} grows into {slot.name}: gmis_per_gpu {was.gmis_per_gpu} -> {growth.gmis_per_gpu} "
-            f"on cores {list(growth.cores)}{left}")
+            f"{where}{left}")
         return job
 
     def _grower(self, job: Job) -> recycle.Grower:
@@ -173,7 +184,7 @@ class PackedSweep:
         plan_path = job.run_dir / "plan.yaml"
         answers = read_log(job.run_dir)
         refused = {a.get("request") for a in answers if a.get("status") == "refused"}
-        rid, cores, before = self.asked.get(job.num, ("", job.slot.cpus, job.slot.cpus))
+        rid, cores, before = self.asked.get(job.num, ("", job.slot.units, job.slot.units))
         if rid in refused:
             cores = before
         gb = self._global_batch(plan_path)
@@ -198,7 +209,7 @@ class PackedSweep:
             first = read_history(job.run_dir / "segments" / "0", 0) or rows
             if first and "time" in first[0]:
                 wall = max(0.0, float(first[0]["time"]) - float(job.start or first[0]["time"]))
-                pool = recycle.shares({i: frozenset(s.cpus) for i, s in enumerate(self.pool)})
+                pool = recycle.shares({i: frozenset(s.units) for i, s in enumerate(self.pool)})
                 self.startup[job.num] = wall * pool[self.pool.index(job.slot)]
         left = self._global_batch(job.run_dir / "plan.yaml").get("max_iterations", 0) - int(rows[-1]["iteration"]) \
             if rows else 0

@@ -1,4 +1,8 @@
-"""Recycling a CPU host's freed cores: which running member takes a freed slot, on which cores, with how many GMIs.
+"""Recycling freed slots: which running member takes a freed slot's units, which units, with how many GMIs.
+
+A unit is what a slot holds (:attr:`gmiexp.pack.slots.Slot.units`): a core on a CPU host, one slot's MPS share of
+the SMs on a GPU. Below, "cores" says units; on a GPU no two members share a unit, so a member only grows (a larger
+MPS share, or more GMIs on it, by a restart) and never moves.
 
 A member's share of its GPU's cores is what it gets of each core it runs on (1/k of a core k members share). When a
 slot frees and its cores fall idle, the member with the smallest share takes them: it keeps the cores only it uses,
@@ -19,6 +23,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from gmiexp.pack.slots import Unit
+
 PAYBACK = 2.0  # a re-shape must save this many times its cost: more GMIs scale less than the cores (1.2-1.5x for 2
 # GMIs on 2 cores here) and the stop adds to the start-up
 
@@ -28,7 +34,7 @@ class Grower:
     """A running member that may take a freed slot: its cores now (or as last asked) and its partitions."""
 
     num: int
-    cores: frozenset[int]
+    cores: frozenset[Unit]
     gmis_per_gpu: int
     reachable: tuple[int, ...]  # GMIs per GPU that can share its global batch
     grown: int = 0  # slots it already took (fewest first on a tie)
@@ -40,18 +46,18 @@ class Grower:
 @dataclass(frozen=True)
 class Growth:
     num: int
-    cores: tuple[int, ...]
+    cores: tuple[Unit, ...]
     gmis_per_gpu: int
-    left: tuple[int, ...]  # shared cores it gives up
+    left: tuple[Unit, ...]  # shared cores it gives up
 
 
-def shares(cores: dict[int, frozenset[int]]) -> dict[int, float]:
+def shares(cores: dict[int, frozenset[Unit]]) -> dict[int, float]:
     """Each holder's share of the cores, in cores: a core held by k holders counts 1/k for each."""
     use = Counter(c for held in cores.values() for c in held)
     return {k: sum(1 / use[c] for c in held) for k, held in cores.items()}
 
 
-def choose(freed: tuple[int, ...], members: list[Grower], payback: float = PAYBACK) -> Growth | None:
+def choose(freed: tuple[Unit, ...], members: list[Grower], payback: float = PAYBACK) -> Growth | None:
     """Who takes the freed slot's cores ``freed`` (those idle now), or None when no member's share would grow.
 
     ``members``: the running members on the slot's GPU. ``payback``: how many times the restart a re-shape must

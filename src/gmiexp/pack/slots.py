@@ -10,6 +10,9 @@ by hand from its ``.hydra/overrides.yaml``:
 * GPU: an MPS share of 100/jobs_per_gpu % of the SMs through the GPU's one shared daemon
   (``backend=mps backend.sm_percent=... backend.daemon=shared``), on that GPU (``hardware.gpus``).
 
+Recycling (:mod:`gmiexp.pack.recycle`) counts a slot as its :attr:`Slot.units`: its cores on a CPU host, its
+share of the GPU on an MPS GPU. A MIG instance is not handed over.
+
 A member that chose its backend by hand (``backend=...`` in its overrides) keeps it: only its GPU
 (and, for mps, its SM share) is set.
 """
@@ -38,6 +41,15 @@ class Slot:
     @property
     def name(self) -> str:
         return f"gpu{self.gpu}/{self.index}"
+
+    @property
+    def units(self) -> tuple[Unit, ...]:
+        """What recycling hands over when the slot frees: its cores on a CPU host, else its share of its GPU."""
+        return self.cpus if self.cpus else ((self.gpu, self.index),)
+
+
+#: a piece of a slot recycling counts: a core (CPU host), or one slot's share of a GPU's SMs, ``(gpu, index)``
+Unit = int | tuple[int, int]
 
 
 @dataclass
@@ -108,11 +120,21 @@ def slot_overrides(slot: Slot, member: Member, per_gpu: int) -> list[str]:
         if member.gmis_per_gpu > 1:
             out.append("backend.mps_in_mig=true")
         return out
-    if member.backend in (None, "mps", "auto"):
-        pct = max(1, 100 // (per_gpu * member.gmis_per_gpu))
+    if on_mps(slot, member):
+        pct = sm_percent(1, per_gpu, member.gmis_per_gpu)
         out += ["backend=mps", f"backend.sm_percent=[{','.join([str(pct)] * member.gmis_per_gpu)}]",
                 "backend.daemon=shared"]  # one daemon (one MPS server) per GPU for every member on it
     return out
+
+
+def on_mps(slot: Slot, member: Member) -> bool:
+    """Whether the member runs on an MPS share of the slot's GPU (the launcher's choice, or its own mps/auto)."""
+    return not slot.cpus and not slot.mig_uuid and member.backend in (None, "mps", "auto")
+
+
+def sm_percent(slots_held: int, per_gpu: int, gmis: int) -> int:
+    """Each GMI's SM share when a member holds ``slots_held`` of its GPU's ``per_gpu`` slots with ``gmis`` GMIs."""
+    return max(1, 100 * slots_held // (per_gpu * gmis))
 
 
 def mps_gpus(hw: Hardware, gpus: list[int], members: list[Member]) -> list[GPUInfo]:
