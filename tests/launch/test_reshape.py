@@ -16,7 +16,8 @@ from gmitest import compose_config, gmiexp_workers, popen_cli, run_cli
 from wandb_records import read_run
 
 from gmiexp.errors import ConfigError
-from gmiexp.launch.reshape import Explorer, Reshaper, read_log, request, steady
+from gmiexp.launch.reshape import REQUEST_FILE, Explorer, Reshaper, read_log, request, steady
+from gmiexp.plan import Plan
 from gmiexp.plan.build import build_plan
 from gmiexp.tools import reshape as tool
 
@@ -282,6 +283,62 @@ def test_the_tool_refuses_a_run_that_is_not_running_or_does_not_reshape(tmp_path
     with own_run_dir(run_dir):  # as a running launcher holds it
         assert tool.main([str(run_dir), "gmis_per_gpu=2"]) == 2
     assert "started with launch.reshape=off; valid: start it with launch.reshape=request" in capsys.readouterr().err
+
+
+def test_the_agent_trainer_split_is_a_partition_of_the_experience_layouts_only(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """``trainers_per_gpu=N`` asks an experience layout to re-split at its GMIs per GPU, if its trainers can share the
+    global batch; a tcg_ex run has no trainers of its own to re-split."""
+    from gmiexp.launch.ownership import own_run_dir
+
+    split = tmp_path / "split"
+    plan, _ = build_plan(compose_config("task=Cartpole", "layout=tdg_ex", "gmis_per_gpu=2", "batch.total_envs=16",
+                                        "launch.reshape=request"), split)
+    assert plan.global_batch["trainer_splits"] == [1, 2] and plan.global_batch["trainers_per_gpu"] == 1
+    assert "reachable layout.trainers_per_gpu [1, 2]" in plan.notes["partitions"]
+    plan.save(split / "plan.yaml")
+    with own_run_dir(split):
+        assert tool.main([str(split), "trainers_per_gpu=3", "--no-wait"]) == 2
+        assert "trainers_per_gpu=3 cannot share the run's global batch" in capsys.readouterr().err
+        assert tool.main([str(split), "trainers_per_gpu=2", "--no-wait"]) == 0
+    req = json.loads((split / REQUEST_FILE).read_text())
+    assert (req["gmis_per_gpu"], req["overrides"]) == (2, {"layout.trainers_per_gpu": 2})
+    two, _ = build_plan(compose_config("task=Cartpole", "layout=tdg_ex", "gmis_per_gpu=2", "batch.total_envs=16",
+                                       "layout.trainers_per_gpu=2", "launch.reshape=request"), tmp_path / "two")
+    assert two.global_batch["reachable"] == [2, 4]  # one agent GMI cannot feed two trainers: not a partition
+    whole = tmp_path / "whole"
+    plan, _ = build_plan(compose_config("task=Cartpole", "gmis_per_gpu=2", "batch.total_envs=16",
+                                        "launch.reshape=request"), whole)
+    assert "trainer_splits" not in plan.global_batch
+    plan.save(whole / "plan.yaml")
+    with own_run_dir(whole):
+        assert tool.main([str(whole), "trainers_per_gpu=2", "--no-wait"]) == 2
+    assert "layout=tcg_ex has no trainer GMIs of its own to re-split" in capsys.readouterr().err
+
+
+def test_a_requested_split_goes_on_from_the_epoch_it_stopped_at(tmp_path: Path) -> None:
+    """tdg_ex, 2 agent GMIs: 1 trainer -> 2 trainers at the next epoch boundary; every epoch once."""
+    run_dir = tmp_path / "run"
+    p = popen_cli("task=Cartpole", "layout=tdg_ex", "gmis_per_gpu=2", "batch.total_envs=16", "max_iterations=150",
+                  "launch.reshape=request", f"hydra.run.dir={run_dir}")
+    try:
+        wait_for_rows(run_dir, 3)
+        assert tool.main([str(run_dir), "trainers_per_gpu=2"]) == 0
+        _out, err = p.communicate(timeout=240)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err[-3000:]
+    s = json.loads((run_dir / "summary.json").read_text())
+    (rec,) = s["reshapes"]
+    assert (rec["from"], rec["to"], rec["overrides"], rec["status"]) == (2, 2, {"layout.trainers_per_gpu": 2}, "done")
+    assert "gmis_per_gpu 2 -> 2, layout.trainers_per_gpu=2" in err
+    assert [r["iteration"] for r in s["history"]] == list(range(1, 151))
+    split = [r["partition/trainers_per_gpu"] for r in s["history"]]
+    assert set(split[:rec["epoch"]]) == {1} and set(split[rec["epoch"]:]) == {2}
+    plan = Plan.load(run_dir / "plan.yaml")
+    assert len(plan.trainer_group) == 2 and plan.train.minibatch_size * 2 == plan.global_batch["total_minibatch"]
+    assert not gmiexp_workers(run_dir)
 
 
 def wait_for_reshapes(run_dir: Path, n: int, timeout: float = 120) -> list[dict]:

@@ -283,8 +283,8 @@ def _reshape_watch(reshaper: Any, live: Any, stop_file: Path, stopping: Launcher
             if d is not None:
                 pending.append(d)
                 stop_file.write_text(STOP_TEXT)  # the GMIs end this epoch, GMI 0 checkpoints, they exit 0
-                print(f"\ngmiexp: re-shaping at the next epoch boundary (epoch {d.epoch} done): gmis_per_gpu "
-                      f"{d.frm} -> {d.to} ({d.reason})", file=sys.stderr, flush=True)
+                print(f"\ngmiexp: re-shaping at the next epoch boundary (epoch {d.epoch} done): {d.move()} "
+                      f"({d.reason})", file=sys.stderr, flush=True)
                 return
 
     t = threading.Thread(target=watch, name="gmiexp-reshape", daemon=True)

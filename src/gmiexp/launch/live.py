@@ -81,6 +81,7 @@ class RunRows:
         self.rows: list[dict[str, Any]] = []
         self.frames0 = 0  # frames trained before this partition started (a re-shaped run)
         self.gmis_per_gpu = gmis_per_gpu(plan)
+        self.trainers_per_gpu = (plan.global_batch or {}).get("trainers_per_gpu")  # experience layouts' split
 
     def lead(self) -> int:
         return lead_gmi({g: self.tails[g].rows for g in self.sims})
@@ -117,6 +118,8 @@ class RunRows:
                                                 for rows in sims.values())
         row.update({f"perf/gmi/{g}/env_steps_per_s": v for g, v in per.items()})
         row["partition/gmis_per_gpu"] = self.gmis_per_gpu
+        if self.trainers_per_gpu is not None:
+            row["partition/trainers_per_gpu"] = self.trainers_per_gpu
         latest = {g: rows[-1] for g, rows in sims.items()}
         for g in self.trainers:  # a trainer's newest row written by the time of this iteration
             done = [r for r in self.tails[g].rows if not t or r.get("time", 0.0) <= t]
@@ -166,7 +169,8 @@ class LiveLog:
     def next_segment(self, plan: Plan) -> None:
         """A re-shape: the next partition's GMIs write new histories; the sinks, the clock and the frames go on.
 
-        Every row carries ``partition/gmis_per_gpu``, so W&B and TensorBoard show when the partition changed.
+        Every row carries ``partition/gmis_per_gpu`` (and an experience layout's ``partition/trainers_per_gpu``), so
+        W&B and TensorBoard show when the partition changed.
         """
         self.poll(final=True)
         self.earlier += self.rows.rows

@@ -49,8 +49,12 @@ class Decision:
     epoch: int
     rate_before: float | None = None  # the partition's steady env steps/s when it was left
     request: str = ""  # the request id (tools.reshape), "" for auto
-    overrides: dict[str, Any] = field(default_factory=dict)  # the new slice (hardware.cpus, backend.sm_percent)
+    overrides: dict[str, Any] = field(default_factory=dict)  # the new slice or split (segments.REQUEST_FIELDS)
     decided_at: float = field(default_factory=time.time)
+
+    def move(self) -> str:
+        """``gmis_per_gpu 1 -> 2``, with what else changes (``, layout.trainers_per_gpu=2``)."""
+        return f"gmis_per_gpu {self.frm} -> {self.to}" + "".join(f", {k}={v}" for k, v in self.overrides.items())
 
 
 class Reshaped(Exception):  # noqa: N818 - control flow: a segment ended for a re-shape

@@ -96,15 +96,16 @@ def _next_partition(cfg: Any, plan: Any, d: Decision, node_dir: Path) -> tuple[A
         return (*build(d.frm, {}), {"rolled_back": True, "why": why})
 
 
-SLICE_FIELDS = ("hardware.cpus", "backend.sm_percent")  # what a request may change besides gmis_per_gpu
+#: what a request may change besides gmis_per_gpu: a GMI's slice (cores, MPS share), the agent:trainer split
+REQUEST_FIELDS = ("hardware.cpus", "backend.sm_percent", "layout.trainers_per_gpu")
 
 
 def set_field(cfg: Any, key: str, value: Any) -> None:
-    """``cfg.<key> = value`` for a slice field (anything else: ConfigError, exit 2 through the request's refusal)."""
+    """``cfg.<key> = value`` for a request's field (else ConfigError, exit 2 through the request's refusal)."""
     from gmiexp.errors import ConfigError
 
-    if key not in SLICE_FIELDS:
-        raise ConfigError(f"invalid re-shape override {key}; valid: {', '.join(SLICE_FIELDS)}")
+    if key not in REQUEST_FIELDS:
+        raise ConfigError(f"invalid re-shape override {key}; valid: {', '.join(REQUEST_FIELDS)}")
     head, _, leaf = key.rpartition(".")
     setattr(getattr(cfg, head), leaf, value)
 

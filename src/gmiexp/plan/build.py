@@ -10,6 +10,7 @@ import copy
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gmiexp import backends, layouts
 from gmiexp.backends.base import Backend
@@ -26,6 +27,9 @@ from gmiexp.plan import Plan
 from gmiexp.plan.footprint import check_footprint
 from gmiexp.plan.nodes import replicate, resolve_nodes
 from gmiexp.role import check_role
+
+if TYPE_CHECKING:
+    from gmiexp.plan.partition import GlobalBatch
 
 
 def check_rlgames_only(cfg: Config) -> None:
@@ -147,8 +151,11 @@ def share_global_batch(plan: Plan, cfg: Config, hw: Hardware) -> None:
         return
     reachable, envs = [], []
     for n in range(1, max(int(cfg.launch.reshape_max_gmis_per_gpu), cfg.gmis_per_gpu) + 1):
-        other = layouts.get(cfg.layout.name).build(LayoutRequest(
-            layout=cfg.layout, hardware=hw, num_gpus=cfg.num_gpus, gmis_per_gpu=n, num_envs=1))
+        try:
+            other = layouts.get(cfg.layout.name).build(LayoutRequest(
+                layout=cfg.layout, hardware=hw, num_gpus=cfg.num_gpus, gmis_per_gpu=n, num_envs=1))
+        except ConfigError:  # a layout that cannot cut n GMIs per GPU (tdg_ex: fewer agents than its trainers)
+            continue
         other.train = plan.train
         if fits(other, batch, int(cfg.train.horizon_length)) is None:
             reachable.append(n)
@@ -157,6 +164,36 @@ def share_global_batch(plan: Plan, cfg: Config, hw: Hardware) -> None:
     plan.global_batch["envs_per_gmi"] = envs  # each reachable partition's num_envs per simulator GMI
     plan.notes["partitions"] = (f"global batch {batch.total_envs} environments, minibatch {batch.total_minibatch}: "
                                 f"reachable gmis_per_gpu {reachable}")
+    splits = trainer_splits(cfg, hw, batch)
+    if splits is not None:  # an experience layout: its agent:trainer split is a partition knob too
+        plan.global_batch.update(trainers_per_gpu=cfg.layout.trainers_per_gpu, trainer_splits=splits)
+        plan.notes["partitions"] += f"; at gmis_per_gpu={cfg.gmis_per_gpu}, reachable layout.trainers_per_gpu {splits}"
+
+
+def trainer_splits(cfg: Config, hw: Hardware, batch: GlobalBatch) -> list[int] | None:
+    """The ``layout.trainers_per_gpu`` values whose trainers can share ``batch`` at this ``gmis_per_gpu``.
+
+    None for a layout without dedicated trainer GMIs (tcg_ex: every GMI trains).
+    """
+    import dataclasses
+
+    from gmiexp.layouts.experience import ExperienceLayout
+    from gmiexp.plan.partition import fits
+
+    layout = layouts.get(cfg.layout.name)
+    if not isinstance(layout, ExperienceLayout):
+        return None
+    out = []
+    for t in range(1, max(int(cfg.launch.reshape_max_gmis_per_gpu), cfg.layout.trainers_per_gpu) + 1):
+        try:
+            other = layout.build(LayoutRequest(layout=dataclasses.replace(cfg.layout, trainers_per_gpu=t), hardware=hw,
+                                               num_gpus=cfg.num_gpus, gmis_per_gpu=cfg.gmis_per_gpu, num_envs=1))
+        except ConfigError:  # more trainers than the layout allows here
+            continue
+        other.train = cfg.train
+        if fits(other, batch, int(cfg.train.horizon_length)) is None:
+            out.append(t)
+    return out
 
 
 def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> tuple[Plan, Backend]:
