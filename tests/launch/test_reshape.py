@@ -69,6 +69,40 @@ def test_the_time_each_reshape_loses_counts_in_the_budget() -> None:
     assert e.phase == "settled" and e.trial_epochs == 32
 
 
+def test_a_trial_wins_by_more_than_the_noise_measured_in_its_windows() -> None:
+    """The A-B-A pair's gain against its standard error from the epochs' spread: 7% on quiet epochs wins, 7% on
+    epochs that scatter by 15% does not, and a quiet 1% is below ``reshape_noise`` (2%), the smallest gain that
+    counts."""
+    quiet = [100.0, 101.0, 99.0, 100.5, 99.5]
+    noisy = [100.0, 115.0, 85.0, 110.0, 90.0]
+
+    def pair(a: list[float], b: list[float]) -> int:
+        """The incumbent after A, B (7% or 1% faster: under CLEAR_WIN, so the return leg is taken), A."""
+        e = explorer(reachable=[1, 2], noise=0.02)
+        assert e.measured(1, 100.0, 5, a)[0] == 2
+        assert e.measured(2, sum(b) / len(b), 5, b)[0] == 1
+        e.measured(1, 100.0, 5, a)
+        return e.incumbent
+
+    assert pair(quiet, [v * 1.07 for v in quiet]) == 2
+    assert pair(noisy, [v * 1.07 for v in noisy]) == 1
+    assert pair(quiet, [v * 1.01 for v in quiet]) == 1
+
+
+def test_the_pair_s_gain_and_its_standard_error() -> None:
+    import math
+
+    from gmiexp.launch.reshape import epoch_rates, paired_gain
+
+    gain, se = paired_gain([100.0, 100.0], [110.0, 110.0], [90.0, 90.0])
+    assert gain == pytest.approx(math.log(110) - (math.log(100) + math.log(90)) / 2) and se == 0.0
+    a, b = [100.0, 120.0], [130.0, 110.0]
+    var = lambda x: (math.log(x[0]) - math.log(x[1])) ** 2 / 2  # noqa: E731  (two samples: their variance)
+    assert paired_gain(a, b)[1] == pytest.approx(math.sqrt(var(a) / 2 + var(b) / 2))
+    rows = [{"frames": f, "wall_s": w} for f, w in [(0, 0.0), (100, 1.0), (300, 2.0), (400, 4.0)]]
+    assert epoch_rates(rows, 2) == [200.0, 50.0]
+
+
 def test_steady_leaves_the_first_epoch_out() -> None:
     rows = [{"frames": 100 * i, "wall_s": w} for i, w in enumerate([10.0, 11.0, 12.0, 13.0], start=1)]
     assert steady(rows, 2) == pytest.approx(100.0)
@@ -300,6 +334,8 @@ def test_the_agent_trainer_split_is_a_partition_of_the_experience_layouts_only(
     with own_run_dir(split):
         assert tool.main([str(split), "trainers_per_gpu=3", "--no-wait"]) == 2
         assert "trainers_per_gpu=3 cannot share the run's global batch" in capsys.readouterr().err
+        assert tool.main([str(split), "trainers_per_gpu=1", "--no-wait"]) == 2
+        assert "the run already has trainers_per_gpu=1" in capsys.readouterr().err
         assert tool.main([str(split), "trainers_per_gpu=2", "--no-wait"]) == 0
     req = json.loads((split / REQUEST_FILE).read_text())
     assert (req["gmis_per_gpu"], req["overrides"]) == (2, {"layout.trainers_per_gpu": 2})

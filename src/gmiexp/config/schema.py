@@ -362,7 +362,8 @@ class LaunchConfig:
     reshape: str = "off"
     reshape_budget: float = 0.25  # auto: at most this fraction of the run's epochs on trial partitions
     reshape_window: int = 3  # auto: steady epochs measured per window (the first epoch after a start excluded)
-    reshape_noise: float = 0.05  # auto: a trial partition wins only by more than this relative gain
+    reshape_noise: float = 0.02  # auto: the smallest relative gain that counts; a trial must also beat the
+    #   incumbent by more than the noise measured in its A-B-A windows (2 standard errors, from the epochs' spread)
     reshape_drift: float = 0.15  # auto: explore again when throughput drifts this much from what was measured
     reshape_max_gmis_per_gpu: int = 4  # auto: the largest partition tried
     reshape_prior: str = ""  # auto: a mode=search run's search.json; partitions it profiled at this run's batch

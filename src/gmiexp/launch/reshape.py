@@ -16,7 +16,9 @@ What triggers one (:class:`Reshaper`):
   each partition's steady rate is measured over ``launch.reshape_window`` epochs (the first epoch after a start
   left out); a neighbour (one GMI per GPU more, else fewer) is tried in a paired A-B-A (the incumbent measured
   before and after the trial, so a drifting host cancels out), and kept only if it beats the incumbent by more
-  than ``launch.reshape_noise``. Exploring stops when no neighbour wins, resumes when the incumbent's rate
+  than the noise measured in those windows (:data:`Z` standard errors of the pair's estimate, from the epochs'
+  spread) and by at least ``launch.reshape_noise``. Exploring stops when no neighbour wins, resumes when the
+  incumbent's rate
   drifts by more than ``launch.reshape_drift``, and never spends more than ``launch.reshape_budget`` of the
   run's epochs on trial partitions.
 """
@@ -101,6 +103,43 @@ def read_log(run_dir: Path) -> list[dict[str, Any]]:
         return []
 
 
+Z = 2.0  # a trial wins by more than this many standard errors of the A-B-A estimate (one-sided, ~98%)
+CLEAR_WIN = 0.15  # a trial this much faster than the window before it is kept without the return leg: more than
+#   a host's drift between two windows (the epochs' spread within a window does not measure that)
+
+
+def epoch_rates(rows: list[dict[str, Any]], window: int) -> list[float]:
+    """Each of the last ``window`` epochs' env steps/s (the samples a window's noise is measured from)."""
+    out = []
+    for a, b in zip(rows[-window - 1:-1], rows[-window:], strict=False):
+        dt = float(b["wall_s"]) - float(a["wall_s"])
+        if dt > 0:
+            out.append((float(b["frames"]) - float(a["frames"])) / dt)
+    return out
+
+
+def paired_gain(a1: list[float], b: list[float], a2: list[float] | None = None) -> tuple[float, float]:
+    """B's gain over A in log rate, and its standard error, from per-epoch rates of the windows A1, B (and A2).
+
+    With A2, A is the mean of A1 and A2 (a drift that is linear over the pair cancels); each window's mean log
+    rate has the variance of its epochs over their count.
+    """
+    import math
+
+    def stats(x: list[float]) -> tuple[float, float]:
+        logs = [math.log(v) for v in x if v > 0]
+        n = len(logs)
+        mean = sum(logs) / n
+        var = sum((v - mean) ** 2 for v in logs) / (n - 1) if n > 1 else 0.0
+        return mean, var / n
+
+    (mb, vb), (m1, v1) = stats(b), stats(a1)
+    if a2 is None:
+        return mb - m1, math.sqrt(vb + v1)
+    m2, v2 = stats(a2)
+    return mb - (m1 + m2) / 2, math.sqrt(vb + (v1 + v2) / 4)
+
+
 def steady(rows: list[dict[str, Any]], window: int) -> float | None:
     """Env steps/s over the last ``window`` epochs of a segment, the first epoch after its start left out."""
     usable = rows[1:]
@@ -124,6 +163,7 @@ class Explorer:
     trial_epochs: float = 0.0  # spent exploring, in epochs: trial windows and every re-shape's lost time
     restart_epochs: float = 0.0  # the last re-shape's lost time in epochs (0 until one was measured)
     rates: dict[int, list[float]] = field(default_factory=dict)  # windows measured per partition
+    samples: dict[int, list[list[float]]] = field(default_factory=dict)  # each window's per-epoch rates
     phase: str = "baseline"  # baseline -> trial -> back -> settled (-> baseline on drift)
     trial: int | None = None
     tried: set[int] = field(default_factory=set)  # neighbours that lost since the last (re)start of exploring
@@ -146,9 +186,15 @@ class Explorer:
         self.restart_epochs = max(0.0, epochs)
         self.trial_epochs += self.restart_epochs
 
-    def measured(self, current: int, rate: float, epochs: int) -> tuple[int, str] | None:
-        """A window of ``epochs`` on ``current`` measured ``rate``: the partition to move to, and why (or None)."""
+    def measured(self, current: int, rate: float, epochs: int,
+                 samples: list[float] | None = None) -> tuple[int, str] | None:
+        """A window of ``epochs`` on ``current`` measured ``rate``: the partition to move to, and why (or None).
+
+        ``samples``: the window's per-epoch rates, from which the pair's noise is measured; without them a trial
+        wins by ``noise`` alone.
+        """
         self.rates.setdefault(current, []).append(rate)
+        self.samples.setdefault(current, []).append(list(samples or []))
         if current != self.incumbent:
             self.trial_epochs += epochs
         if self.phase == "settled":
@@ -162,18 +208,36 @@ class Explorer:
             return self._next("auto: trying a neighbour")
         if self.phase == "trial":
             base = self.rates[self.incumbent][-1]
-            if rate > base * (1 + 3 * self.noise):  # a clear win needs no return leg
-                return self._win(current, current, rate, base)
+            if self._wins(rate / base, self.samples[self.incumbent][-1], self.samples[current][-1], clear=True):
+                return self._win(current, current, rate, base)  # a clear win needs no return leg
             self.phase = "back"
             return self.incumbent, f"auto: back to gmis_per_gpu={self.incumbent} (the A-B-A pair's second A)"
         # phase back: the pair is complete
         a1, a2 = self.rates[self.incumbent][-2:]
         b = self.rates[self.trial][-1] if self.trial is not None else 0.0
         base = (a1 + a2) / 2
-        if b > base * (1 + self.noise):
+        s1, s2 = self.samples[self.incumbent][-2:]
+        sb = self.samples[self.trial][-1] if self.trial is not None else []
+        if self._wins(b / base, s1, sb, s2):
             return self._win(self.trial, current, b, base)  # type: ignore[arg-type]
         self.tried.add(self.trial)  # type: ignore[arg-type]
         return self._next(f"auto: gmis_per_gpu={self.trial} lost ({b:,.0f} vs {base:,.0f} env steps/s)")
+
+    def _wins(self, ratio: float, a1: list[float], b: list[float], a2: list[float] | None = None,
+              clear: bool = False) -> bool:
+        """B beats A by more than the measured noise (``Z`` standard errors) and by at least ``noise``.
+
+        ``clear``: B against A1 alone, kept without the return leg, only by three times the noise and at least
+        :data:`CLEAR_WIN`.
+        """
+        import math
+
+        k = 3.0 if clear else 1.0
+        floor = max(k * math.log1p(self.noise), math.log1p(CLEAR_WIN) if clear else 0.0)
+        if min(len(a1), len(b), len(a2) if a2 is not None else 2) < 2:  # no spread to measure: the floor alone
+            return math.log(ratio) > floor if ratio > 0 else False
+        gain, se = paired_gain(a1, b, a2)
+        return gain > max(floor, k * Z * se)
 
     def _win(self, to: int, current: int, rate: float, base: float) -> tuple[int, str] | None:
         old, self.incumbent = self.incumbent, to
@@ -244,7 +308,7 @@ class Reshaper:
         if rate is None:
             return None
         self._epoch_s = (float(win[-1]["wall_s"]) - float(win[-w - 1]["wall_s"])) / w
-        move = self.explorer.measured(self.current, rate, w)
+        move = self.explorer.measured(self.current, rate, w, epoch_rates(win, w))
         if move is None or move[0] == self.current:
             return None
         return Decision(to=move[0], frm=self.current, reason=move[1], epoch=epoch, rate_before=rate)

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from multiprocessing import forkserver
 from typing import Any
 
-PRELOAD = "gmiexp.launch.preload"  # imported by the server only (it also sets the server's signals and stdout)
+PRELOAD = "gmiexp.launch.preload"  # imported by the server only (it also points the server's stdout at stderr)
 WORKER = "gmiexp.launch.worker"
 _lock = threading.Lock()
 

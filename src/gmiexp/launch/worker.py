@@ -2,9 +2,11 @@
 
 torch.distributed.elastic starts it with LOCAL_RANK/WORLD_SIZE/MASTER_* set;
 its GMI is this node's LOCAL_RANK-th (:func:`gmiexp.plan.nodes.gmi_for_local_rank`).
-The GMI's environment is applied before torch is imported, so MPS/MIG
-variables are in place before CUDA initialises; an Isaac Gym task imports
-``isaacgym`` before torch too (it refuses to load after); then the GMI binds
+The GMI's environment is applied before CUDA initialises, so MPS/MIG variables
+are in place: a cold worker applies it before importing torch, a warm one
+(forked by :mod:`gmiexp.launch.warm`'s server, torch imported but no device
+touched) first thing; an Isaac Gym task imports ``isaacgym`` before torch too
+(it refuses to load after), so it always starts cold; then the GMI binds
 its life to the launcher's (:mod:`gmiexp.launch.lifeline`), and one GMI per
 private MPS daemon quits that daemon if the launcher is killed. A failure it
 only saw in a collective (a peer died) exits with

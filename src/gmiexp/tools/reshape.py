@@ -55,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
         if splits is None:
             return refuse(f"layout={plan.layout} has no trainer GMIs of its own to re-split (every GMI trains); "
                           "valid: trainers_per_gpu=N for layout=tdg_ex or decoupled_async")
+        if int(value) == int(plan.global_batch["trainers_per_gpu"]):
+            return refuse(f"the run already has trainers_per_gpu={value}")
         if int(value) not in splits:
             return refuse(f"trainers_per_gpu={value} cannot share the run's global batch ({batch}) at gmis_per_gpu="
                           f"{plan.global_batch['gmis_per_gpu']}; valid: {splits}")
