@@ -77,6 +77,16 @@ def test_elastic_bench_smallest(tmp_path):
 
 
 @pytest.mark.slow
+def test_reshape_cost_smallest(tmp_path):
+    """One warm and one cold Cartpole run, each re-shaped once (a smoke test of the script, not a measurement)."""
+    run(PY, str(EXP / "elastic" / "reshape_cost.py"), f"results_dir={tmp_path}", "task=Cartpole", "total_envs=16",
+        "request_after=3", "max_iterations=80", "pairs=1")
+    text = (tmp_path / "reshape_cost.md").read_text()
+    assert "| cost_s |" in text and "warm / cold" in text
+    assert len((tmp_path / "reshape_cost.csv").read_text().splitlines()) == 1 + 2
+
+
+@pytest.mark.slow
 def test_pong_bench_smallest(tmp_path):
     """Pong, 2 GMIs against vanilla rl-games: one tiny pair (a smoke test of the script, not a measurement)."""
     tiny = ["train.horizon_length=8", "train.minibatch_size=16", "train.mini_epochs=1", "task.max_episode_length=10",
@@ -208,7 +218,7 @@ SCRIPT_CONFIGS = [("reduction", "config"), ("channels", "config"), ("baseline_rl
                   ("packing", "paper"), ("search_vs_grid", "config"), ("simulators", "config"),
                   ("vectorization_fusion", "config"), ("multinode", "bench"), ("rlgames_configs", "config"),
                   ("workloads", "pong_bench"), ("elastic", "bench"),
-                  ("elastic", "recycle")]
+                  ("elastic", "recycle"), ("elastic", "reshape_cost")]
 
 
 @pytest.mark.parametrize(("study", "name"), SCRIPT_CONFIGS)

@@ -24,9 +24,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
-from gmiexp.tools.runs import RunFailed, run_for, write_csv, write_report
-
-HERE = Path(__file__).resolve().parent
+from gmiexp.tools.runs import RunFailed, results_dir, run_for, write_csv, write_report
 
 
 def overrides(args: DictConfig, name: str, rep: int = 0) -> list[str]:
@@ -86,8 +84,7 @@ def main(args: DictConfig) -> None:
 
 
 def report(rows: list[dict], shapes: list[dict], names: list[str], args: DictConfig) -> str:
-    res = Path(args.results_dir) if args.results_dir else HERE / "results"
-    res.mkdir(parents=True, exist_ok=True)
+    res = results_dir(args.results_dir, __file__)
     write_csv(rows, res / "elastic_bench.csv")
     if shapes:
         write_csv(shapes, res / "elastic_reshapes.csv")

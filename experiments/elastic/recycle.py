@@ -23,7 +23,7 @@ from statistics import median
 import hydra
 from omegaconf import DictConfig
 
-from gmiexp.tools.runs import log_tail, run_logged, write_csv, write_report
+from gmiexp.tools.runs import log_tail, results_dir, run_logged, write_csv, write_report
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -65,8 +65,7 @@ def main(args: DictConfig) -> None:
 
 
 def report(rows: list[dict], args: DictConfig) -> str:
-    res = Path(args.results_dir) if args.results_dir else HERE / "results"
-    res.mkdir(parents=True, exist_ok=True)
+    res = results_dir(args.results_dir, __file__)
     write_csv(rows, res / "recycle_bench.csv")
     lines = [f"task={args.task} num_envs={args.num_envs} short={args.short_iterations} epochs, long="
              f"{args.short_iterations * args.long_factor} epochs, jobs_per_gpu={args.jobs_per_gpu}, pairs={args.pairs}",

@@ -26,9 +26,8 @@ from statistics import median
 import hydra
 from omegaconf import DictConfig
 
-from gmiexp.tools.runs import gmiexp_command, log_tail, stop_group, write_csv, write_report
+from gmiexp.tools.runs import gmiexp_command, log_tail, results_dir, stop_group, write_csv, write_report
 
-HERE = Path(__file__).resolve().parent
 PARTS = ("first_epoch_s", "stop_s", "plan_s", "reshape_first_epoch_s", "cost_s")
 
 
@@ -89,8 +88,7 @@ def main(args: DictConfig) -> None:
 
 
 def report(rows: list[dict], args: DictConfig) -> str:
-    res = Path(args.results_dir) if args.results_dir else HERE / "results"
-    res.mkdir(parents=True, exist_ok=True)
+    res = results_dir(args.results_dir, __file__)
     write_csv(rows, res / "reshape_cost.csv")
     lines = [f"task={args.task} batch.total_envs={args.total_envs} gmis_per_gpu {args.start} -> {args.to} after "
              f"{args.request_after} epochs, pairs={args.pairs}", "",

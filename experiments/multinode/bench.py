@@ -23,9 +23,17 @@ import hydra
 from omegaconf import DictConfig
 
 from gmiexp.launch.launcher import free_port
-from gmiexp.tools.runs import RunFailed, gmiexp_command, read_summary, run_gmiexp, run_logged, write_csv, write_report
+from gmiexp.tools.runs import (
+    RunFailed,
+    gmiexp_command,
+    read_summary,
+    results_dir,
+    run_gmiexp,
+    run_logged,
+    write_csv,
+    write_report,
+)
 
-HERE = Path(__file__).resolve().parent
 ONE, TWO = "1 node x 4 GMIs", "2 nodes x 2 GMIs"
 KEYS = ("perf/env_steps_per_s", "time/comm_s", "time/sim_s", "time/train_s")
 
@@ -87,8 +95,7 @@ def main(args: DictConfig) -> None:
 
 
 def report(rows: list[dict], args: DictConfig) -> str:
-    res = Path(args.results_dir) if args.results_dir else HERE / "results"
-    res.mkdir(parents=True, exist_ok=True)
+    res = results_dir(args.results_dir, __file__)
     write_csv(rows, res / "bench.csv")
     get = lambda name, key: [r[key] for r in rows if r["run"] == name]  # noqa: E731  (pair order)
     ratios = [b / a for a, b in zip(get(ONE, "perf/env_steps_per_s"), get(TWO, "perf/env_steps_per_s"), strict=True)]

@@ -32,6 +32,18 @@ def test_every_partition_steps_the_same_environments_and_minibatch(tmp_path: Pat
     assert per_gpu in plan.global_batch["reachable"]
 
 
+@pytest.mark.parametrize("layout", ["tcg_ex", "tdg_ex"])
+def test_total_envs_alone_gives_every_partition_the_same_minibatch(tmp_path: Path, layout: str) -> None:
+    """One GMI's minibatch on the whole batch (train.minibatch_size fitted to it), whatever the GMIs: the default used
+    to multiply it by the starting partition's trainers, so 2 GMIs trained twice the minibatch of 1."""
+    plans = [plan_of(tmp_path, f"layout={layout}", f"gmis_per_gpu={n}", "batch.total_envs=64",
+                     "train.horizon_length=16", "train.minibatch_size=512") for n in (1, 2, 4)]
+    assert [p.global_batch["total_minibatch"] for p in plans] == [512, 512, 512]
+    assert [p.train.minibatch_size * len(p.trainer_group) for p in plans] == [512, 512, 512]
+    assert plan_of(tmp_path, "gmis_per_gpu=2", "batch.total_envs=8", "train.horizon_length=16",
+                   "train.minibatch_size=512").global_batch["total_minibatch"] == 128  # fitted to 8 x 16
+
+
 def test_without_a_global_batch_num_envs_is_per_gmi(tmp_path: Path) -> None:
     plan = plan_of(tmp_path, "gmis_per_gpu=2", "num_envs=8")
     assert [g.num_envs for g in plan.gmis] == [8, 8] and not plan.global_batch

@@ -435,9 +435,10 @@ class BatchConfig:
     ``num_envs`` and ``train.minibatch_size`` are per GMI, as rl-games' ``num_actors`` and ``minibatch_size`` are
     per GPU in its multi-GPU runs: more GMIs, a larger batch. ``total_envs`` fixes the environments of all
     simulator GMIs together (each steps ``total_envs / GMIs``, so ``num_envs`` is then not used) and
-    ``total_minibatch`` the samples of one gradient step over all trainer GMIs (default, with total_envs:
-    ``train.minibatch_size`` x the starting partition's trainer GMIs). A re-shaping run (launch.reshape) fixes
-    both when it starts. A partition whose GMIs cannot divide them evenly is refused (exit 2, naming those that can).
+    ``total_minibatch`` the samples of one gradient step over all trainer GMIs (default, with total_envs: what
+    one GMI holding the whole batch would use, ``train.minibatch_size`` fitted to ``total_envs x horizon_length``,
+    so every partition of the same ``total_envs`` learns alike). A re-shaping run (launch.reshape) fixes both when
+    it starts (without total_envs: its starting partition's per-GMI ``num_envs`` and minibatch). A partition whose GMIs cannot divide them evenly is refused (exit 2, naming those that can).
     """
 
     total_envs: int | None = None

@@ -75,21 +75,26 @@ def global_batch(total_envs: int | None, total_minibatch: int | None, start: Pla
                  fixed: bool = False) -> GlobalBatch | None:
     """The run's global batch from ``batch.*`` (None: per-GMI settings, the batch grows with the GMI count).
 
-    ``total_minibatch`` defaults to ``train.minibatch_size`` (fitted to a trainer's batch, as rl-games needs) x the
-    starting partition's trainer GMIs. ``fixed``
-    (a run that may re-shape): without ``batch.total_envs`` the starting partition's batch is the global one.
+    ``total_minibatch`` defaults to what one GMI holding the whole batch would step on: ``train.minibatch_size``,
+    fitted to ``total_envs x horizon_length``, the same for every partition of the same ``batch.total_envs`` (it
+    used to be the per-GMI minibatch times the starting partition's trainers, so ``gmis_per_gpu=2`` trained twice
+    the minibatch of ``gmis_per_gpu=1`` on the same environments). ``fixed`` (a run that may re-shape): without
+    ``batch.total_envs`` the starting partition's per-GMI settings are its global batch (``num_envs`` and
+    ``train.minibatch_size`` on each of its GMIs).
     """
+    from gmiexp.plan.minibatch import fit_minibatch
+
+    horizon = int(start.train.horizon_length)
     if total_envs is None and fixed:
-        total_envs = start.total_envs()
+        sims, trainers = counts(start)
+        per_batch = horizon * max(1, start.total_envs() // trainers)
+        start_minibatch = fit_minibatch(per_batch, int(start.train.minibatch_size)) * trainers
+        return GlobalBatch(start.total_envs(), int(total_minibatch or start_minibatch))
     if total_envs is None:
         if total_minibatch is not None:
             raise ConfigError(f"invalid batch.total_minibatch={total_minibatch} without batch.total_envs; valid: "
                               "set batch.total_envs too (the global batch), or train.minibatch_size (per GMI)")
         return None
-    if total_minibatch is None:  # train.minibatch_size on each trainer of the start, fitted to its batch
-        from gmiexp.plan.minibatch import fit_minibatch
-
-        sims, trainers = counts(start)
-        per_batch = int(start.train.horizon_length) * max(1, int(total_envs) // trainers)
-        total_minibatch = fit_minibatch(per_batch, int(start.train.minibatch_size)) * trainers
+    if total_minibatch is None:  # one GMI's minibatch on the whole batch: the same for every partition
+        total_minibatch = fit_minibatch(horizon * int(total_envs), int(start.train.minibatch_size))
     return GlobalBatch(int(total_envs), int(total_minibatch))

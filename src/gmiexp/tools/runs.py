@@ -138,6 +138,13 @@ def stop_group(proc: subprocess.Popen, grace_s: float = 15.0) -> None:
     proc.wait()
 
 
+def results_dir(configured: str | None, script: str | Path) -> Path:
+    """Where a benchmark writes its CSV and report: its ``results_dir`` setting, else ``results/`` beside it."""
+    res = Path(configured) if configured else Path(script).resolve().parent / "results"
+    res.mkdir(parents=True, exist_ok=True)
+    return res
+
+
 def write_report(lines: Sequence[str], path: Path) -> str:
     """A benchmark's Markdown report: ``lines`` joined, written to ``path`` and printed; returns the text."""
     text = "\n".join(lines)
