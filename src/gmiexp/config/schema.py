@@ -438,7 +438,8 @@ class BatchConfig:
     ``total_minibatch`` the samples of one gradient step over all trainer GMIs (default, with total_envs: what
     one GMI holding the whole batch would use, ``train.minibatch_size`` fitted to ``total_envs x horizon_length``,
     so every partition of the same ``total_envs`` learns alike). A re-shaping run (launch.reshape) fixes both when
-    it starts (without total_envs: its starting partition's per-GMI ``num_envs`` and minibatch). A partition whose GMIs cannot divide them evenly is refused (exit 2, naming those that can).
+    it starts (without total_envs: its starting partition's per-GMI ``num_envs`` and minibatch). A partition
+    whose GMIs cannot divide them evenly is refused (exit 2, naming those that can).
     """
 
     total_envs: int | None = None
