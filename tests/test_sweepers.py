@@ -16,7 +16,7 @@ TINY = ["task=Cartpole", "num_gpus=1", "gmis_per_gpu=1", "launch.inprocess=true"
 OPTUNA = ["-m", "hydra/sweeper=optuna", "hydra.sweeper.direction=maximize", "hydra.sweeper.sampler.seed=1"]
 
 
-@pytest.mark.parametrize("objective", ["perf/env_steps_per_s", "reward/mean"])
+@pytest.mark.parametrize("objective", ["perf/env_steps_per_s", pytest.param("reward/mean", marks=pytest.mark.slow)])
 def test_optuna_maximises_the_objective_over_two_trials(objective: str, tmp_path: Path) -> None:
     r = run_cli(*OPTUNA, "hydra.sweeper.n_trials=2", "num_envs=choice(16,32)", f"objective={objective}", *TINY,
                 f"hydra.sweep.dir={tmp_path}")

@@ -39,7 +39,7 @@ def run_layout(tmp_path: Path, layout: str, *extra: str, iters: int = 4) -> tupl
     return json.loads((run_dir / "summary.json").read_text()), plan
 
 
-@pytest.mark.parametrize("layout", ["tcg", "tdg"])
+@pytest.mark.parametrize("layout", ["tcg", pytest.param("tdg", marks=pytest.mark.slow)])  # tdg: test_lazy_device
 def test_serving_layouts_report_pps(layout: str, tmp_path: Path, no_orphans: None) -> None:
     s, plan = run_layout(tmp_path, layout)
     m = s["metrics"]

@@ -42,8 +42,10 @@ CASES = {
 }
 
 
-#: one case per layout runs by default; the others (other task, channel or reduction) are slow
-SLOW_CASES = {"tcg-ant", "tdg-ant", "tcg_ex-ant", "tdg_ex-ant-mrr-uni", "decoupled_async-ant-har-multi"}
+#: one case per layout runs by default (tcg_ex's on lazy: tests/rl/rlgames/test_agent_lazy.py, 2 GMIs); the others
+#: (other task, channel or reduction) are slow
+SLOW_CASES = {"tcg-ant", "tdg-ant", "tcg_ex-ant", "tcg_ex-cartpole", "tdg_ex-ant-mrr-uni",
+              "decoupled_async-ant-har-multi"}
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW_CASES else c for c in CASES])
