@@ -6,9 +6,11 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
 import psutil
+import pytest
 
 from gmiexp.config.compose import compose_config  # noqa: F401  (re-exported for the tests)
 
@@ -81,3 +83,6 @@ def gmiexp_workers(run_dir: Path) -> list[psutil.Process]:
     return out
 
 
+def slow_where(names: Iterable[str], slow: Collection[str]) -> list:
+    """Parametrize values with those in ``slow`` marked ``slow`` (a path a default case also takes)."""
+    return [pytest.param(n, marks=pytest.mark.slow) if n in slow else n for n in names]

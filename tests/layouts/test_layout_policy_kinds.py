@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from gmitest import cli_env
+from gmitest import cli_env, slow_where
 
 from gmiexp.plan import Plan
 
@@ -48,7 +48,7 @@ CASES = {
 SLOW_CASES = {"tdg_ex-rnn-gru", "tdg-rnn"}
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW_CASES else c for c in CASES])
+@pytest.mark.parametrize("case", slow_where(CASES, SLOW_CASES))
 def test_policy_kind_trains(case: str, tmp_path: Path, no_orphans: None) -> None:
     run_dir = tmp_path / "run"
     args = [*SMALL, *CASES[case], f"hydra.run.dir={run_dir}"]

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from gmitest import run_cli
+from gmitest import run_cli, slow_where
 
 from gmiexp.plan import Plan
 
@@ -48,7 +48,7 @@ SLOW_CASES = {"tcg-ant", "tdg-ant", "tcg_ex-ant", "tcg_ex-cartpole", "tdg_ex-ant
               "decoupled_async-ant-har-multi"}
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in SLOW_CASES else c for c in CASES])
+@pytest.mark.parametrize("case", slow_where(CASES, SLOW_CASES))
 def test_layout_runs_on_lazy(case: str, tmp_path: Path, no_orphans: None) -> None:
     check_run(tmp_path / "run", [*LAZY, *CASES[case]], "lazy")
 

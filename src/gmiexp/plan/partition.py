@@ -86,7 +86,7 @@ def global_batch(total_envs: int | None, total_minibatch: int | None, start: Pla
 
     horizon = int(start.train.horizon_length)
     if total_envs is None and fixed:
-        sims, trainers = counts(start)
+        _, trainers = counts(start)
         per_batch = horizon * max(1, start.total_envs() // trainers)
         start_minibatch = fit_minibatch(per_batch, int(start.train.minibatch_size)) * trainers
         return GlobalBatch(start.total_envs(), int(total_minibatch or start_minibatch))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from gmitest import run_cli
+from gmitest import run_cli, slow_where
 
 from gmiexp.launch.status import read_history
 
@@ -56,11 +56,7 @@ def check_policy(kind: str, model: dict) -> None:
 SLOW_KINDS = {"discrete-mlp"}
 
 
-def kinds(names: list[str]) -> list:
-    return [pytest.param(k, marks=pytest.mark.slow) if k in SLOW_KINDS else k for k in names]
-
-
-@pytest.mark.parametrize("kind", kinds(list(POLICIES)))
+@pytest.mark.parametrize("kind", slow_where(POLICIES, SLOW_KINDS))
 def test_two_gmis_train_every_policy_kind_in_step(kind: str, tmp_path: Path, no_orphans: None) -> None:
     s = train(tmp_path, "gmis_per_gpu=2", *POLICIES[kind])
     d0, d1 = ([r["sync/digest"] for r in read_history(tmp_path, g)] for g in (0, 1))
@@ -69,7 +65,7 @@ def test_two_gmis_train_every_policy_kind_in_step(kind: str, tmp_path: Path, no_
     check_policy(kind, last_model(tmp_path))
 
 
-@pytest.mark.parametrize("kind", kinds([k for k in POLICIES if k != "rnn"]))
+@pytest.mark.parametrize("kind", slow_where([k for k in POLICIES if k != "rnn"], SLOW_KINDS))
 def test_one_gmi_trains_every_policy_kind_on_lazy(kind: str, tmp_path: Path, no_orphans: None) -> None:
     s = train(tmp_path, "gmis_per_gpu=1", "train.device=lazy", *POLICIES[kind])
     assert s["gmis"]["0"]["epochs"] == 2
