@@ -1,6 +1,6 @@
 """Helpers shared by the experiments' plot scripts: find a multirun, load its runs, write a PNG.
 
-CSV goes through ``gmiexp.tools.runs.write_csv``, the one writer the benchmarks share too.
+CSV goes through ``gmiexp.rundir.write_csv``, the one writer the benchmarks share too.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from gmitest import compose_config
 from gmiexp.app import run
 from gmiexp.comm.manager import GMIManager
 from gmiexp.device import DEVICES, host_staging, resolve_device
-from gmiexp.plan.build import build_plan
+from gmiexp.planner.build import build_plan
 
 
 @pytest.mark.parametrize(("overrides", "expected"), [

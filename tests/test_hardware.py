@@ -52,7 +52,7 @@ def test_this_machine_discovers_cleanly() -> None:
 def test_network_bandwidth_of_presets_and_hosts(tmp_path) -> None:
     from gmitest import compose_config
 
-    from gmiexp.plan.build import build_plan, host
+    from gmiexp.planner.build import build_plan, host
 
     assert [hardware.preset(n).network_gbps for n in ("dgx_a100", "h100x8", "h200x1")] == [200.0, 400.0, 400.0]
     assert hardware.preset("cpu").network_gbps is None  # not known: the cost model assumes one and says so

@@ -16,7 +16,7 @@ gmiexp with 2 GMIs runs it as rl-games' multi-GPU mode would (num_actors per pro
 
 Writes results/file_<name>.csv and .md: the per-epoch mean rewards side by side.
 Every run writes its summary.json into a run directory of its own, which is what is read
-(``gmiexp.tools.runs``); the one-line summary each prints is echoed.
+(``gmiexp.rundir``); the one-line summary each prints is echoed.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import hydra
 from omegaconf import DictConfig
 
 from gmiexp.launch.summary import one_line
-from gmiexp.tools.runs import RunFailed, run_gmiexp, run_summary, write_csv, write_report
+from gmiexp.rundir import RunFailed, run_gmiexp, run_summary, write_csv, write_report
 
 HERE = Path(__file__).resolve().parent
 

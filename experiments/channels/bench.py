@@ -29,8 +29,8 @@ import torch
 from omegaconf import DictConfig
 
 from gmiexp.comm.channels import Batcher, Dispenser, FieldSpec, Migrator, Route, SlotRing, make_channel_set
+from gmiexp.rundir import write_csv
 from gmiexp.shm.cleanup import cleanup_run
-from gmiexp.tools.runs import write_csv
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"

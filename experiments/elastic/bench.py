@@ -24,7 +24,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
-from gmiexp.tools.runs import RunFailed, results_dir, run_for, write_csv, write_report
+from gmiexp.rundir import RunFailed, results_dir, run_for, write_csv, write_report
 
 
 def overrides(args: DictConfig, name: str, rep: int = 0) -> list[str]:

@@ -23,7 +23,7 @@ from statistics import median
 import hydra
 from omegaconf import DictConfig
 
-from gmiexp.tools.runs import log_tail, results_dir, run_logged, write_csv, write_report
+from gmiexp.rundir import log_tail, results_dir, run_logged, write_csv, write_report
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

@@ -26,7 +26,7 @@ from statistics import median
 import hydra
 from omegaconf import DictConfig
 
-from gmiexp.tools.runs import gmiexp_command, log_tail, results_dir, stop_group, write_csv, write_report
+from gmiexp.rundir import gmiexp_command, log_tail, results_dir, stop_group, write_csv, write_report
 
 PARTS = ("first_epoch_s", "stop_s", "plan_s", "reshape_first_epoch_s", "cost_s")
 

@@ -14,7 +14,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from plotting import plt, results_dir, runs_of, save  # noqa: E402
 
-from gmiexp.tools.runs import write_csv  # noqa: E402
+from gmiexp.rundir import write_csv  # noqa: E402
 
 THRESHOLDS = {"Cartpole": 150.0}
 COLORS = {"baseline": "tab:gray", "gmi_drl": "tab:blue"}

@@ -23,7 +23,7 @@ import hydra
 from omegaconf import DictConfig
 
 from gmiexp.launch.launcher import free_port
-from gmiexp.tools.runs import (
+from gmiexp.rundir import (
     RunFailed,
     gmiexp_command,
     read_summary,

@@ -6,7 +6,7 @@ on its slice: a core set on CPU, an MPS share on a GPU). Repeats are interleaved
 launcher once, in a rotated order) and each packed run is compared with the basic run of its own
 repeat, so drift of a shared host over minutes cancels in the ratio. Makespan is the sweep command's
 wall time; total env steps/s is every member's env steps over that makespan (start-up included),
-read from each member's summary.json (``gmiexp.tools.runs``). Settings: config.yaml (CPU) and
+read from each member's summary.json (``gmiexp.rundir``). Settings: config.yaml (CPU) and
 paper.yaml (GPU) here.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from gmiexp.tools.runs import log_tail, read_summary, run_logged, write_csv
+from gmiexp.rundir import log_tail, read_summary, run_logged, write_csv
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

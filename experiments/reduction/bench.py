@@ -118,7 +118,7 @@ def main(args: DictConfig) -> None:
     import torch.multiprocessing as mp
 
     from gmiexp.launch.launcher import free_port  # here, not at the top: the spawned workers need none of it
-    from gmiexp.tools.runs import write_csv
+    from gmiexp.rundir import write_csv
 
     records = []
     for lay in layouts:

@@ -1,7 +1,7 @@
 """The table of every rl-games YAML shipped with the installed rl-games: runs, refused (why) or failed.
 
 Each file runs as a user would run it, ``python -m gmiexp train=rlgames train.file=rl_games:configs/<file>``
-plus tiny-run overrides (config.yaml), in its own run directory with a timeout (``gmiexp.tools.runs``).
+plus tiny-run overrides (config.yaml), in its own run directory with a timeout (``gmiexp.rundir``).
 A run that writes its summary *runs*; exit 2 is *refused*, with the reasons the importer (or the planner)
 gave; anything else *failed*, with the last error line. The markdown table and the counts go to
 ``output`` (docs/rlgames-configs.md, linked from the README). ``files=[...]`` / ``only=`` pick a subset,
@@ -20,7 +20,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from gmiexp.tools.runs import RunFailed, log_tail, run_gmiexp
+from gmiexp.rundir import RunFailed, log_tail, run_gmiexp
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

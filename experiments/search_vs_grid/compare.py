@@ -17,9 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from plotting import plt, results_dir, save  # noqa: E402
 
 from gmiexp.config import SearchConfig  # noqa: E402
+from gmiexp.rundir import write_csv  # noqa: E402
 from gmiexp.search import METHODS, ProfileResult  # noqa: E402
 from gmiexp.search.output import trace  # noqa: E402
-from gmiexp.tools.runs import write_csv  # noqa: E402
 
 MARKS = {"best": "*", "candidate": "o", "init": "i", "saturated": "S", "unrunnable": "x", "pair": "p"}
 

@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from plotting import results_dir  # noqa: E402
 
 from gmiexp.config import SearchConfig  # noqa: E402
+from gmiexp.rundir import write_csv  # noqa: E402
 from gmiexp.search.profiler import SubprocessProfiler  # noqa: E402
-from gmiexp.tools.runs import write_csv  # noqa: E402
 
 
 def paired_ratio(pick: list[float], ref: list[float]) -> float:

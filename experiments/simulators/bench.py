@@ -19,7 +19,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from gmiexp.tools.runs import write_csv
+from gmiexp.rundir import write_csv
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "task"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from plotting import plt, results_dir, runs_of, save  # noqa: E402
 
-from gmiexp.tools.runs import write_csv  # noqa: E402
+from gmiexp.rundir import write_csv  # noqa: E402
 
 
 def main(argv):

@@ -2,7 +2,7 @@
 
 Runs ``python -m gmiexp layout=decoupled_async channel=<uni|multi>`` alternately (``repeats`` times
 each, every run under ``flock /tmp/gmiexp-bench.lock`` because the box is shared), reads each
-run's summary.json (``gmiexp.tools.runs``) and prints PPS (``async/predictions_per_s``) and TTOP
+run's summary.json (``gmiexp.rundir``) and prints PPS (``async/predictions_per_s``) and TTOP
 (``async/train_samples_per_s``) per run, the medians, and the multi/uni ratios; writes
 ``results/async_uni_vs_multi.csv``. The paper's TTOP ratios are 1.13-1.32x. Settings: run.yaml here.
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from gmiexp.tools.runs import gmiexp_command, run_gmiexp, write_csv
+from gmiexp.rundir import gmiexp_command, run_gmiexp, write_csv
 
 HERE = Path(__file__).resolve().parent
 LOCK = "/tmp/gmiexp-bench.lock"

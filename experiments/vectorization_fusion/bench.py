@@ -19,7 +19,7 @@ import torch
 from omegaconf import DictConfig
 
 from gmiexp.envs.torch_cartpole import TorchCartpole, failed, physics_step
-from gmiexp.tools.runs import write_csv
+from gmiexp.rundir import write_csv
 
 HERE = Path(__file__).resolve().parent
 

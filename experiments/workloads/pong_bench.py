@@ -23,7 +23,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
-from gmiexp.tools.runs import RunFailed, run_gmiexp, run_summary, write_csv, write_report
+from gmiexp.rundir import RunFailed, run_gmiexp, run_summary, write_csv, write_report
 
 HERE = Path(__file__).resolve().parent
 BASELINE = HERE.parent / "baseline_rlgames" / "run_baseline.py"

@@ -49,15 +49,15 @@ def _remove_untouched(node_dir: Path) -> None:
 
 
 def _train(cfg: Config, run_dir: Path, node_dir: Path) -> dict:
-    from gmiexp.cost.resources import check_resources
     from gmiexp.launch import warm
+    from gmiexp.launch.elastic import reshaper_for
     from gmiexp.launch.launcher import launch
     from gmiexp.launch.live import LiveLog
     from gmiexp.launch.requeue import resume
-    from gmiexp.launch.reshape import reshaper_for
     from gmiexp.launch.segments import run_segments
     from gmiexp.launch.summary import one_line
-    from gmiexp.plan.build import build_plan
+    from gmiexp.planner.build import build_plan
+    from gmiexp.planner.resources import check_resources
 
     plan, backend = build_plan(cfg, node_dir)
     resume(plan, node_dir, cfg.launch.resume)  # a requeued run goes on from its own latest checkpoint
@@ -66,7 +66,7 @@ def _train(cfg: Config, run_dir: Path, node_dir: Path) -> dict:
                           "valid for running: auto, cpu")
     check_resources(plan, node_dir)
     if plan.node_rank == 0:
-        from gmiexp.eval.training_video import check as check_video
+        from gmiexp.rl.rlgames.filming import check as check_video
 
         check_video(plan)  # capture_video=True: a layout that films and a task that renders, or exit 2
         print(start_lines(plan, run_dir), file=sys.stderr, flush=True)
@@ -106,7 +106,7 @@ def _explained(e: LaunchError | Interrupted, plan: object, node_dir: Path) -> La
     """``e`` with what the user must know first: a full run directory, the checkpoint a failed resume loaded."""
     if not isinstance(e, LaunchError):
         return e
-    from gmiexp.cost.resources import MIB, free_bytes
+    from gmiexp.planner.resources import MIB, free_bytes
 
     head, _, rest = str(e).partition("\n")
     extra = []
@@ -158,10 +158,10 @@ def run_plan(cfg: Config, run_dir: Path, overrides: list[str] | None = None) -> 
     ``overrides``: the user's command line for the per-node commands; None = Hydra's, when Hydra runs this.
     Launches nothing.
     """
-    from gmiexp.cost.reduction import format_cost, reduction_cost
-    from gmiexp.cost.resources import disk_need, shm_need
-    from gmiexp.plan.build import build_plan
-    from gmiexp.plan.commands import format_commands, node_commands
+    from gmiexp.costmodel.reductions import format_cost, reduction_cost
+    from gmiexp.planner.build import build_plan
+    from gmiexp.planner.commands import format_commands, node_commands
+    from gmiexp.planner.resources import disk_need, shm_need
     from gmiexp.rl.rlgames.params import policy_param_count
 
     plan, _backend = build_plan(cfg, run_dir)
@@ -170,7 +170,12 @@ def run_plan(cfg: Config, run_dir: Path, overrides: list[str] | None = None) -> 
     except Exception:  # noqa: BLE001 - a task whose sizes are unknown: Table 7's sizes instead
         n_params = None
     plan.notes["policy_params"] = n_params
-    cost = reduction_cost(plan, params=n_params, calibrate_bandwidth=cfg.reduction.calibrate)
+    if cfg.reduction.calibrate:
+        from gmiexp.comm.reduction.calibrate import calibrate
+
+        cost = reduction_cost(plan, params=n_params, bandwidth=calibrate())
+    else:
+        cost = reduction_cost(plan, params=n_params)
     plan.notes["reduction_cost"] = cost
     cmds = node_commands(plan, _hydra_overrides() if overrides is None else overrides) if plan.nnodes > 1 else None
     if cmds:

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 #: Valid values of ``train.device``.
 DEVICES = ("auto", "cpu", "cuda", "lazy")
+#: ``train.device`` values that use no GPU (the ``lazy`` stand-in runs on the host's cores).
+HOST_DEVICES = ("cpu", "lazy")
 
 
 def check_device(name: str, hardware: Hardware) -> None:
@@ -29,7 +31,7 @@ def check_device(name: str, hardware: Hardware) -> None:
     if name not in DEVICES:
         raise invalid("train.device", name, DEVICES)
     if name == "cuda" and not hardware.has_gpu:
-        raise invalid("train.device", name, ("auto", "cpu", "lazy"), hint=f"no GPU on {hardware.describe()}")
+        raise invalid("train.device", name, ("auto", *HOST_DEVICES), hint=f"no GPU on {hardware.describe()}")
 
 
 def host_staging(device: torch.device) -> bool:
@@ -53,7 +55,7 @@ def resolve_device(name: str) -> torch.device:
     gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "") != "" and torch.cuda.is_available()
     if name == "cuda":
         if not torch.cuda.is_available():
-            raise invalid("train.device", name, ("auto", "cpu", "lazy"), hint="torch sees no CUDA device here")
+            raise invalid("train.device", name, ("auto", *HOST_DEVICES), hint="torch sees no CUDA device here")
         return torch.device("cuda:0")
     if name == "auto":
         return torch.device("cuda:0") if gpu else torch.device("cpu")

@@ -19,9 +19,9 @@ import torch
 from gmiexp.comm.manager import GMIManager
 from gmiexp.comm.reduction import Reduction
 from gmiexp.errors import ConfigError
-from gmiexp.launch.status import StatusWriter
 from gmiexp.plan import GMI, Plan
 from gmiexp.registry import Registry
+from gmiexp.status import StatusWriter
 
 
 @dataclass
@@ -95,8 +95,8 @@ ROLES: Registry[type[Role]] = Registry("role")
 ROLES.add("ppo", "gmiexp.rl.rlgames.ppo_role:PPORole")  # layout tcg_ex: rl-games' own PPO agent
 ROLES.add("serve", "gmiexp.rl.experience.serving:ServeRole")
 ROLES.add("tdg", "gmiexp.rl.experience.serving:TDGRole")
-ROLES.add("tdg_ex", "gmiexp.rl.experience.role:TDGEXRole")
-ROLES.add("a3c", "gmiexp.rl.experience.role:A3CRole")
+ROLES.add("tdg_ex", "gmiexp.rl.experience.roles:TDGEXRole")
+ROLES.add("a3c", "gmiexp.rl.experience.roles:A3CRole")
 
 
 def check_role(spec: str) -> None:

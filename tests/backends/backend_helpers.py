@@ -10,7 +10,7 @@ from gmiexp.config import LayoutConfig
 from gmiexp.config.schema import BACKEND_SCHEMAS
 from gmiexp.hardware import Hardware, discover, preset
 from gmiexp.layouts import LAYOUTS
-from gmiexp.layouts.base import LayoutRequest
+from gmiexp.layouts.layout import LayoutRequest
 from gmiexp.plan import Plan
 
 

@@ -58,7 +58,7 @@ def test_mixed_mig_modes_are_refused():
 def test_plan_h100x8_auto_follows_the_mig_mode(tmp_path, mig, backend, reason):
     from gmitest import compose_config
 
-    from gmiexp.plan.build import build_plan
+    from gmiexp.planner.build import build_plan
 
     over = ["mode=plan", "hardware=h100x8", "backend=auto", "num_gpus=2", "task=Cartpole"]
     plan, _ = build_plan(compose_config(*over, *([f"hardware.mig={mig}"] if mig else [])), tmp_path)
@@ -73,7 +73,7 @@ def test_plan_h100x8_auto_follows_the_mig_mode(tmp_path, mig, backend, reason):
 def test_auto_reduction_on_mig_avoids_nccl(tmp_path):
     from gmitest import compose_config
 
-    from gmiexp.plan.build import build_plan
+    from gmiexp.planner.build import build_plan
 
     cfg = compose_config("mode=plan", "hardware=h100x8", "hardware.mig=true", "backend=mig", "num_gpus=2",
                          "reduction=auto", "task=Cartpole")

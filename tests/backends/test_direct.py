@@ -8,7 +8,7 @@ from gmiexp.config import LayoutConfig
 from gmiexp.config.schema import DirectBackendConfig
 from gmiexp.hardware import Hardware, preset
 from gmiexp.layouts import get
-from gmiexp.layouts.base import LayoutRequest
+from gmiexp.layouts.layout import LayoutRequest
 
 TCG_EX = get("tcg_ex")
 

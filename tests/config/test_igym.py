@@ -10,7 +10,7 @@ from gmitest import compose_config, run_cli
 from gmiexp.config.cli_keys import check_overrides
 from gmiexp.config.enums import Mode
 from gmiexp.errors import ConfigError
-from gmiexp.plan.build import build_plan
+from gmiexp.planner.build import build_plan
 
 
 def test_test_true_is_eval_and_headless_is_accepted(capsys: pytest.CaptureFixture) -> None:

@@ -15,7 +15,7 @@ from gmitest import cli_env, compose_config, run_cli
 
 from gmiexp.config.rlgames_yaml import DERIVED_DST, FIELDS, leaves, locate
 from gmiexp.errors import ConfigError
-from gmiexp.plan.build import build_plan
+from gmiexp.planner.build import build_plan
 from gmiexp.rl.rlgames.params import ENV_NAME, build_params
 
 ROOT = Path(__file__).resolve().parents[2]

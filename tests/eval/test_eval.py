@@ -16,12 +16,12 @@ import torch
 from gmitest import FAST, compose_config, run_cli
 
 from gmiexp.config import TaskConfig
-from gmiexp.envs.base import GMIVecEnv
+from gmiexp.envs.vecenv import GMIVecEnv
+from gmiexp.envs.video import Filmer
 from gmiexp.errors import ConfigError
 from gmiexp.eval import run_eval
 from gmiexp.eval.episodes import play
-from gmiexp.eval.record import RECORD
-from gmiexp.eval.video import Filmer
+from gmiexp.rl.rlgames.record import RECORD
 
 ANT_SMALL = ["task=Ant", "num_envs=8", "max_iterations=3", "gmis_per_gpu=1", "launch.progress=false",
              "train.horizon_length=16", "train.minibatch_size=128", "train.mini_epochs=2"]

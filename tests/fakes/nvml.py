@@ -1,7 +1,7 @@
 """An NVML stand-in: pynvml's function names and NVMLError classes, recorded values of real GPUs.
 
 ``make(gpus)`` returns a module object that ``gmiexp.hardware.discover``,
-``gmiexp.tools.monitor.Monitor`` and ``gmiexp.tools.doctor.doctor`` accept in place of
+``gmiexp.launch.monitor.Monitor`` and ``gmiexp.tools.doctor.doctor`` accept in place of
 ``pynvml``. The error classes are pynvml's own, so ``except nvml.NVMLError``
 behaves exactly as with the real library. Values were read on real hosts
 (names, memory totals, compute capabilities, MIG UUID style of R470+ drivers).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from gmiexp.rl.experience.role import TDGEXRole
+from gmiexp.rl.experience.roles import TDGEXRole
 
 
 class SlowTrainerTDGEX(TDGEXRole):

@@ -17,8 +17,8 @@ import yaml
 from gmitest import FAST, TESTS_DIR, cli_env, popen_cli, run_cli
 
 from fakes import mps as fake_mps
-from gmiexp.launch.status import read_history
 from gmiexp.plan import Plan
+from gmiexp.status import read_history
 
 GPU_HOST = TESTS_DIR / "fakes" / "gpu_host"  # a pynvml that shows FAKE_NVML_GPUS fake H100s
 PACK = ["-m", "hydra/launcher=gmiexp_pack", *FAST, "num_envs=16", "num_gpus=1", "gmis_per_gpu=1"]

@@ -25,9 +25,9 @@ import torch
 from gmitest import FAST, cli_env, popen_cli, run_cli
 
 from gmiexp.launch.requeue import latest_checkpoint
-from gmiexp.launch.status import read_status
 from gmiexp.launch.watchdog import Watchdog
 from gmiexp.rl.rlgames import checkpoint
+from gmiexp.status import read_status
 
 ONE = ["num_gpus=1", "gmis_per_gpu=1"]
 

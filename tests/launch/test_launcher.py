@@ -11,7 +11,7 @@ import psutil
 import pytest
 from gmitest import FAST, popen_cli, run_cli
 
-from gmiexp.launch.status import read_history, read_status
+from gmiexp.status import read_history, read_status
 
 
 def test_user_role_allreduce_send_recv_across_3_gmis(tmp_path: Path, no_orphans: None) -> None:

@@ -16,7 +16,7 @@ from wandb_records import read_run, records
 
 from gmiexp.launch.live import RunRows
 from gmiexp.launch.progress import PHASES
-from gmiexp.plan.build import build_plan
+from gmiexp.planner.build import build_plan
 from gmiexp.tools import report
 
 SMALL = ("train.minibatch_size=64", "train.mini_epochs=1", "launch.progress_interval_s=1")

@@ -13,8 +13,8 @@ import pytest
 from gmitest import FAST, popen_cli, run_cli
 
 from gmiexp.launch.launcher import free_port
-from gmiexp.launch.status import read_history, read_status
 from gmiexp.shm.names import SHM_DIR
+from gmiexp.status import read_history, read_status
 
 PPO = [*FAST, "reduction=allreduce", "train.check_sync=true", "seed=7"]
 

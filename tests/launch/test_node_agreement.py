@@ -17,7 +17,7 @@ from gmitest import FAST, gmiexp_workers, popen_cli, run_cli
 
 from gmiexp.launch.launcher import free_port
 from gmiexp.plan import Plan
-from gmiexp.plan.nodes import disagreement, shared_fields
+from gmiexp.planner.nodes import disagreement, shared_fields
 
 #: a long rendezvous timeout: a node that waited it out (the hang before the check) cannot pass for a quick refusal
 BASE = [*FAST, "num_gpus=1", "launch.nnodes=2", "launch.rdzv_timeout_s=300", "max_iterations=2"]

@@ -18,7 +18,7 @@ from gmitest import FAST, cli_env, compose_config, run_cli
 
 from gmiexp.errors import ConfigError
 from gmiexp.launch.requeue import latest_checkpoint, resume, training_key
-from gmiexp.plan.build import build_plan
+from gmiexp.planner.build import build_plan
 
 RUN = ["hardware=cpu", *FAST, "num_gpus=1", "train.save_frequency=1"]
 

@@ -13,7 +13,7 @@ import pytest
 from gmitest import FAST, popen_cli, run_cli
 
 from gmiexp.launch import warm
-from gmiexp.launch.status import read_status
+from gmiexp.status import read_status
 
 #: what differs between two runs whatever their start: the run's own ids, ports and directory
 PER_RUN = {"TORCHELASTIC_RUN_ID", "TORCHELASTIC_ERROR_FILE", "MASTER_PORT", "GMIEXP_RUN_TAG", "GMIEXP_LAUNCHER"}
@@ -77,7 +77,7 @@ def test_killing_the_launcher_of_warm_gmis_takes_the_server_and_the_gmis(tmp_pat
 def test_launch_warm_start_picks_the_start_method(start: bool, tmp_path: Path) -> None:
     from gmitest import compose_config
 
-    from gmiexp.plan.build import build_plan
+    from gmiexp.planner.build import build_plan
 
     cfg = compose_config(*FAST, f"launch.warm_start={str(start).lower()}")
     plan, _ = build_plan(cfg, tmp_path)

@@ -7,8 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-from gmiexp.launch.status import StatusWriter
 from gmiexp.launch.watchdog import Watchdog
+from gmiexp.status import StatusWriter
 
 
 def test_a_gmi_without_status_does_not_blind_the_watchdog(tmp_path: Path) -> None:

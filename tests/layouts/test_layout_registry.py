@@ -16,7 +16,7 @@ from gmitest import FAST, cli_env, compose_config
 from gmiexp.app import run
 from gmiexp.layouts import LAYOUTS, get
 from gmiexp.plan import Plan
-from gmiexp.plan.build import build_plan
+from gmiexp.planner.build import build_plan
 
 
 @pytest.fixture

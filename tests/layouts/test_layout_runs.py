@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from gmitest import FAST, run_cli
 
-from gmiexp.launch.status import read_history
 from gmiexp.plan import Plan
+from gmiexp.status import read_history
 
 #: Segments only the layouts' roles create (experience routes, weight boards, TDG state/action rings, replay stores).
 OURS = re.compile(r"^gmiexp_.+_(exp\d+to\d+|weights\d+|tdg-state\d+|tdg-action\d+|replay\d+)")

@@ -12,9 +12,9 @@ from gmiexp.config import LayoutConfig
 from gmiexp.errors import ConfigError
 from gmiexp.hardware import preset
 from gmiexp.layouts import get
-from gmiexp.layouts.base import LayoutRequest
+from gmiexp.layouts.layout import LayoutRequest
 from gmiexp.plan import Plan
-from gmiexp.plan.build import build_plan
+from gmiexp.planner.build import build_plan
 
 
 def req(name: str, gpus: int, per: int, hw: str = "cpu", **layout: object) -> LayoutRequest:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from gmitest import run_cli
 
-from gmiexp.launch.status import read_history
 from gmiexp.plan import Plan
+from gmiexp.status import read_history
 
 pytest.importorskip("mjlab", reason="needs gmiexp[mjlab] (make venv installs it)")
 

@@ -6,7 +6,7 @@ from gmiexp.config import LayoutConfig
 from gmiexp.errors import ConfigError
 from gmiexp.hardware import preset
 from gmiexp.layouts import get
-from gmiexp.layouts.base import LayoutRequest
+from gmiexp.layouts.layout import LayoutRequest
 
 
 def req(gpus: int, per: int, envs: int = 16, hw: str = "cpu") -> LayoutRequest:

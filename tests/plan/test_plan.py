@@ -71,7 +71,7 @@ def test_unknown_field_in_yaml_is_rejected() -> None:
 def test_planning_a_builtin_role_does_not_import_rl_games(tmp_path: Path) -> None:
     """The launcher process never runs a role; importing rl-games there costs every launch ~1.5 s."""
     code = ("import sys, pathlib; from gmiexp.config.compose import compose_config; "
-            "from gmiexp.plan.build import build_plan; "
+            "from gmiexp.planner.build import build_plan; "
             f"build_plan(compose_config('task=Cartpole', 'hardware=cpu'), pathlib.Path({str(tmp_path)!r})); "
             "print(sorted(m for m in sys.modules if m.startswith(('rl_games.torch_runner', 'rl_games.algos_torch', "
             "'rl_games.common.env_configurations', 'torch._dynamo'))))")

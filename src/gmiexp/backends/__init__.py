@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from gmiexp.backends import auto, direct, mig, mps  # noqa: F401 - they register themselves (this order is the listed one)
-from gmiexp.backends.base import BACKENDS, Backend
+from gmiexp.backends.backend import BACKENDS, Backend
 from gmiexp.config import BackendConfig
 from gmiexp.hardware import Hardware
 

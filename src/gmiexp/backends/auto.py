@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-from gmiexp.backends.base import BACKENDS, Backend
+from gmiexp.backends.backend import BACKENDS, Backend
 from gmiexp.backends.mps_daemon import CONTROL
 from gmiexp.config import BackendConfig
 from gmiexp.config.schema import BACKEND_SCHEMAS

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gmiexp.backends.base import BACKENDS, Backend
+from gmiexp.backends.backend import BACKENDS, Backend
 from gmiexp.backends.common import core_ids, device_cores, split_cores, thread_budget
 from gmiexp.config.schema import DirectBackendConfig
 from gmiexp.errors import ConfigError

@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from gmiexp.backends import mig_profiles, mps_daemon
-from gmiexp.backends.base import BACKENDS, Backend
+from gmiexp.backends.backend import BACKENDS, Backend
 from gmiexp.backends.common import by_device, cpu_budget, gpu_of, require_gpu
 from gmiexp.backends.mig_profiles import Profile
 from gmiexp.backends.mps_clients import client_env, daemon_commands, mps_session, shares

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from gmiexp.backends import mps_daemon
-from gmiexp.backends.base import BACKENDS, Backend
+from gmiexp.backends.backend import BACKENDS, Backend
 from gmiexp.backends.common import by_device, cpu_budget, gpu_of, memory_mb, visible_device
 from gmiexp.backends.mps_clients import check_host, client_env, daemon_commands, mps_session, shares
 from gmiexp.config.schema import MpsBackendConfig

@@ -3,7 +3,7 @@
 ``test=True`` plays ``checkpoint=`` (``mode=eval``); ``headless`` is accepted (gmiexp opens no viewer, so
 ``headless=False`` changes nothing, and it says so once); ``seed=-1`` draws a random seed, recorded in the
 config and the Plan; ``capture_video=True`` films an evaluation episode every ``capture_video_freq`` epochs
-while training (:mod:`gmiexp.eval.training_video`). A misspelt key is refused before Hydra sees it, naming
+while training (:mod:`gmiexp.rl.rlgames.filming`). A misspelt key is refused before Hydra sees it, naming
 the valid keys (:func:`gmiexp.config.cli_keys.check_overrides`), not Hydra's ``+key`` that would then fail.
 """
 
@@ -14,6 +14,10 @@ import sys
 
 from gmiexp.config.enums import Mode
 from gmiexp.errors import ConfigError
+
+#: Observation and action sizes of the IsaacGymEnvs tasks (paper Table 6).
+ISAAC_DIMS = {"Ant": (60, 8), "Anymal": (48, 12), "BallBalance": (24, 3), "FrankaCabinet": (23, 9),
+              "Humanoid": (108, 21), "ShadowHand": (211, 20)}
 
 
 def apply(cfg: object) -> None:

@@ -175,7 +175,7 @@ def _envpool(env_config: dict[str, Any], m: EnvMapping) -> EnvMapping:
 
 def _rlgpu(flat: dict[str, Any], path: Path, m: EnvMapping) -> EnvMapping:
     """IsaacGymEnvs (its task is ``config.name``) runs on gmiexp's isaacgym simulator; Isaac Lab does not."""
-    from gmiexp.envs import ISAAC_DIMS
+    from gmiexp.config.igym import ISAAC_DIMS
 
     isaac_lab = (any(k.startswith("env.") for k in flat) or flat.get("config.num_actors") == -1
                  or path.name.startswith("rl_games_"))

@@ -335,7 +335,7 @@ class LaunchConfig:
     """Process management around torch.distributed.elastic; ``nnodes > 1`` runs one launcher per node.
 
     Every node runs the same command; ``node_rank`` (else ``SLURM_NODEID``, else torchrun's ``PET_NODE_RANK``)
-    says which node's GMIs this launcher starts. Resolved values are in the Plan (gmiexp.plan.nodes).
+    says which node's GMIs this launcher starts. Resolved values are in the Plan (gmiexp.planner.nodes).
     """
 
     heartbeat_timeout_s: float = 120.0  # a GMI silent this long is declared hung
@@ -356,7 +356,7 @@ class LaunchConfig:
     rdzv_timeout_s: float = 600.0  # how long node launchers wait for each other at the rendezvous
     resume: str = "auto"  # auto: a run dir holding an earlier attempt's checkpoints (a requeued job) resumes from
     #   the latest (gmiexp.launch.requeue); never: train from scratch (or from checkpoint=)
-    # Elastic GMIs (gmiexp.launch.reshape): the run may change its partition (GMIs per GPU) at an epoch boundary,
+    # Elastic GMIs (gmiexp.launch.elastic): the run may change its partition (GMIs per GPU) at an epoch boundary,
     # keeping the global batch (batch.*) fixed. off: never; request: when python -m gmiexp.tools.reshape asks;
     # auto: also Algorithm 2 online (paired windows of real epochs), and requests.
     reshape: str = "off"
@@ -514,7 +514,7 @@ def register_configs() -> None:
 
     register_resolver()  # ${rlgames:...}: train=rlgames imports an rl-games YAML at compose time
     OmegaConf.register_new_resolver("gmiexp_fields", help_text, replace=True)  # --help (conf/config.yaml)
-    from gmiexp.plan.slurm import slurm_gpus
+    from gmiexp.config.resolvers import slurm_gpus
 
     OmegaConf.register_new_resolver("gmiexp_slurm_gpus", slurm_gpus, replace=True)  # launcher gmiexp_slurm
     cs = ConfigStore.instance()

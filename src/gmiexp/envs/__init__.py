@@ -12,6 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
+from gmiexp.config.igym import ISAAC_DIMS
 from gmiexp.envs.known import KNOWN_SPACES
 from gmiexp.envs.spaces import TaskSpaces
 from gmiexp.errors import ConfigError, invalid
@@ -19,7 +20,7 @@ from gmiexp.registry import Registry
 
 if TYPE_CHECKING:  # the adapters import rl-games and torch; mode=plan and mode=doctor must not
     from gmiexp.config import TaskConfig
-    from gmiexp.envs.base import GMIVecEnv
+    from gmiexp.envs.vecenv import GMIVecEnv
 
 TORCH_TASKS = ("Cartpole",)
 
@@ -35,9 +36,6 @@ INSTALL_HINT = "mjlab is not installed: `pip install -e '.[mjlab]' -c <file pinn
                "(or `make venv`, which does that)"
 
 
-# Observation and action sizes of the IsaacGymEnvs tasks (paper Table 6).
-ISAAC_DIMS = {"Ant": (60, 8), "Anymal": (48, 12), "BallBalance": (24, 3), "FrankaCabinet": (23, 9),
-              "Humanoid": (108, 21), "ShadowHand": (211, 20)}
 
 
 class Simulator(ABC):

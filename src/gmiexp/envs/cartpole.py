@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from gmiexp.envs.base import GMIVecEnv
+from gmiexp.envs.vecenv import GMIVecEnv
 from gmiexp.envs.torch_cartpole import TorchCartpole
 
 

@@ -15,8 +15,8 @@ from typing import Any
 import torch
 
 from gmiexp.envs import envpool_kwargs
-from gmiexp.envs.base import GMIVecEnv
 from gmiexp.envs.convert import actions_to_numpy, obs_to_torch, policy_action_space, policy_observation_space
+from gmiexp.envs.vecenv import GMIVecEnv
 
 
 class EnvpoolVecEnv(GMIVecEnv):

@@ -13,8 +13,8 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from gmiexp.envs.base import GMIVecEnv
 from gmiexp.envs.convert import actions_to_numpy, obs_to_torch, policy_action_space, policy_observation_space
+from gmiexp.envs.vecenv import GMIVecEnv
 
 
 def make_gym_vec(env_id: str, num_envs: int, max_episode_length: int, env_config: dict[str, Any],

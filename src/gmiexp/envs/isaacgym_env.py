@@ -10,7 +10,7 @@ import importlib.util
 
 import torch
 
-from gmiexp.envs.base import GMIVecEnv
+from gmiexp.envs.vecenv import GMIVecEnv
 from gmiexp.errors import ConfigError
 
 ISAAC_TASKS = ("Ant", "Anymal", "BallBalance", "FrankaCabinet", "Humanoid", "ShadowHand")

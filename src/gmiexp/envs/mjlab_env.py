@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from gmiexp.envs import INSTALL_HINT, MJLAB_DIMS  # noqa: F401 - re-exported for the adapter's users
-from gmiexp.envs.base import GMIVecEnv
+from gmiexp.envs.vecenv import GMIVecEnv
 from gmiexp.envs.warp_cache import configure_warp_cache
 
 

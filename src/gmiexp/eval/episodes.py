@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from gmiexp.envs.base import GMIVecEnv
+from gmiexp.envs.vecenv import GMIVecEnv
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Node launchers watching each other through the run's store (:mod:`gmiexp.launch.store`).
+"""Node launchers watching each other through the run's store (:mod:`gmiexp.launch.rendezvous`).
 
 Every launcher beats (a counter per node, so clocks of different hosts never get compared) and watches the
 others. It stops its own GMIs, which makes its elastic agent stop and return, when another node
@@ -20,16 +20,16 @@ from collections.abc import Callable
 from typing import Any
 
 from gmiexp.errors import ConfigError, LaunchError
-from gmiexp.launch import store
+from gmiexp.launch import rendezvous
 from gmiexp.launch.failure import Failure, describe
 from gmiexp.plan import Plan
-from gmiexp.plan.nodes import disagreement, shared_fields
+from gmiexp.planner.nodes import disagreement, shared_fields
 
 REPORT_WAIT_S = 5.0  # how long a failed node waits for the other nodes' reports before naming the root cause
 VERDICT_READ_S = 5.0  # how long node 0 keeps the store up for the others to read a disagreement
 
 
-def store_gone(st: store.NodeStore, err: Exception) -> str:
+def store_gone(st: rendezvous.NodeStore, err: Exception) -> str:
     return (f"node 0 is gone: its store at launch.rdzv_endpoint={st.endpoint} stopped answering "
             f"({str(err).splitlines()[0][:120]})")
 
@@ -45,7 +45,7 @@ class Coordinator:
         self.cause: str | None = None  # why this launcher stopped its GMIs (set once, by the watch thread)
         self.gone: set[int] = set()  # nodes known dead: silent, or node 0 with its store
         self.gone_cause: str | None = None  # how the first of them was found gone
-        self.store = store.host(plan) if self.node == 0 else store.connect(plan)
+        self.store = rendezvous.host(plan) if self.node == 0 else rendezvous.connect(plan)
         self._done = threading.Event()
         self._failed = False  # this node's own failure is being reported: its GMIs are stopped already
         self._thread: threading.Thread | None = None
@@ -57,13 +57,13 @@ class Coordinator:
 
     # ---- the watch -----------------------------------------------------
     def start(self) -> Coordinator:
-        watch_store = store.connect(self.plan)  # its own connection: a client is one socket
+        watch_store = rendezvous.connect(self.plan)  # its own connection: a client is one socket
         watch_store.beat(self.node)  # a first beat before the rendezvous, so a node killed while waiting is seen
         self._thread = threading.Thread(target=self._watch, args=(watch_store,), name="gmiexp-nodes", daemon=True)
         self._thread.start()
         return self
 
-    def _watch(self, st: store.NodeStore) -> None:
+    def _watch(self, st: rendezvous.NodeStore) -> None:
         seen = {n: (0, time.monotonic()) for n in self.others}
         while not self._done.wait(self.interval_s):
             try:

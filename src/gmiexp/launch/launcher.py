@@ -24,16 +24,17 @@ from typing import Any
 
 import psutil
 
-from gmiexp.backends.base import Backend
+from gmiexp import status
+from gmiexp.backends.backend import Backend
 from gmiexp.config import LaunchConfig as LaunchSection
 from gmiexp.errors import Interrupted, LaunchError
-from gmiexp.launch import lifeline, status
+from gmiexp.launch import lifeline
 from gmiexp.launch.coordinator import Coordinator
 from gmiexp.launch.failure import Failure, describe, log_tail, process_failures, where
 from gmiexp.launch.summary import build_summary, merge_nodes
 from gmiexp.launch.watchdog import Watchdog
 from gmiexp.plan import Plan
-from gmiexp.plan.nodes import resolve_nodes
+from gmiexp.planner.nodes import resolve_nodes
 from gmiexp.shm.cleanup import cleanup_run, sweep_dead_runs
 from gmiexp.shm.names import launcher_tag
 from gmiexp.signals import ELASTIC_SIGNALS, LauncherStop
@@ -135,11 +136,11 @@ def launch(plan: Plan, backend: Backend, run_dir: Path, live: Any = None, reshap
     ``run_dir`` is the node's directory (:func:`node_run_dir`); node 0 of several returns the run's summary, merged
     from every node's and written to the parent directory. ``live``: a :class:`gmiexp.launch.live.LiveLog` the
     watchdog feeds while the run trains. Raises LaunchError, or Interrupted (Ctrl-C/SIGTERM) carrying the
-    summary of what was trained (``status: interrupted``). ``reshaper``: a :class:`gmiexp.launch.reshape.Reshaper`
+    summary of what was trained (``status: interrupted``). ``reshaper``: a :class:`gmiexp.launch.elastic.Reshaper`
     polled while the GMIs train; when it decides, the GMIs end their epoch and
-    :class:`gmiexp.launch.reshape.Reshaped` is raised carrying this segment's summary.
+    :class:`gmiexp.launch.elastic.Reshaped` is raised carrying this segment's summary.
     """
-    from gmiexp.tools.monitor import Monitor
+    from gmiexp.launch.monitor import Monitor
 
     if plan.launch.inprocess and plan.world_size != 1:
         from gmiexp.errors import ConfigError
@@ -244,7 +245,7 @@ def _run_session(plan: Plan, run_dir: Path, watchdog: Watchdog, monitor: Any, t0
         if watchdog.hang is not None:
             raise _describe_failure(RuntimeError("hang"), plan, run_dir, watchdog, coord, killed)
         if reshaping is not None:
-            from gmiexp.launch.reshape import Reshaped
+            from gmiexp.launch.elastic import Reshaped
 
             raise Reshaped(reshaping, build_summary(plan, run_dir, time.perf_counter() - t0, host_metrics,
                                                     rows=_final_rows(live), status="reshaped"))
@@ -272,7 +273,7 @@ def _reshape_watch(reshaper: Any, live: Any, stop_file: Path, stopping: Launcher
     done = threading.Event()
 
     def watch() -> None:
-        from gmiexp.launch.reshape import STOP_TEXT
+        from gmiexp.launch.elastic import STOP_TEXT
 
         while not done.wait(max(0.2, float(lc.monitor_interval_s))):
             if stopping.requested:
@@ -303,7 +304,7 @@ def _move_live(reshaper: Any, d: Any) -> bool:
     and planning refuses them: the re-shape rolls back).
     """
     from gmiexp.launch.affinity import move_cores
-    from gmiexp.plan.build import STARTING_CPUS
+    from gmiexp.planner.build import STARTING_CPUS
 
     new, now = d.overrides.get("hardware.cpus"), sorted(os.sched_getaffinity(0))
     if d.to != d.frm or set(d.overrides) != {"hardware.cpus"} or len(new or []) != len(now) \

@@ -14,7 +14,7 @@ its times). A *run row* says the same things for the whole run, so a name means 
   the first trainer's ``loss/*`` and ``train/*``, ``async/train_samples_per_s`` summed over trainers.
 
 A row for iteration ``i`` is sent once every simulator GMI of this node has written its row ``i`` (or, at the
-end, with what there is). The sinks are W&B (:mod:`gmiexp.metrics`, frames as the step metric) and TensorBoard
+end, with what there is). The sinks are W&B (:mod:`gmiexp.launch.wandb_sink`, frames as the step metric) and TensorBoard
 (``<run_dir>/tensorboard``, every layout, the same names, frames as the step).
 """
 
@@ -26,10 +26,10 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from gmiexp.launch.status import gmi_dir
 from gmiexp.launch.summary import lead_gmi, steady_rate
 from gmiexp.plan import Plan
-from gmiexp.plan.partition import gmis_per_gpu
+from gmiexp.planner.partition import gmis_per_gpu
+from gmiexp.status import gmi_dir
 
 LEAD_PREFIXES = ("reward/", "episode/", "loss/", "train/", "sync/", "async/policy_version", "async/lag",
                  "replay/", "iteration")
@@ -150,7 +150,7 @@ class LiveLog:
     @classmethod
     def open(cls, plan: Plan, run_dir: Path) -> LiveLog:
         """TensorBoard always; W&B when ``logger=wandb`` (offline unless ``logger.mode=online``)."""
-        from gmiexp import metrics
+        from gmiexp.launch import wandb_sink as metrics
 
         sinks: list[Sink] = [TensorBoardSink(run_dir / "tensorboard")]
         if metrics.enabled(plan):

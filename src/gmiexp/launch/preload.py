@@ -24,7 +24,7 @@ try:
     import torch  # noqa: F401
 
     import gmiexp.launch.worker  # noqa: F401
-    import gmiexp.rl.experience.role  # noqa: F401
+    import gmiexp.rl.experience.roles  # noqa: F401
     import gmiexp.rl.rlgames.ppo_role  # noqa: F401
 except ImportError:  # a GMI then imports what is missing itself, and reports it
     pass

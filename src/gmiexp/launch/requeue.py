@@ -11,7 +11,7 @@ likewise), so the epoch numbers and frames continue. The summary names the check
 "The same thing" is what a checkpoint's numbers depend on: task, train section, layout and role, seed,
 the GMIs (node, device, roles, environments), trainer group and channels, and the node count; for a run with
 a global batch (``batch.total_envs``, ``plan.global_batch``) that batch instead of the GMIs, so a re-shaped
-run (``gmiexp.launch.reshape``) goes on from the checkpoint its previous partition wrote. Where an
+run (``gmiexp.launch.elastic``) goes on from the checkpoint its previous partition wrote. Where an
 attempt runs (hosts, GPUs' UUIDs, the rendezvous endpoint, backend daemons, the reduction strategy
 picked for the hardware) and ``max_iterations`` (a longer run extends a shorter one) may differ. A run
 dir whose checkpoints were trained otherwise is refused (exit 2) rather than silently mixed; a finished
@@ -40,7 +40,7 @@ def training_key(plan: Plan) -> str:
     """Hash of what a checkpoint's numbers depend on; equal for every attempt of one run on any hosts."""
     d = plan.to_dict()
     doc = {k: d.get(k) for k in SAME_TRAINING}
-    if plan.global_batch:  # the partition is not the learning (plan/partition.py): a re-shaped run resumes
+    if plan.global_batch:  # the partition is not the learning (planner/partition.py): a re-shaped run resumes
         doc["train"] = {k: v for k, v in doc["train"].items() if k != "minibatch_size"}
         for k in ("trainer_group", "channels"):
             doc.pop(k, None)
@@ -59,8 +59,8 @@ def checkpoint_dir(plan: Plan) -> Path:
     """
     import dataclasses
 
-    from gmiexp.eval.record import checkpoint_dir as nn_dir
     from gmiexp.rl.rlgames.params import build_params
+    from gmiexp.rl.rlgames.record import checkpoint_dir as nn_dir
 
     if plan.nnodes > 1 and plan.node_rank != 0:  # plan.run_dir is <run_dir>/node<R>
         plan = dataclasses.replace(plan, run_dir=str(Path(plan.run_dir).parent / "node0"))

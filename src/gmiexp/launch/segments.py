@@ -1,6 +1,6 @@
 """A re-shaping run's loop: launch a partition, and after each re-shape plan the next one and launch it again.
 
-:mod:`gmiexp.launch.reshape` decides when and where to (requests, the online explorer); this module carries a
+:mod:`gmiexp.launch.elastic` decides when and where to (requests, the online explorer); this module carries a
 decision out: the new partition's config and plan with the global batch pinned, resumed from GMI 0's checkpoint,
 rolled back when the host cannot realise it, the old partition's files kept under ``segments/<k>/``, and the
 run's summary over every partition.
@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gmiexp.launch.reshape import Decision, Reshaped, Reshaper, steady
-from gmiexp.plan.partition import gmis_per_gpu
+from gmiexp.launch.elastic import Decision, Reshaped, Reshaper, steady
+from gmiexp.planner.partition import gmis_per_gpu
 
 
 def run_segments(cfg: Any, plan: Any, backend: Any, node_dir: Path, live: Any, reshaper: Reshaper) -> dict[str, Any]:
@@ -71,7 +71,7 @@ def _next_partition(cfg: Any, plan: Any, d: Decision, node_dir: Path) -> tuple[A
 
     from gmiexp.errors import ConfigError, LaunchError
     from gmiexp.launch.requeue import resume
-    from gmiexp.plan.build import build_plan
+    from gmiexp.planner.build import build_plan
 
     def build(n: int, overrides: dict[str, Any]) -> tuple[Any, Any, Any]:
         c = copy.deepcopy(cfg)

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gmiexp.launch.status import read_history, read_result
 from gmiexp.plan import Plan
+from gmiexp.status import read_history, read_result
 
 TIME_KEYS = ("time/sim_s", "time/inference_s", "time/train_s", "time/comm_s")
 ASYNC_KEYS = ("async/predictions_per_s", "async/train_samples_per_s")

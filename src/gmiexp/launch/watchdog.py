@@ -13,7 +13,7 @@ from typing import Any
 
 from gmiexp.config import LaunchConfig
 from gmiexp.launch.progress import Progress, make_progress, phase_of
-from gmiexp.launch.status import read_status
+from gmiexp.status import read_status
 
 
 @dataclass

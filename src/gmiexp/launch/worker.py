@@ -1,7 +1,7 @@
 """Entry point of one GMI process: ``python -m gmiexp.launch.worker <plan.yaml>``.
 
 torch.distributed.elastic starts it with LOCAL_RANK/WORLD_SIZE/MASTER_* set;
-its GMI is this node's LOCAL_RANK-th (:func:`gmiexp.plan.nodes.gmi_for_local_rank`).
+its GMI is this node's LOCAL_RANK-th (:func:`gmiexp.planner.nodes.gmi_for_local_rank`).
 The GMI's environment is applied before CUDA initialises, so MPS/MIG variables
 are in place: a cold worker applies it before importing torch, a warm one
 (forked by :mod:`gmiexp.launch.warm`'s server, torch imported but no device
@@ -37,8 +37,8 @@ def run_gmi(plan: Any, gmi_id: int, status: Any = None) -> dict[str, Any]:
 
     from gmiexp.comm import reduction as reductions
     from gmiexp.comm.manager import GMIManager
-    from gmiexp.launch.status import StatusWriter
     from gmiexp.role import GMIContext, load_role
+    from gmiexp.status import StatusWriter
 
     gmi = plan.gmi(gmi_id)
     status = status or StatusWriter(plan.run_dir, gmi_id)
@@ -113,9 +113,9 @@ def main(argv: list[str] | None = None) -> int:
 
     signals.ignore_interrupt_in_gmi()  # Ctrl-C: the launcher asks the GMIs to end the epoch (a stop file)
     from gmiexp.launch.gmi_env import apply_gmi_environment
-    from gmiexp.launch.status import StatusWriter
     from gmiexp.plan import Plan
-    from gmiexp.plan.nodes import gmi_for_local_rank
+    from gmiexp.planner.nodes import gmi_for_local_rank
+    from gmiexp.status import StatusWriter
 
     plan = Plan.load(argv[0])
     # this node's local_rank-th GMI; not elastic's RANK, which follows the rendezvous's order of nodes

@@ -12,8 +12,8 @@ are logical, so ``num_gpus=1`` still places serving on device 0 and training on 
 from __future__ import annotations
 
 from gmiexp.errors import invalid
-from gmiexp.layouts.base import LAYOUTS, LayoutKind, LayoutRequest
 from gmiexp.layouts.experience import ExperienceLayout, check_trainers
+from gmiexp.layouts.layout import LAYOUTS, LayoutKind, LayoutRequest
 from gmiexp.plan import GMI, Plan
 
 

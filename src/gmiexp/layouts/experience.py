@@ -7,7 +7,7 @@ from typing import Any
 from gmiexp.comm.channels import DEFAULT_FIELDS
 from gmiexp.comm.store import EVICTIONS, SELECTORS
 from gmiexp.errors import ConfigError, invalid
-from gmiexp.layouts.base import Layout, LayoutRequest
+from gmiexp.layouts.layout import Layout, LayoutRequest
 from gmiexp.plan import Plan
 
 ALGOS = ("a2c", "ppo")

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gmiexp.layouts.base import LAYOUTS, Layout, LayoutKind, LayoutRequest, colocated_gmis
+from gmiexp.layouts.layout import LAYOUTS, Layout, LayoutKind, LayoutRequest, colocated_gmis
 from gmiexp.plan import Plan
 
 if TYPE_CHECKING:
-    from gmiexp.cost.layout import CostTerms
+    from gmiexp.costmodel.templates import CostTerms
 
 
 @LAYOUTS.register("tcg")

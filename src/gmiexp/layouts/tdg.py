@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gmiexp.errors import invalid
-from gmiexp.layouts.base import LAYOUTS, Layout, LayoutKind, LayoutRequest
+from gmiexp.layouts.layout import LAYOUTS, Layout, LayoutKind, LayoutRequest
 from gmiexp.plan import GMI, Plan
 
 if TYPE_CHECKING:
-    from gmiexp.cost.layout import CostTerms
+    from gmiexp.costmodel.templates import CostTerms
 
 
 @LAYOUTS.register("tdg")

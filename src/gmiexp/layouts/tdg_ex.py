@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gmiexp.layouts.base import LAYOUTS, LayoutKind, LayoutRequest
 from gmiexp.layouts.experience import ExperienceLayout, check_trainers
+from gmiexp.layouts.layout import LAYOUTS, LayoutKind, LayoutRequest
 from gmiexp.plan import GMI, Plan
 
 if TYPE_CHECKING:
-    from gmiexp.cost.layout import CostTerms
+    from gmiexp.costmodel.templates import CostTerms
 
 
 @LAYOUTS.register("tdg_ex")

@@ -21,7 +21,7 @@ from gmiexp import multirun
 from gmiexp.config import Config
 from gmiexp.errors import invalid
 from gmiexp.hardware import Hardware, resolve
-from gmiexp.pack import auto, recycle, runner, slots, table
+from gmiexp.pack import recycle, runner, sizing, slots, table
 from gmiexp.pack.runner import Job
 from gmiexp.pack.slots import AUTO, Member, Slot, Unit
 from gmiexp.signals import sigterm_raises
@@ -102,7 +102,7 @@ class PackedSweep:
         per_gpu = 1 if self.per_gpu == AUTO else int(self.per_gpu)
         first = slots.make_slots(self.hw, self.gpus, per_gpu)[0]
         from gmiexp.launch.requeue import resume
-        from gmiexp.plan.build import build_plan
+        from gmiexp.planner.build import build_plan
 
         for o, m, d in zip(self.overrides, self.members, self.run_dirs, strict=True):
             cfg = task_config(self.compose([*o, *self.slot_overrides(first, m, per_gpu)]))
@@ -119,8 +119,8 @@ class PackedSweep:
         assert self.hw is not None
         cfg = task_config(self.configs[0])
         hw, gpu, member = self.hw, self.gpus[0], self.members[0]
-        profiler = auto.PackProfiler(
-            workdir=self.sweep_dir / "pack_auto", overrides=auto.profile_overrides(self.overrides[0]),
+        profiler = sizing.PackProfiler(
+            workdir=self.sweep_dir / "pack_auto", overrides=sizing.profile_overrides(self.overrides[0]),
             gmis_per_gpu=cfg.gmis_per_gpu, num_envs=cfg.num_envs,
             slots_for=lambda k: [s for s in slots.make_slots(hw, self.gpus, k) if s.gpu == gpu],
             slot_overrides=lambda s, k: self.slot_overrides(s, member, k),
@@ -131,7 +131,7 @@ class PackedSweep:
                                                           if g.index == gpu and g.mig_mode])  # one instance each
         say(f"pack auto: profiling the first member ({' '.join(self.overrides[0]) or 'no overrides'}) packed "
             f"1..{max_jobs} per GPU on GPU {gpu}")
-        self.auto_trace = auto.choose(profiler, max_jobs, self.params["auto_min_gain"], say)
+        self.auto_trace = sizing.choose(profiler, max_jobs, self.params["auto_min_gain"], say)
         return int(self.auto_trace["jobs_per_gpu"])
 
     def jobs(self) -> list[Job]:
@@ -148,7 +148,7 @@ class PackedSweep:
         """
         if slot.mig_uuid:  # a MIG instance is not handed over: its member keeps its own
             return None
-        from gmiexp.launch.reshape import request
+        from gmiexp.launch.elastic import request
 
         members = {j.num: j for j in running if j.slot is not None and j.slot.gpu == slot.gpu
                    and (slot.cpus or slots.on_mps(j.slot, self.member_of[j.num]))}
@@ -177,8 +177,8 @@ class PackedSweep:
 
     def _grower(self, job: Job) -> recycle.Grower:
         """A running member as :func:`recycle.choose` sees it: cores as last asked (refused: as before), partitions."""
+        from gmiexp.launch.elastic import REQUEST_FILE, read_log
         from gmiexp.launch.ownership import running as is_running
-        from gmiexp.launch.reshape import REQUEST_FILE, read_log
 
         assert job.slot is not None
         plan_path = job.run_dir / "plan.yaml"
@@ -200,7 +200,7 @@ class PackedSweep:
         carries the start, left out); None until its partition has two such epochs. Start-up: its first epoch's
         end less its start, as the launcher started it, times its slot's share of the cores (every slot busy).
         """
-        from gmiexp.launch.status import read_history
+        from gmiexp.status import read_history
 
         rows = self._rows(job)
         epochs = sorted([float(b["time"]) - float(a["time"]) for a, b in zip(rows[1:-1], rows[2:], strict=True)
@@ -222,7 +222,7 @@ class PackedSweep:
         Asked every poll while a core is idle; a restart starts a new file (the old one moves to ``segments/``).
         """
         from gmiexp.launch.live import HistoryTail
-        from gmiexp.launch.status import gmi_dir
+        from gmiexp.status import gmi_dir
 
         path = gmi_dir(job.run_dir, 0) / "history.jsonl"
         try:

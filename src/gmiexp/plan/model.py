@@ -92,7 +92,7 @@ class Plan:
     max_iterations: int = 100
     checkpoint: str = ""
     resumed: dict[str, Any] = field(default_factory=dict)  # checkpoint, epoch: this run dir's own (launch.resume)
-    global_batch: dict[str, int] = field(default_factory=dict)  # total_envs, total_minibatch (plan/partition.py)
+    global_batch: dict[str, int] = field(default_factory=dict)  # total_envs, total_minibatch (planner/partition.py)
     video: dict[str, Any] = field(default_factory=dict)  # capture_video=True: every, steps, width, height
     run_dir: str = ""
     experiment: str = "default"

@@ -16,9 +16,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from gmiexp.rundir import RunFailed, gmiexp_command, peak_memory_mb, run_gmiexp
 from gmiexp.search.algorithm import ProfileResult
-from gmiexp.tools.memory import peak_memory_mb
-from gmiexp.tools.runs import RunFailed, gmiexp_command, run_gmiexp
 
 
 def steady_throughput(summary: dict[str, Any], warmup_iterations: int) -> float:

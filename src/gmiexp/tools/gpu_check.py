@@ -39,8 +39,8 @@ import yaml
 
 from gmiexp.backends.mps_daemon import CONTROL
 from gmiexp.hardware import Hardware, discover
-from gmiexp.launch.status import gmi_pids, read_history, read_status
 from gmiexp.layouts import LAYOUTS
+from gmiexp.status import gmi_pids, read_history, read_status
 
 ROOT = Path(__file__).resolve().parents[3]  # the repository (tests/ lives there)
 Runner = Callable[..., subprocess.CompletedProcess]

@@ -2,7 +2,7 @@
 
 Reads every ``summary.json`` below the directory, or with ``--wandb-group G``
 every W&B run of that group (the launcher logs summary.json's metrics under
-the same names, :mod:`gmiexp.metrics`), and writes ``report.md`` with PNG plots
+the same names, :mod:`gmiexp.launch.wandb_sink`), and writes ``report.md`` with PNG plots
 and ``runs.csv`` (one row per run) and ``groups.csv``. Runs that differ only in
 ``seed`` form a group: tables and plots show each group's mean ± std and count
 (throughput against a baseline group, return against env steps, memory), and a
@@ -31,7 +31,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from gmiexp.pack import table as pack_table  # noqa: E402  (a packed sweep's table: makespan, slots)
-from gmiexp.tools.memory import on_device, peak_memory_mb  # noqa: E402
+from gmiexp.rundir import on_device, peak_memory_mb  # noqa: E402
 
 CONFIG_KEYS = ("task", "layout", "backend", "reduction", "num_gpus", "gmis_per_gpu", "num_envs",
                "max_iterations", "seed", "experiment")

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from gmiexp.launch.reshape import read_log, request
+from gmiexp.launch.elastic import read_log, request
 
 
 def refuse(why: str) -> int:

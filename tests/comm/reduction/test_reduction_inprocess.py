@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reduction_helpers import check, inputs_for, plan_of, run_tag, run_threads, shm_leftovers
 
-from gmiexp.comm.reduction.algorithm1 import mrr_limit
+from gmiexp.costmodel.algorithm1 import mrr_limit
 
 layouts = st.lists(st.integers(1, 4), min_size=1, max_size=4)  # GMIs on each of 1-4 GPUs, even or uneven
 sizes = st.integers(0, 60).map(lambda k: max(1, int(round(10 ** (k / 10)))))  # 1..1e6, log-uniform

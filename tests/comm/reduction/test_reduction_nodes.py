@@ -24,10 +24,10 @@ from reduction_helpers import (
 )
 
 from gmiexp.comm.reduction import resolve, serving
-from gmiexp.comm.reduction.algorithm1 import mrr_limit, select_nodes
 from gmiexp.comm.reduction.collective import LocalWorld
 from gmiexp.comm.reduction.har import Hierarchical
 from gmiexp.comm.reduction.mpr import MPR
+from gmiexp.costmodel.algorithm1 import mrr_limit, select_nodes
 from gmiexp.errors import ConfigError
 
 SETTINGS = settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])

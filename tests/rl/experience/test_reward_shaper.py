@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from gmitest import compose_config
 
-from gmiexp.rl.experience.agent import reward_shaper
+from gmiexp.rl.experience.agent_loop import reward_shaper
 
 
 def test_pong_rewards_are_clipped_and_walker_rewards_logged_as_in_tcg_ex() -> None:

@@ -38,7 +38,7 @@ def test_weight_board_carries_cnn_and_recurrent_separate_models(tmp_path, tag) -
     """Conv, LSTM (separate actor and critic) and normaliser tensors of rl-games' model, bit for bit."""
     from gmitest import compose_config
 
-    from gmiexp.plan.build import build_plan
+    from gmiexp.planner.build import build_plan
     from gmiexp.rl.rlgames.policy import Spaces, build_model
 
     plan, _ = build_plan(compose_config("layout=tdg_ex", "task=Cartpole", "gmis_per_gpu=1", "num_envs=4"), tmp_path)

@@ -1,6 +1,6 @@
 """One update by G trainer GMIs, each on its share of a batch, equals one update of 1 GMI on the whole batch.
 
-What makes a re-shape (gmiexp.launch.reshape) learning-neutral for the experience layouts: gradients are
+What makes a re-shape (gmiexp.launch.elastic) learning-neutral for the experience layouts: gradients are
 weighted by rows and summed over the group, the KL that drives the adaptive learning rate is summed with them,
 and advantages are normalised over every trainer's rows. The group sum here is the same sum every reduction
 (allreduce, MPR, MRR, HAR) computes, done in threads; tests/comm/reduction checks each reduction's sum.

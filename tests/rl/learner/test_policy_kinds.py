@@ -19,7 +19,7 @@ from gmitest import compose_config
 from rl_games.common import common_losses
 
 from gmiexp.plan import Plan
-from gmiexp.plan.build import build_plan
+from gmiexp.planner.build import build_plan
 from gmiexp.rl.learner.gae import gae
 from gmiexp.rl.learner.sequences import FIELD, StateLayout
 from gmiexp.rl.learner.update import Learner, make_optimiser

@@ -9,7 +9,7 @@ import torch
 from gmitest import compose_config
 
 from gmiexp.device import resolve_device
-from gmiexp.plan.build import build_plan
+from gmiexp.planner.build import build_plan
 from gmiexp.rl.learner.update import Learner, make_optimiser
 from gmiexp.rl.rlgames.policy import Spaces, build_model
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from gmitest import gmiexp_workers, run_cli
 
-from gmiexp.launch.status import read_history
 from gmiexp.plan import Plan
+from gmiexp.status import read_history
 
 SMALL = ["layout=tcg_ex", "train.device=lazy", "num_envs=8", "max_iterations=2", "train.horizon_length=8",
          "train.minibatch_size=32", "train.mini_epochs=2", "train.check_sync=true", "launch.progress=false",

@@ -13,7 +13,7 @@ import pytest
 import torch
 from gmitest import run_cli, slow_where
 
-from gmiexp.launch.status import read_history
+from gmiexp.status import read_history
 
 SMALL = ["max_iterations=2", "train.horizon_length=8", "train.mini_epochs=1", "launch.progress=false",
          "train.check_sync=true"]

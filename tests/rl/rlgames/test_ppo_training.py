@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from gmitest import FAST, run_cli
 
-from gmiexp.launch.status import read_history
+from gmiexp.status import read_history
 
 
 def digests(run_dir: Path, gmi: int) -> list[str]:

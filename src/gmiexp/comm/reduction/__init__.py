@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from gmiexp.comm.manager import GMIManager
 from gmiexp.comm.reduction import allreduce, har, mpr, mrr  # noqa: F401 - they register themselves
-from gmiexp.comm.reduction.algorithm1 import mrr_limit, select, select_nodes
-from gmiexp.comm.reduction.base import REDUCTIONS, Reduction
+from gmiexp.comm.reduction.strategy import REDUCTIONS, Reduction
+from gmiexp.costmodel.algorithm1 import mrr_limit, select, select_nodes
 from gmiexp.errors import ConfigError, invalid
 from gmiexp.plan import Plan
 
@@ -83,7 +83,7 @@ def resolve(name: str, plan: Plan) -> tuple[str, str]:
             return "allreduce", (f"auto: the GMIs run on CPU cores ({cpu}): Algorithm 1 ranks reductions by "
                                  f"links between GPUs, which do not exist here; one host all-reduce (gloo) ({shown})")
         if len(nodes) > 1:
-            from gmiexp.cost.reduction import estimate_s  # Table 2 imports this package's algorithm1
+            from gmiexp.costmodel.reductions import estimate_s  # Table 2 imports this package's algorithm1
 
             choice, reason = select_nodes(nodes, estimate_s(plan))
         else:

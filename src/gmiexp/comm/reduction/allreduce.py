@@ -6,7 +6,7 @@ import torch
 import torch.distributed as dist
 
 from gmiexp.comm.manager import GMIManager
-from gmiexp.comm.reduction.base import REDUCTIONS, Reduction
+from gmiexp.comm.reduction.strategy import REDUCTIONS, Reduction
 from gmiexp.device import host_staging
 
 

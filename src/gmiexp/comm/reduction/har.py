@@ -30,10 +30,10 @@ from collections.abc import Sequence
 import torch
 
 from gmiexp.comm.manager import GMIManager
-from gmiexp.comm.reduction.base import REDUCTIONS, Reduction
 from gmiexp.comm.reduction.collective import Collective, TorchCollective
 from gmiexp.comm.reduction.mpr import arena_name, open_arena
 from gmiexp.comm.reduction.shm import ShmArena
+from gmiexp.comm.reduction.strategy import REDUCTIONS, Reduction
 
 
 def leaders(mpl: Sequence[Sequence[int]], t: int = 0) -> list[int]:

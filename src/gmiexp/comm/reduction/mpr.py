@@ -14,9 +14,9 @@ from collections.abc import Sequence
 import torch
 
 from gmiexp.comm.manager import GMIManager
-from gmiexp.comm.reduction.base import REDUCTIONS, Reduction
 from gmiexp.comm.reduction.collective import Collective, TorchCollective
 from gmiexp.comm.reduction.shm import ShmArena
+from gmiexp.comm.reduction.strategy import REDUCTIONS, Reduction
 from gmiexp.errors import ConfigError
 from gmiexp.shm.names import segment_name
 

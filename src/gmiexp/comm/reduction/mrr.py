@@ -20,9 +20,9 @@ from collections.abc import Sequence
 import torch
 
 from gmiexp.comm.manager import GMIManager
-from gmiexp.comm.reduction.algorithm1 import mrr_limit
-from gmiexp.comm.reduction.base import REDUCTIONS, Reduction
 from gmiexp.comm.reduction.collective import Collective, TorchCollective
+from gmiexp.comm.reduction.strategy import REDUCTIONS, Reduction
+from gmiexp.costmodel.algorithm1 import mrr_limit
 from gmiexp.errors import ConfigError
 
 

@@ -31,7 +31,7 @@ _TAKE = Backoff(spin=0, spin_s=0, min_sleep_s=1e-5, max_sleep_s=1e-3, check_s=0)
 
 if TYPE_CHECKING:
     from gmiexp.plan import Plan
-    from gmiexp.rl.experience.role import ExperienceRole
+    from gmiexp.rl.experience.roles import ExperienceRole
 
 
 def minibatches(plan: Plan, sync: bool, minibatch_size: int, horizon: int) -> int:
@@ -73,7 +73,7 @@ def train(role: ExperienceRole, owned: list[Any]) -> dict[str, Any]:
     tr = role.train_cfg
     horizon = tr.horizon_length
     batchers = {}
-    # multi: batches are views into the rings (transfers are aligned with them, see gmiexp.rl.experience.agent);
+    # multi: batches are views into the rings (transfers are aligned with them, see gmiexp.rl.experience.agent_loop);
     # synchronous agents flush every rollout, so a view held past the publish blocks nobody
     zero_copy = role.channel.name == "multi"
     for a in agents:

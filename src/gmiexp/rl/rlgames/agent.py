@@ -125,7 +125,7 @@ class GMISyncMixin:
         self._filmer = None
         plan = ctx.plan
         if plan.video and ctx.mgr.rank == 0 and hasattr(self, "actions_low"):  # capture_video=True (continuous)
-            from gmiexp.eval.training_video import EpochFilmer
+            from gmiexp.rl.rlgames.filming import EpochFilmer
 
             self._filmer = EpochFilmer(plan)
         self.timings: dict[str, float] = {"sim_s": 0.0, "inference_s": 0.0, "train_s": 0.0, "comm_s": 0.0}

@@ -12,7 +12,7 @@ from typing import Any
 
 from rl_games.common.algo_observer import AlgoObserver
 
-from gmiexp.launch.status import StatusWriter
+from gmiexp.status import StatusWriter
 
 
 @dataclass(frozen=True)

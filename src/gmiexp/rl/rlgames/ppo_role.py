@@ -11,10 +11,10 @@ from rl_games.torch_runner import Runner
 
 from gmiexp.config import TaskConfig
 from gmiexp.envs import make_vec_env
-from gmiexp.eval.record import write_record
 from gmiexp.rl.rlgames.agent import GMIContinuousAgent, GMIDiscreteAgent, GMISyncMixin
 from gmiexp.rl.rlgames.observer import GMIObserver
 from gmiexp.rl.rlgames.params import ENV_NAME, build_params
+from gmiexp.rl.rlgames.record import write_record
 from gmiexp.role import Role
 
 
@@ -41,7 +41,7 @@ class PPORole(Role):
         device = str(self.device)
         holder: dict[str, Any] = {}
         register_env(plan.task, gmi.sim_threads, device, holder)
-        observer = GMIObserver(self.ctx.status, gmi.id)  # W&B is written by the launcher (gmiexp.metrics)
+        observer = GMIObserver(self.ctx.status, gmi.id)  # W&B is written by the launcher (gmiexp.launch.wandb_sink)
         runner = Runner(algo_observer=observer)
         ctx = self.ctx
 

@@ -1,0 +1,247 @@
+"""Config -> Plan: hardware, layout template, reduction choice, backend realisation, validation.
+
+The planner reads only the config, layouts, backends and hardware; what a launch finds on disk (a
+previous attempt's checkpoints, ``launch.requeue.resume``) is applied by the caller afterwards.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gmiexp import backends, layouts
+from gmiexp.backends.backend import Backend
+from gmiexp.comm import reduction as reductions
+from gmiexp.config import Config
+from gmiexp.config.checks import validate
+from gmiexp.config.support import refused, refused_policy
+from gmiexp.costmodel.templates import cost_model, terms_for
+from gmiexp.device import check_device, check_device_task
+from gmiexp.envs import check_task
+from gmiexp.errors import ConfigError, invalid
+from gmiexp.hardware import Hardware, resolve, with_mig
+from gmiexp.layouts.layout import LayoutRequest
+from gmiexp.plan import Plan
+from gmiexp.planner.footprint import check_footprint
+from gmiexp.planner.nodes import replicate, resolve_nodes
+from gmiexp.rl.rlgames.params import policy_param_count
+from gmiexp.role import check_role
+
+if TYPE_CHECKING:
+    from gmiexp.planner.partition import GlobalBatch
+
+
+def check_rlgames_only(cfg: Config) -> None:
+    """Settings only rl-games' own agent (layout tcg_ex) applies; gmiexp's experience trainer would ignore them.
+
+    Also the policy kinds (CNN, RNN) a layout cannot run (``gmiexp.config.support.refused_policy``).
+    """
+    experience = layouts.get(cfg.layout.name).experience
+    why = refused_policy(cfg.layout.name, experience, cfg.task, cfg.train, cfg.async_train.replay_ratio)
+    if why:
+        raise ConfigError(why)
+    if not experience:
+        return
+    for key in refused(cfg.train):  # gmiexp.config.support lists what the learner does not apply
+        raise ConfigError(f"invalid {key} with layout={cfg.layout.name}: only rl-games' own agent (layout "
+                          f"tcg_ex) applies it; drop it (for an imported file: {key}=<rl-games default>)")
+
+
+def check_config(cfg: Config) -> None:
+    """Every field in its declared range (``@ranges`` in gmiexp.config.schema), then cross-field rules (exit 2)."""
+    validate(cfg)
+    check_rlgames_only(cfg)
+
+
+def host(cfg: Config) -> Hardware:
+    if cfg.hardware.cpus is not None:
+        narrow_cpus(cfg.hardware.cpus)
+    hw = resolve(cfg.hardware.name)
+    if cfg.hardware.cpu_cores is not None:
+        if cfg.hardware.cpu_cores < 1:
+            raise invalid("hardware.cpu_cores", cfg.hardware.cpu_cores, "an integer >= 1")
+        hw.cpu_count = cfg.hardware.cpu_cores
+    if cfg.hardware.mig is not None:
+        with_mig(hw, cfg.hardware.mig)
+    if cfg.hardware.network_gbps is not None:
+        hw.network_gbps = float(cfg.hardware.network_gbps)
+    if cfg.hardware.mig_instances is not None:
+        keep = set(cfg.hardware.mig_instances)
+        known = [d.uuid for g in hw.gpus for d in g.mig_devices]
+        for uuid in keep - set(known):
+            raise invalid("hardware.mig_instances entry", uuid, known or "none: this host has no MIG instances")
+        for g in hw.gpus:
+            g.mig_devices = [d for d in g.mig_devices if d.uuid in keep]
+    return hw
+
+
+STARTING_CPUS = sorted(os.sched_getaffinity(0))  # before any hardware.cpus: a re-shape may widen back to them
+
+
+def narrow_cpus(cpus: list[int]) -> None:
+    """``hardware.cpus``: this process (and so its elastic agent and GMIs) runs on these cores only.
+
+    Any subset of the cores the process started with: a re-shaping packed member grows into a finished
+    member's cores.
+    """
+    have = STARTING_CPUS
+    if not cpus or not set(cpus) <= set(have):
+        raise invalid("hardware.cpus", list(cpus), f"a non-empty subset of this process's cores {have}")
+    os.sched_setaffinity(0, set(cpus))
+
+
+def place_devices(plan: Plan, gpus: list[int] | None, hw: Hardware) -> None:
+    """``hardware.gpus``: move the layout's devices 0..n-1 onto the listed GPUs (a packed member's GPU)."""
+    if gpus is None:
+        return
+    used = sorted({g.device for g in plan.gmis})
+    valid = [g.index for g in hw.gpus] if hw.has_gpu else "logical GPU indices >= 0"
+    if len(gpus) < len(used) or len(set(gpus)) != len(gpus):
+        raise invalid("hardware.gpus", list(gpus), f"{len(used)} distinct GPU indices (num_gpus) from {valid}")
+    for d in gpus:
+        if (hw.has_gpu and d not in valid) or d < 0:
+            raise invalid("hardware.gpus entry", d, valid)
+    for g in plan.gmis:
+        g.device = gpus[used.index(g.device)]
+
+
+def cap_torch_threads(plan: Plan, cap: int | None) -> None:
+    """``train.torch_threads`` (rl-games' params.torch_threads): at most that many per GMI, within its budget."""
+    if cap is not None:
+        for g in plan.gmis:
+            g.torch_threads = min(g.torch_threads, cap)
+
+
+def warn_minibatch(plan: Plan) -> None:
+    """Say (stderr) when train.minibatch_size is fitted to a GMI's batch: never a silent change."""
+    from gmiexp.plan.minibatch import minibatch_warning
+
+    msg = minibatch_warning(plan)
+    if msg:
+        logging.getLogger("gmiexp").warning(msg)
+
+
+def check_reshape(cfg: Config) -> None:
+    """``launch.reshape``: one node, a training layout, a launched (not in-process) run (exit 2 otherwise)."""
+    from gmiexp.layouts.layout import LayoutKind
+
+    if cfg.launch.reshape == "off":
+        return
+    training = [n for n in layouts.LAYOUTS.names() if layouts.get(n).kind != LayoutKind.SERVING]
+    if layouts.get(cfg.layout.name).kind == LayoutKind.SERVING:
+        raise ConfigError(f"invalid launch.reshape={cfg.launch.reshape} with layout={cfg.layout.name}: a serving "
+                          f"layout does not train in epochs to re-shape between; valid layouts: {', '.join(training)}")
+    if int(cfg.launch.nnodes) > 1:
+        raise ConfigError(f"invalid launch.reshape={cfg.launch.reshape} with launch.nnodes={cfg.launch.nnodes}: "
+                          "re-shaping stops, re-plans and restarts one node's GMIs; several nodes would have to do it "
+                          "in lock-step through a new rendezvous, which gmiexp does not do; valid: launch.reshape=off, "
+                          "or launch.nnodes=1")
+    if cfg.launch.inprocess:
+        raise ConfigError(f"invalid launch.reshape={cfg.launch.reshape} with launch.inprocess=true: a re-shape "
+                          "relaunches the GMIs as processes; valid: launch.inprocess=false")
+
+
+def share_global_batch(plan: Plan, cfg: Config, hw: Hardware) -> None:
+    """``batch.total_envs`` (or a run that may re-shape): per-GMI envs and minibatch from the global batch."""
+    from gmiexp.planner.partition import apply_global_batch, counts, fits, global_batch
+
+    batch = global_batch(cfg.batch.total_envs, cfg.batch.total_minibatch, plan, fixed=cfg.launch.reshape != "off")
+    if batch is None:
+        return
+    reachable, envs = [], []
+    for n in range(1, max(int(cfg.launch.reshape_max_gmis_per_gpu), cfg.gmis_per_gpu) + 1):
+        try:
+            other = layouts.get(cfg.layout.name).build(LayoutRequest(
+                layout=cfg.layout, hardware=hw, num_gpus=cfg.num_gpus, gmis_per_gpu=n, num_envs=1))
+        except ConfigError:  # a layout that cannot cut n GMIs per GPU (tdg_ex: fewer agents than its trainers)
+            continue
+        other.train = plan.train
+        if fits(other, batch, int(cfg.train.horizon_length)) is None:
+            reachable.append(n)
+            envs.append(batch.total_envs // counts(other)[0])
+    apply_global_batch(plan, batch, reachable, per_gpu=cfg.gmis_per_gpu)
+    plan.global_batch["envs_per_gmi"] = envs  # each reachable partition's num_envs per simulator GMI
+    plan.notes["partitions"] = (f"global batch {batch.total_envs} environments, minibatch {batch.total_minibatch}: "
+                                f"reachable gmis_per_gpu {reachable}")
+    splits = trainer_splits(cfg, hw, batch)
+    if splits is not None:  # an experience layout: its agent:trainer split is a partition knob too
+        plan.global_batch.update(trainers_per_gpu=cfg.layout.trainers_per_gpu, trainer_splits=splits)
+        plan.notes["partitions"] += f"; at gmis_per_gpu={cfg.gmis_per_gpu}, reachable layout.trainers_per_gpu {splits}"
+
+
+def trainer_splits(cfg: Config, hw: Hardware, batch: GlobalBatch) -> list[int] | None:
+    """The ``layout.trainers_per_gpu`` values whose trainers can share ``batch`` at this ``gmis_per_gpu``.
+
+    None for a layout without dedicated trainer GMIs (tcg_ex: every GMI trains).
+    """
+    import dataclasses
+
+    from gmiexp.layouts.experience import ExperienceLayout
+    from gmiexp.planner.partition import fits
+
+    layout = layouts.get(cfg.layout.name)
+    if not isinstance(layout, ExperienceLayout):
+        return None
+    out = []
+    for t in range(1, max(int(cfg.launch.reshape_max_gmis_per_gpu), cfg.layout.trainers_per_gpu) + 1):
+        try:
+            other = layout.build(LayoutRequest(layout=dataclasses.replace(cfg.layout, trainers_per_gpu=t), hardware=hw,
+                                               num_gpus=cfg.num_gpus, gmis_per_gpu=cfg.gmis_per_gpu, num_envs=1))
+        except ConfigError:  # more trainers than the layout allows here
+            continue
+        other.train = cfg.train
+        if fits(other, batch, int(cfg.train.horizon_length)) is None:
+            out.append(t)
+    return out
+
+
+def layout_cost(plan: Plan) -> dict:
+    """The paper's layout cost model (Tables 3-5) for ``plan``, with the size of the policy rl-games builds."""
+    try:
+        params: int | None = policy_param_count(plan)
+    except Exception:  # noqa: BLE001 - an unknown task id (checked elsewhere): the paper-scale sizes
+        params = None
+    return cost_model(layouts.paper_families(layouts.get(plan.layout).kind), terms_for(plan, params))
+
+
+def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> tuple[Plan, Backend]:
+    """Everything a launch needs, validated; raises ConfigError (exit 2) before anything starts."""
+    check_config(cfg)
+    check_reshape(cfg)
+    resolve_nodes(cfg.launch)  # node_rank from the scheduler, rendezvous fields checked (exit 2)
+    hw = hardware or host(cfg)
+    check_device(cfg.train.device, hw)
+    req = LayoutRequest(layout=cfg.layout, hardware=hw, num_gpus=cfg.num_gpus,
+                        gmis_per_gpu=cfg.gmis_per_gpu, num_envs=cfg.num_envs)
+    plan = layouts.get(cfg.layout.name).build(req)
+    check_task(cfg.task)
+    check_device_task(cfg.train.device, bool(cfg.task.rnn))
+    check_role(layouts.choose_role(cfg.layout.name, cfg.role))
+    plan.task, plan.train = copy.deepcopy(cfg.task), copy.deepcopy(cfg.train)  # the Plan owns its sections
+    plan.logger = copy.deepcopy(cfg.logger)
+    plan.hardware = hw.summary()
+    plan.seed, plan.max_iterations = cfg.seed, cfg.max_iterations
+    share_global_batch(plan, cfg, hw)
+    if cfg.capture_video and cfg.mode == "train":  # filmed by GMI 0's rl-games agent (gmiexp.rl.rlgames.filming)
+        plan.video = {"every": int(cfg.capture_video_freq), "steps": int(cfg.eval.video_steps),
+                      "width": int(cfg.eval.video_width), "height": int(cfg.eval.video_height)}
+    layouts.configure(plan, cfg)  # role by layout (when role=ppo), the layout's own settings
+    plan.notes["cost_model"] = layout_cost(plan)
+    plan.checkpoint = str(Path(cfg.checkpoint).resolve()) if cfg.checkpoint else ""
+    plan.experiment, plan.run_dir = cfg.experiment, str(run_dir.resolve())
+    place_devices(plan, cfg.hardware.gpus, hw)
+    backend = backends.get(cfg.backend, hw)
+    backend.realise(plan, run_dir.resolve())  # first: which reductions can run depends on the backend (MIG)
+    cap_torch_threads(plan, cfg.train.torch_threads)
+    if not layouts.get(cfg.layout.name).experience:  # rl-games' own agent fits the minibatch per GMI
+        warn_minibatch(plan)
+    check_footprint(plan, hw)  # one node's GMIs on one node's devices
+    plan.launch = copy.deepcopy(cfg.launch)  # from here on the Plan knows its nodes
+    replicate(plan)  # every node's GMIs, numbered node-major (launch.nnodes > 1)
+    plan.reduction, plan.reduction_reason = reductions.resolve(layouts.reduction_for(plan, cfg.reduction.name), plan)
+    if not plan.trainer_group:
+        plan.reduction_reason = f"no trainer GMIs (layout={plan.layout}): nothing is reduced"
+    return plan.validate(), backend

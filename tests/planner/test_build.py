@@ -1,0 +1,75 @@
+"""The part of the host a run may use (a packed member's slice): hardware.gpus, .mig_instances, .cpus."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+from gmitest import compose_config, run_cli
+
+from gmiexp.errors import ConfigError
+from gmiexp.hardware import GPUInfo, Hardware, MigDevice
+from gmiexp.planner import build as planner
+
+
+def test_hardware_gpus_moves_the_gmis_onto_that_gpu(tmp_path: Path) -> None:
+    cfg = compose_config("task=Cartpole", "hardware=h100x8", "hardware.mig=false", "backend=mps", "mode=plan",
+                         "gmis_per_gpu=2", "hardware.gpus=[3]")
+    plan, _ = planner.build_plan(cfg, tmp_path)
+    assert [g.device for g in plan.gmis] == [3, 3]
+    assert {g.env["CUDA_VISIBLE_DEVICES"] for g in plan.gmis} == {"3"}
+
+
+def test_hardware_gpus_maps_devices_in_order(tmp_path: Path) -> None:
+    cfg = compose_config("task=Cartpole", "hardware=h100x8", "mode=plan", "num_gpus=2", "gmis_per_gpu=1",
+                         "hardware.gpus=[5,2]")
+    plan, _ = planner.build_plan(cfg, tmp_path)
+    assert [g.device for g in plan.gmis] == [5, 2]
+
+
+@pytest.mark.parametrize(("gpus", "msg"), [("[8]", "invalid hardware.gpus entry: 8; valid: 0, 1, 2"),
+                                           ("[1]", None), ("[1,1]", "2 distinct GPU indices")])
+def test_hardware_gpus_must_name_gpus_of_the_host(tmp_path: Path, gpus: str, msg: str | None) -> None:
+    cfg = compose_config("task=Cartpole", "hardware=h100x8", "mode=plan", "num_gpus=2" if "," in gpus else "num_gpus=1",
+                         f"hardware.gpus={gpus}")
+    if msg is None:
+        planner.build_plan(cfg, tmp_path)
+        return
+    with pytest.raises(ConfigError, match=msg):
+        planner.build_plan(cfg, tmp_path)
+
+
+def mig_host() -> Hardware:
+    migs = [MigDevice(uuid=f"MIG-{k}", gpu_index=0, index=k, profile="3g.40gb", memory_mb=40000) for k in range(2)]
+    return Hardware(source="nvml", cpu_count=8, gpus=[GPUInfo(index=0, name="NVIDIA H100 80GB HBM3", uuid="GPU-0",
+                                                              compute_capability=(9, 0), memory_mb=81559,
+                                                              mig_mode=True, mig_devices=migs)])
+
+
+def test_hardware_mig_instances_leaves_the_run_only_those(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(planner, "resolve", lambda name: mig_host())
+    hw = planner.host(compose_config("hardware.mig_instances=[MIG-1]"))
+    assert [d.uuid for d in hw.gpus[0].mig_devices] == ["MIG-1"]
+    with pytest.raises(ConfigError, match="invalid hardware.mig_instances entry: 'MIG-7'; valid: MIG-0, MIG-1"):
+        planner.host(compose_config("hardware.mig_instances=[MIG-7]"))
+
+
+def test_hardware_cpus_narrows_the_run_to_those_cores(tmp_path: Path) -> None:
+    core = min(os.sched_getaffinity(0))
+    r = run_cli("mode=plan", "task=Cartpole", "hardware=cpu", "gmis_per_gpu=1", f"hardware.cpus=[{core}]",
+                f"hydra.run.dir={tmp_path}", timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert yaml.safe_load(r.stdout)["gmis"][0]["torch_threads"] == 1  # its thread budget is that one core
+    bad = run_cli("mode=plan", "task=Cartpole", "hardware=cpu", "hardware.cpus=[4096]", f"hydra.run.dir={tmp_path}",
+                  timeout=120)
+    assert bad.returncode == 2 and "invalid hardware.cpus: [4096]; valid: a non-empty subset" in bad.stderr
+
+
+def test_pinned_gmis_of_a_narrowed_run_stay_on_its_cores(tmp_path: Path) -> None:
+    core = max(os.sched_getaffinity(0))
+    r = run_cli("mode=plan", "task=Cartpole", "hardware=cpu", "gmis_per_gpu=2", "backend.pin_cores=true",
+                f"hardware.cpus=[{core}]", f"hydra.run.dir={tmp_path}", timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert [g["cpus"] for g in yaml.safe_load(r.stdout)["gmis"]] == [[core], [core]]
