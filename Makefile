@@ -60,8 +60,10 @@ test-slurm: venv
 gpu-check: venv
 	$(PY) -m gmiexp.tools.gpu_check
 
+# ruff, and the layers contract in pyproject.toml ([tool.importlinter]; DESIGN.md "Layers"), which fails the build
 lint: venv
 	$(PY) -m ruff check src tests experiments
+	$(VENV)/bin/lint-imports --no-cache
 
 clean:
 	rm -rf $(VENV) outputs multirun

@@ -12,8 +12,8 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from gmiexp import multirun
-from gmiexp.config import register_configs
 from gmiexp.config.compose import conf_dir
+from gmiexp.config.registration import register_configs
 
 register_configs()
 

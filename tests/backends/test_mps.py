@@ -273,13 +273,13 @@ SRC = str(Path(__file__).resolve().parents[2] / "src")
 # that bind to it as launch/worker.py does, prints the daemon's and the GMIs' pids, waits for SIGKILL.
 STANDIN_LAUNCHER = """
 import os, subprocess, sys, time
-from gmiexp.backends import mps_daemon
+from gmiexp.backends import mps_daemon, mps_session
 from gmiexp.backends.mps_clients import planned_daemons
 from gmiexp.launch import lifeline
 from gmiexp.plan import Plan
 os.environ[lifeline.ENV] = lifeline.identity()
 plan = Plan.load(sys.argv[1])
-with mps_daemon.running(planned_daemons(plan)):
+with mps_session.running(planned_daemons(plan)):
     print(mps_daemon.pid_of(plan.gmis[0].env["CUDA_MPS_PIPE_DIRECTORY"]), flush=True)
     gmis = [subprocess.Popen([sys.executable, "-c", sys.argv[2], sys.argv[1], str(g.id)], stdout=subprocess.PIPE,
                              text=True) for g in plan.gmis]

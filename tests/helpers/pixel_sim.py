@@ -20,8 +20,8 @@ from hydra.core.config_store import ConfigStore
 
 from gmiexp.config import TaskConfig
 from gmiexp.envs import SIMULATORS, Simulator
-from gmiexp.envs.vecenv import GMIVecEnv
 from gmiexp.envs.spaces import TaskSpaces
+from gmiexp.envs.vecenv import GMIVecEnv
 from gmiexp.rl.experience.roles import A3CRole, TDGEXRole
 from gmiexp.rl.experience.serving import ServeRole
 

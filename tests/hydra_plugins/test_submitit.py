@@ -24,8 +24,8 @@ def slurm_launcher_params(tmp_path: Path, *overrides: str) -> dict:
     from hydra import compose, initialize_config_dir
     from hydra.utils import instantiate
 
-    from gmiexp.config import register_configs
     from gmiexp.config.compose import conf_dir
+    from gmiexp.config.registration import register_configs
 
     register_configs()
     with initialize_config_dir(config_dir=conf_dir(), version_base="1.3"):

@@ -6,7 +6,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 import gmiexp.search.runner as runner
-from gmiexp.config import register_configs
+from gmiexp.config.registration import register_configs
 from gmiexp.errors import ConfigError
 from gmiexp.search import ProfileResult
 

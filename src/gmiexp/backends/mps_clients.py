@@ -13,6 +13,7 @@ from contextlib import contextmanager
 
 from gmiexp.backends import mps_daemon
 from gmiexp.backends.common import require_gpu
+from gmiexp.backends.mps_session import running
 from gmiexp.errors import ConfigError, invalid
 from gmiexp.hardware import Hardware
 from gmiexp.plan.model import GMI, ROLES, Plan
@@ -119,5 +120,5 @@ def mps_session(plan: Plan, hw: Hardware) -> Iterator[None]:
                           "mode=plan prints this plan; run it on the GPU host with hardware=auto")
     if daemons:
         check_host(hw, plan.backend or "mps")
-    with mps_daemon.running(daemons):
+    with running(daemons):
         yield

@@ -22,14 +22,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from gmiexp.errors import ConfigError, LaunchError, invalid
-from gmiexp.signals import sigterm_raises
 
 CONTROL = "nvidia-cuda-mps-control"
 PID_FILE = "nvidia-cuda-mps-control.pid"
@@ -211,36 +208,6 @@ def check_existing(d: Daemon) -> None:
             f"({CONTROL} -d, with CUDA_MPS_PIPE_DIRECTORY set if it is not {SYSTEM_PIPE_DIR}) or choose "
             f"backend.daemon from {', '.join(DAEMON_MODES)} (private: this run starts its own; shared: "
             "one daemon for this user's concurrent runs)")
-
-
-@contextmanager
-def running(daemons: list[Daemon]) -> Iterator[None]:
-    """Start private daemons, join shared ones, check existing ones; quit exactly what this run must.
-
-    A private daemon is quit by this run; a shared one by the last run that holds it; an existing
-    one never.
-    """
-    from gmiexp.backends import mps_shared
-
-    for d in daemons:
-        if d.mode == "existing":
-            check_existing(d)
-    started: list[Daemon] = []
-    leases: list[tuple[Daemon, Path]] = []
-    with sigterm_raises():
-        try:
-            for d in daemons:
-                if d.mode == "shared":
-                    leases.append((d, mps_shared.acquire(d)))
-                elif d.mode == "private":
-                    started.append(d)  # quit even when start fails half way (pid file may exist)
-                    start(d)
-            yield
-        finally:
-            for d, lease in reversed(leases):
-                mps_shared.release(d, lease)
-            for d in reversed(started):
-                quit_private(d)
 
 
 def quit_private(d: Daemon) -> None:

@@ -15,7 +15,6 @@ from gmiexp.config.schema import (
     SearchConfig,
     TaskConfig,
     TrainConfig,
-    register_configs,
 )
 
 __all__ = [
@@ -33,5 +32,4 @@ __all__ = [
     "SearchConfig",
     "TaskConfig",
     "TrainConfig",
-    "register_configs",
 ]

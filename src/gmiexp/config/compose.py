@@ -13,8 +13,9 @@ from omegaconf.errors import OmegaConfBaseException
 
 from gmiexp.config import igym
 from gmiexp.config.checks import check_keys, validate
+from gmiexp.config.registration import register_configs
 from gmiexp.config.rlgames_yaml import check_file_used, unwrap
-from gmiexp.config.schema import Config, register_configs
+from gmiexp.config.schema import Config
 
 
 def conf_dir() -> str:

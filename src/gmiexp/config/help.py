@@ -11,6 +11,7 @@ import inspect
 import re
 
 from gmiexp.config.checks import declared
+from gmiexp.config.schema import BACKEND_SCHEMAS, GROUP_SCHEMAS, BackendConfig, Config
 
 _FIELD = re.compile(r"^\s+(\w+):[^#]*?(?:#\s*(.*))?$")
 _COMMENT = re.compile(r"^\s+#\s?(.*)$")
@@ -67,8 +68,6 @@ def describe(schema: type, prefix: str, only: set[str] | None = None) -> list[st
 
 def help_text() -> str:
     """The fields of the top level, of each group (each backend option's own), and of the nested sections."""
-    from gmiexp.config.schema import BACKEND_SCHEMAS, GROUP_SCHEMAS, BackendConfig, Config
-
     out = ["top level:", *describe(Config, "")]
     for group, schema in GROUP_SCHEMAS.items():
         out += ["", f"{group} ({(schema.__doc__ or '').strip()}):", *describe(schema, f"{group}.")]

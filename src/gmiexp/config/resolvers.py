@@ -1,4 +1,4 @@
-"""OmegaConf resolvers that conf/ YAML calls (registered by :func:`gmiexp.config.schema.register_configs`)."""
+"""OmegaConf resolvers that conf/ YAML calls (registered by :func:`gmiexp.config.registration.register_configs`)."""
 
 from __future__ import annotations
 

@@ -502,26 +502,3 @@ GROUP_SCHEMAS: dict[str, type] = {
     "logger": LoggerConfig,
     "search": SearchConfig,
 }
-
-
-def register_configs() -> None:
-    """Store the schemas so ``conf/config.yaml`` and every group YAML extend them."""
-    from hydra.core.config_store import ConfigStore
-    from omegaconf import OmegaConf
-
-    from gmiexp.config.help import help_text
-    from gmiexp.config.rlgames_yaml import register_resolver
-
-    register_resolver()  # ${rlgames:...}: train=rlgames imports an rl-games YAML at compose time
-    OmegaConf.register_new_resolver("gmiexp_fields", help_text, replace=True)  # --help (conf/config.yaml)
-    from gmiexp.config.resolvers import slurm_gpus
-
-    OmegaConf.register_new_resolver("gmiexp_slurm_gpus", slurm_gpus, replace=True)  # launcher gmiexp_slurm
-    cs = ConfigStore.instance()
-    cs.store(name="gmiexp_schema", node=Config)
-    # At the top level, not in the groups: a schema stored in a group would be listed (and selectable) as one
-    # of its options. A group's YAML extends its schema with ``defaults: [/<group>_schema@_here_]``.
-    for group, schema in GROUP_SCHEMAS.items():
-        cs.store(name=f"{group}_schema", node=schema)
-    for option, schema in BACKEND_SCHEMAS.items():
-        cs.store(name=f"backend_{option}_schema", node=schema)

@@ -6,8 +6,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from gmiexp.envs.vecenv import GMIVecEnv
 from gmiexp.envs.torch_cartpole import TorchCartpole
+from gmiexp.envs.vecenv import GMIVecEnv
 
 
 class CartpoleVecEnv(GMIVecEnv):

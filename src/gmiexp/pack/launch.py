@@ -259,10 +259,10 @@ class PackedSweep:
         gpus = slots.mps_gpus(self.hw, self.gpus, self.members)
         if not gpus:
             return nullcontext()
-        from gmiexp.backends import mps_daemon
+        from gmiexp.backends import mps_daemon, mps_session
         from gmiexp.backends.common import visible_device
 
-        return mps_daemon.running([mps_daemon.shared_daemon(visible_device(self.hw, g)) for g in gpus])
+        return mps_session.running([mps_daemon.shared_daemon(visible_device(self.hw, g)) for g in gpus])
 
     def run(self) -> int:
         """Run the members; 0 when every one ran (failures recorded for main's exit 1), 130 when interrupted."""

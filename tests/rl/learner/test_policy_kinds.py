@@ -21,9 +21,9 @@ from rl_games.common import common_losses
 from gmiexp.plan import Plan
 from gmiexp.planner.build import build_plan
 from gmiexp.rl.learner.gae import gae
-from gmiexp.rl.learner.sequences import FIELD, StateLayout
 from gmiexp.rl.learner.update import Learner, make_optimiser
 from gmiexp.rl.rlgames.policy import Policy, Spaces, build_model, preproc_obs
+from gmiexp.rl.rlgames.states import FIELD, StateLayout
 
 CNN = {"type": "conv2d", "activation": "relu", "initializer": {"name": "default"}, "regularizer": {"name": "None"},
        "permute_input": False, "convs": [{"filters": 4, "kernel_size": 3, "strides": 2, "padding": 0}]}

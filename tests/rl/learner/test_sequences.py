@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from gmiexp.rl.learner.sequences import StateLayout, as_sequences, env_major, sequence_rows
+from gmiexp.rl.learner.sequences import as_sequences, env_major, sequence_rows
+from gmiexp.rl.rlgames.states import StateLayout
 
 
 def test_agent_pieces_give_back_every_chunk_start_over_overlapping_rollouts() -> None:

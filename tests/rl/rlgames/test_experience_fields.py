@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from gmiexp.comm.channels import DEFAULT_FIELDS, Batcher, Dispenser, Migrator, make_channel_set
-from gmiexp.rl.learner.sequences import StateLayout
 from gmiexp.rl.rlgames.policy import Spaces, experience_fields
+from gmiexp.rl.rlgames.states import StateLayout
 
 FRAMES = (4, 12, 12)
 

@@ -7,7 +7,7 @@ bootstrap record) to the trainers.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from rl_games.common.tr_helpers import DefaultRewardsShaper
@@ -16,11 +16,9 @@ from gmiexp.comm.channels import Dispenser, Migrator, Route, make_channel_set
 from gmiexp.rl.experience import links
 from gmiexp.rl.experience.env import as_tensor, make_env, on_device
 from gmiexp.rl.experience.meter import Meter
+from gmiexp.rl.experience.seat import ExperienceSeat
 from gmiexp.rl.rlgames.policy import EpisodeStats, Policy
 from gmiexp.signals import stop_requested
-
-if TYPE_CHECKING:
-    from gmiexp.rl.experience.roles import ExperienceRole
 
 
 def reward_shaper(task: Any) -> DefaultRewardsShaper:
@@ -32,7 +30,7 @@ def reward_shaper(task: Any) -> DefaultRewardsShaper:
     return DefaultRewardsShaper(**{**dict(task.reward_shaper), "scale_value": task.reward_scale})
 
 
-def serve(role: ExperienceRole, owned: list[Any]) -> dict[str, Any]:
+def serve(role: ExperienceSeat, owned: list[Any]) -> dict[str, Any]:
     """The serving GMI: collect rollouts with the newest published weights and dispense them to the trainers."""
     plan, gmi = role.plan, role.ctx.gmi
     horizon, n = role.train_cfg.horizon_length, gmi.num_envs

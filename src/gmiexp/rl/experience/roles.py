@@ -20,8 +20,8 @@ from typing import Any
 
 from gmiexp.config import AsyncConfig, TrainConfig
 from gmiexp.rl.experience import agent_loop, trainer
-from gmiexp.rl.learner.sequences import StateLayout
 from gmiexp.rl.rlgames.policy import build_model, experience_fields, probe_spaces
+from gmiexp.rl.rlgames.states import StateLayout
 from gmiexp.role import Role
 from gmiexp.shm.cleanup import cleanup_run
 

@@ -21,6 +21,7 @@ from gmiexp.comm.channels import Batcher
 from gmiexp.rl.experience import links
 from gmiexp.rl.experience.meter import Meter
 from gmiexp.rl.experience.replay import ReplayStore
+from gmiexp.rl.experience.seat import ExperienceSeat
 from gmiexp.rl.experience.weights import WeightBoard, state_nbytes
 from gmiexp.rl.learner.update import Learner, make_optimiser
 from gmiexp.rl.rlgames import checkpoint
@@ -31,7 +32,6 @@ _TAKE = Backoff(spin=0, spin_s=0, min_sleep_s=1e-5, max_sleep_s=1e-3, check_s=0)
 
 if TYPE_CHECKING:
     from gmiexp.plan import Plan
-    from gmiexp.rl.experience.roles import ExperienceRole
 
 
 def minibatches(plan: Plan, sync: bool, minibatch_size: int, horizon: int) -> int:
@@ -52,7 +52,7 @@ def planned_frames(plan: Plan, horizon: int) -> int:
     return sum(plan.max_iterations * (horizon - 1) * plan.gmi(a).num_envs for a in agents)
 
 
-def make_learner(role: ExperienceRole) -> Learner:
+def make_learner(role: ExperienceSeat) -> Learner:
     """PPO for TDG_EX; ``async_train.algo`` (a2c by default) for decoupled async."""
     plan, tr = role.plan, role.train_cfg
     return Learner(role.model, make_optimiser(role.model, tr), tr, role.allreduce,
@@ -63,7 +63,7 @@ def make_learner(role: ExperienceRole) -> Learner:
                    max_frames=planned_frames(plan, tr.horizon_length), states=role.states)
 
 
-def train(role: ExperienceRole, owned: list[Any]) -> dict[str, Any]:
+def train(role: ExperienceSeat, owned: list[Any]) -> dict[str, Any]:
     """The trainer GMI: attach the agents' channels, publish the start weights, run the :class:`TrainLoop`."""
     plan, me = role.plan, role.gmi_id
     board = WeightBoard.create(f"weights{me}", state_nbytes(role.model), role.tag)
@@ -114,7 +114,7 @@ def spans(ids: list[int]) -> list[list[int]]:
 class TrainLoop:
     """Rounds of: take rollouts, check them, update (collectively over the trainer group), replay, publish."""
 
-    def __init__(self, role: ExperienceRole, update: Learner, board: WeightBoard,
+    def __init__(self, role: ExperienceSeat, update: Learner, board: WeightBoard,
                  batchers: dict[int, Batcher], replay: ReplayStore | None = None) -> None:
         self.role, self.update, self.board, self.batchers = role, update, board, batchers
         self.replay = replay

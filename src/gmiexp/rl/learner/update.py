@@ -21,7 +21,8 @@ from gmiexp.config import TrainConfig
 from gmiexp.rl.learner.gae import gae
 from gmiexp.rl.learner.losses import kl_estimate, row_losses
 from gmiexp.rl.learner.schedule import make_schedule, needs_kl
-from gmiexp.rl.learner.sequences import StateLayout, as_sequences, model_input, sequence_rows
+from gmiexp.rl.learner.sequences import as_sequences, model_input, sequence_rows
+from gmiexp.rl.rlgames.states import StateLayout
 from gmiexp.rl.rlgames.sync import merge_running_stats, normalised, start_counts
 
 #: Sums a tensor in place over the trainer group (every trainer calls it the same number of times).

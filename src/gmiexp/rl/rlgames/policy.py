@@ -22,8 +22,8 @@ from torch import nn
 from gmiexp.comm.channels import FieldSpec
 from gmiexp.envs import make_vec_env
 from gmiexp.plan import GMI, Plan
-from gmiexp.rl.learner.sequences import StateLayout
 from gmiexp.rl.rlgames.params import build_params
+from gmiexp.rl.rlgames.states import StateLayout
 
 
 @dataclass(frozen=True)
