@@ -1,7 +1,7 @@
 """Which ``train.*`` settings and policy kinds gmiexp's learner and the serving layouts refuse (exit 2 at plan time).
 
 A fact about the config (which fields only rl-games' own agent applies), so it lives beside the
-schema: the planner reads it without importing the learner (``plan/`` stays below what runs).
+schema: the planner reads it without importing the learner it refuses for.
 
 The learner applies the PPO/A2C hyper-parameters, the normalisers and ``lr_schedule`` with
 ``kl_threshold`` (:mod:`gmiexp.rl.learner.schedule`). The settings below belong to rl-games' own
