@@ -11,17 +11,31 @@ modules); it is imported on the first lookup, so defining a registry stays cheap
 module is heavy (rl-games, torch) is added as ``"module:attr"`` text with :meth:`Registry.add`
 and imported only by :meth:`Registry.get`, so ``mode=plan`` knows its name without importing it.
 Iterating a registry yields its names, which is what ``OneOf(registry="module:ATTR")`` reads.
+
+A variant outside gmiexp needs no registration at all: ``get`` (and ``knows``) also take ``"module:attr"`` as
+the name itself (``layout.name=my_layouts:MyLayout``, as ``role=my_roles:MyRole``), imported where it is looked
+up. So it reaches the GMI processes too (a reduction, a simulator), which import only gmiexp's own variants.
+Such a name was never registered: ``in`` and :meth:`names` leave it out.
 """
 
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
-from gmiexp.errors import invalid
+from gmiexp.errors import ConfigError, invalid
 
 T = TypeVar("T")
+
+#: ``package.module:attr``: a variant named by where it lives rather than by a registered name
+SPEC = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+
+
+def is_spec(name: object) -> bool:
+    """``name`` is ``"module:attr"`` text (a variant :meth:`Registry.get` imports, registered or not)."""
+    return isinstance(name, str) and SPEC.fullmatch(name) is not None
 
 
 class Registry(Generic[T]):
@@ -54,9 +68,11 @@ class Registry(Generic[T]):
         return self._entries
 
     def get(self, name: str) -> T:
-        """The variant registered as ``name``; ConfigError (exit 2) listing the valid names otherwise."""
+        """The variant registered as ``name``, or the ``"module:attr"`` it names; ConfigError (exit 2) otherwise."""
         entries = self._filled()
         if name not in entries:
+            if is_spec(name):
+                return self._import(name)
             raise invalid(self.kind, name, self.names())
         obj = entries[name]
         if isinstance(obj, str):
@@ -65,9 +81,36 @@ class Registry(Generic[T]):
             entries[name] = obj
         return obj  # type: ignore[return-value]
 
+    def _import(self, spec: str) -> T:
+        """The object ``"module:attr"`` names (not added to the registry: :meth:`names` lists registered ones)."""
+        module, attr = spec.split(":")
+        try:
+            mod = importlib.import_module(module)
+        except ImportError as e:
+            raise ConfigError(f"invalid {self.kind}: {spec!r}; cannot import module {module!r} ({e})") from e
+        if not hasattr(mod, attr):
+            raise ConfigError(f"invalid {self.kind}: {spec!r}; module {module!r} has no {attr!r}; valid: "
+                              f"{', '.join(self.names())}, or <module>:<attr> of a {self.kind} class")
+        return getattr(mod, attr)  # type: ignore[no-any-return]
+
     def names(self) -> tuple[str, ...]:
         """The registered names, sorted (registration order follows the import graph, which is no order)."""
         return tuple(sorted(self._filled()))
+
+    def knows(self, name: object) -> bool:
+        """``get(name)`` would succeed: a registered name, or ``"module:attr"`` that imports (:meth:`get` says why not).
+
+        ``in`` is narrower: registered names only (what :meth:`names` lists).
+        """
+        if name in self:
+            return True
+        if not is_spec(name):
+            return False
+        try:
+            self._import(name)  # type: ignore[arg-type]
+        except ConfigError:
+            return False
+        return True
 
     def __contains__(self, name: object) -> bool:
         return name in self._filled()

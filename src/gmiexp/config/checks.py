@@ -28,6 +28,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from gmiexp.errors import invalid
+from gmiexp.registry import Registry, is_spec
 
 RANGES_ATTR = "__ranges__"
 
@@ -99,7 +100,10 @@ def Positive(unit: str = "") -> Between:  # noqa: N802
 
 @dataclasses.dataclass(frozen=True)
 class OneOf(Check):
-    """One of a registry named ``"module:ATTR"`` (read when checked, so it stays current) and/or fixed choices."""
+    """One of a registry named ``"module:ATTR"`` (read when checked, so it stays current) and/or fixed choices.
+
+    A :class:`~gmiexp.registry.Registry` also takes ``"module:Class"`` of a variant defined outside gmiexp.
+    """
 
     choices: tuple[Any, ...] = ()
     registry: str = ""
@@ -113,7 +117,13 @@ class OneOf(Check):
         return [v for v in found if v not in self.exclude]
 
     def ok(self, value: Any) -> bool:
-        return value in self.values()
+        if value in self.values():
+            return True
+        if self.registry and is_spec(value):  # "module:Class" outside gmiexp; a bad one: ConfigError saying why
+            module, attr = self.registry.split(":")
+            found = getattr(importlib.import_module(module), attr)
+            return isinstance(found, Registry) and found.get(value) is not None
+        return False
 
     def describe(self) -> str:
         return ", ".join(str(v) for v in self.values())

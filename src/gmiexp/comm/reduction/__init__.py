@@ -16,6 +16,7 @@ from gmiexp.comm.manager import GMIManager
 from gmiexp.comm.reduction import allreduce, har, mpr, mrr  # noqa: F401 - they register themselves
 from gmiexp.comm.reduction.strategy import REDUCTIONS, Reduction
 from gmiexp.costmodel.algorithm1 import mrr_limit, select, select_nodes
+from gmiexp.costmodel.reductions import estimate_s
 from gmiexp.errors import ConfigError, invalid
 from gmiexp.plan import Plan
 
@@ -73,7 +74,7 @@ def resolve(name: str, plan: Plan) -> tuple[str, str]:
 
     Raises ConfigError (exit 2) when the requested strategy cannot serve the layout.
     """
-    if name != AUTO and name not in REDUCTIONS:
+    if name != AUTO and not REDUCTIONS.knows(name):  # a registered name, or module:Class
         raise invalid("reduction", name, [*REDUCTIONS, AUTO])
     mpl, nodes = plan.gpu_map(plan.trainer_group), plan.node_map(plan.trainer_group)
     shown = mpl_text(mpl, len(nodes))
@@ -83,8 +84,6 @@ def resolve(name: str, plan: Plan) -> tuple[str, str]:
             return "allreduce", (f"auto: the GMIs run on CPU cores ({cpu}): Algorithm 1 ranks reductions by "
                                  f"links between GPUs, which do not exist here; one host all-reduce (gloo) ({shown})")
         if len(nodes) > 1:
-            from gmiexp.costmodel.reductions import estimate_s  # Table 2 imports this package's algorithm1
-
             choice, reason = select_nodes(nodes, estimate_s(plan))
         else:
             choice, reason = select(mpl)
