@@ -5,12 +5,12 @@ grimp (import-linter's graph) sees every import statement, inside functions and 
 
 from __future__ import annotations
 
-import tomllib
 from collections import defaultdict
 from pathlib import Path
 
 import grimp
 import pytest
+import tomllib
 from importlinter import cli
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -25,10 +25,11 @@ from rl_games.torch_runner import Runner
 from gmiexp.comm.manager import GMIManager
 from gmiexp.config.compose import compose_config
 from gmiexp.launch.gmi_env import apply_gmi_environment
-from gmiexp.launch.summary import one_line, steady_rate
+from gmiexp.launch.summary import one_line
 from gmiexp.planner.build import build_plan
 from gmiexp.rl.rlgames.params import build_params
 from gmiexp.rl.rlgames.ppo_role import register_env
+from gmiexp.stats import steady_rate
 
 
 class RateObserver(AlgoObserver):

@@ -33,7 +33,8 @@ from rl_games.torch_runner import Runner
 from run_baseline import RateObserver  # the one per-epoch observer of these baselines (a sibling script)
 
 from gmiexp.config.rlgames_yaml import locate
-from gmiexp.launch.summary import one_line, steady_rate
+from gmiexp.launch.summary import one_line
+from gmiexp.stats import steady_rate
 
 
 def file_params(spec: str, num_actors: int | None, max_epochs: int | None, minibatch_size: int | None,

@@ -17,9 +17,8 @@ from gmiexp.search.paired import (
     gain_threshold,
     grid_cost,
     launch_and_steps,
-    log_ratio_se,
+    log_ratio,
     measured_launch_steps,
-    paired_log_ratio,
     paired_search,
     warm_start,
 )
@@ -35,24 +34,26 @@ def drifting(points_and_rates, drift=0.1):
 
 def test_sandwich_cancels_linear_drift_that_biases_a_plain_pair():
     one_sided = drifting([(A, 100.0), (B, 120.0)])
-    assert math.exp(paired_log_ratio(one_sided, A)) == pytest.approx(1.2 * math.exp(0.1))  # drift leaks in
-    assert math.exp(paired_log_ratio(drifting([(A, 100.0), (B, 120.0), (A, 100.0)]), A)) == pytest.approx(1.2)
+    assert log_ratio(one_sided, A, 0.1).ratio == pytest.approx(1.2 * math.exp(0.1))  # drift leaks in
+    assert log_ratio(drifting([(A, 100.0), (B, 120.0), (A, 100.0)]), A, 0.1).ratio == pytest.approx(1.2)
     abab = drifting([(A, 100.0), (B, 120.0), (A, 100.0), (B, 120.0)], drift=-0.3)
-    assert math.exp(paired_log_ratio(abab, A)) == pytest.approx(1.2)
+    assert log_ratio(abab, A, 0.1).ratio == pytest.approx(1.2)
 
 
 def test_contrasts_interpolate_at_unequal_times():
     speed = [math.exp(0.1 * t) for t in range(5)]  # log speed linear in time
     seq = [Measurement(A, 0.0, 100.0 * speed[0], 1, 0), Measurement(B, 3.0, 130.0 * speed[3], 1, 1),
            Measurement(A, 4.0, 100.0 * speed[4], 1, 2)]
-    assert math.exp(paired_log_ratio(seq, A)) == pytest.approx(1.3)
+    assert log_ratio(seq, A, 0.1).ratio == pytest.approx(1.3)
 
 
 def test_standard_error_shrinks_with_profiles_of_both_points():
+    """Each profile's variance is half the re-measurement difference's (0.1**2 / 2); the contrasts weigh the profiles
+    A-B (-1, 1), A-B-A (-1/2, 1, -1/2), A-B-A-B (-1/4, 3/4, -3/4, 1/4): sums of squared weights 2, 1.5, 1.25."""
     seq = drifting([(A, 1.0), (B, 1.0), (A, 1.0), (B, 1.0)])
-    assert log_ratio_se(seq[:2], A, 0.1) == pytest.approx(0.1)
-    assert log_ratio_se(seq[:3], A, 0.1) == pytest.approx(0.1 * math.sqrt(0.75))
-    assert log_ratio_se(seq, A, 0.1) == pytest.approx(0.1 * math.sqrt(0.5))
+    assert log_ratio(seq[:2], A, 0.1).se == pytest.approx(0.1)
+    assert log_ratio(seq[:3], A, 0.1).se == pytest.approx(0.1 * math.sqrt(0.75))
+    assert log_ratio(seq, A, 0.1).se == pytest.approx(0.1 * math.sqrt(0.625))
 
 
 class Scripted:

@@ -4,10 +4,11 @@ On a shared host the speed drifts 20-40% over minutes and one profile's noise is
 the gains Algorithm 2 compares near a row's knee, so comparing profiles taken minutes apart decides
 by the host's mood. Here every decision (does the next num_envs of a row beat the row's incumbent,
 the paper's ``Sat >= alpha``; does a row's best beat the best so far) alternates profiles of its two
-points (A B, A B A, A B A B, ...), estimates their log ratio from contrasts that cancel linear drift,
-and profiles again only while the difference is inside its noise, which is measured from the
-search's own re-measurements. Drift cancels within a pair, so the profiles are shortened
-(``PairRule.length``), and the whole search is held to a fraction of the grid's cost in profile-steps.
+points (A B, A B A, A B A B, ...), estimates their log ratio from contrasts that cancel linear drift
+(the one paired statistic, :func:`gmiexp.stats.paired_gain`), and profiles again only while the
+difference is inside its noise, which is measured from the search's own re-measurements. Drift
+cancels within a pair, so the profiles are shortened (``PairRule.length``), and the whole search is
+held to a fraction of the grid's cost in profile-steps.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from gmiexp.config import SearchConfig
 from gmiexp.errors import ConfigError
 from gmiexp.search.algorithm import METHODS, ProfileResult, SearchOutcome, Step
+from gmiexp.stats import Gain, Sample, paired_gain, remeasured_sd
 
 Point = tuple[int, int]  # (gmis_per_gpu, num_envs)
 LengthProfiler = Callable[[int, int, float], ProfileResult]  # profile(G, N, length) -> result
@@ -133,44 +135,25 @@ class Ledger:
     def difference_sd(self, prior: float, weight: float) -> float:
         """Pooled sd of log(rate) between two profiles of one point with one profile between them.
 
-        Every A-B-A of the search gives one such difference; it holds both the profile's noise and
-        the drift over two profiles, so it bounds what a pair's contrast can suffer. The prior
-        stands in until the search has re-measured a few points.
+        Every A-B-A of the search gives one such difference (:func:`gmiexp.stats.remeasured_sd`); it
+        holds both the profile's noise and the drift over two profiles, so it bounds what a pair's
+        contrast can suffer. The prior stands in until the search has re-measured a few points.
         """
         by_index = {m.index: m for m in self.measurements}
         diffs = [math.log(m.rate / by_index[m.index - 2].rate) for m in self.measurements
                  if m.index - 2 in by_index and by_index[m.index - 2].point == m.point]
-        return math.sqrt((weight * prior**2 + sum(d * d for d in diffs)) / (weight + len(diffs)))
+        return remeasured_sd(diffs, prior, weight)
 
 
-def paired_log_ratio(seq: Sequence[Measurement], incumbent: Point) -> float:
-    """log(candidate / incumbent) from interleaved profiles.
+def log_ratio(seq: Sequence[Measurement], incumbent: Point, difference_sd: float) -> Gain:
+    """log(candidate / incumbent) from interleaved profiles, and its standard error (:func:`gmiexp.stats.paired_gain`).
 
     Each profile bracketed in time by two of the other point's is compared with their linear
-    interpolation at its time, which cancels a linearly drifting host speed; the estimate is the
-    mean of these contrasts. Without a bracketed profile (A then B) it is the plain difference of
-    mean logs: drift over one profile's span stays in it, and in the noise it is judged against.
+    interpolation at its time, which cancels a linearly drifting host speed; without a bracketed
+    profile (A then B) the drift over one profile's span stays in the estimate, and in the noise it
+    is judged against. Each profile's noise is the search's re-measurement sd (:meth:`Ledger.difference_sd`).
     """
-    logs = [(m.t, m.point != incumbent, math.log(m.rate)) for m in seq]
-    contrasts = []
-    for t, is_candidate, y in logs:
-        before = [(tt, yy) for tt, c, yy in logs if c != is_candidate and tt < t]
-        after = [(tt, yy) for tt, c, yy in logs if c != is_candidate and tt > t]
-        if before and after:
-            (t0, y0), (t1, y1) = before[-1], after[0]
-            other = y0 + (y1 - y0) * (t - t0) / (t1 - t0)
-            contrasts.append(y - other if is_candidate else other - y)
-    if contrasts:
-        return statistics.fmean(contrasts)
-    cand = [y for _, c, y in logs if c]
-    inc = [y for _, c, y in logs if not c]
-    return statistics.fmean(cand) - statistics.fmean(inc)
-
-
-def log_ratio_se(seq: Sequence[Measurement], incumbent: Point, difference_sd: float) -> float:
-    """Standard error of the paired log ratio: per-profile variance (half the difference's) times 1/m_A + 1/m_B."""
-    m_inc = sum(m.point == incumbent for m in seq)
-    return difference_sd * math.sqrt((1 / m_inc + 1 / (len(seq) - m_inc)) / 2)
+    return paired_gain([Sample.of_rate(m.point != incumbent, m.rate, difference_sd, m.t) for m in seq])
 
 
 def compare(ledger: Ledger, rule: PairRule, kind: str, incumbent: Point, candidate: Point,
@@ -195,10 +178,10 @@ def compare(ledger: Ledger, rule: PairRule, kind: str, incumbent: Point, candida
         points = {m.point for m in seq}
         if len(points) == 2:
             c.threshold = threshold(seq)
-            est = paired_log_ratio(seq, incumbent)
             sd = ledger.difference_sd(rule.noise, rule.prior_weight)
-            se = log_ratio_se(seq, incumbent, sd)
-            c.ratio, c.noise = math.exp(est), se
+            g = log_ratio(seq, incumbent, sd)
+            est, se = g.log, g.se
+            c.ratio, c.noise = g.ratio, se
             gap = est - math.log1p(c.threshold) * (1 if candidate[1] >= incumbent[1] else -1)
             settled = None
             if abs(gap) >= rule.z * se:
@@ -207,7 +190,7 @@ def compare(ledger: Ledger, rule: PairRule, kind: str, incumbent: Point, candida
                 settled = ("candidate" if gap > 0 else "incumbent", "within tolerance")
             elif len(seq) >= limit:
                 settled = (undecided(kind, incumbent, candidate, est, rule.plateau), "out of profiles")
-            elif kind == "num_envs" and abs(gap) < rule.z * log_ratio_se(alternated(seq, limit), incumbent, sd):
+            elif kind == "num_envs" and abs(gap) < rule.z * log_ratio(alternated(seq, limit), incumbent, sd).se:
                 settled = (undecided(kind, incumbent, candidate, est, rule.plateau), "futile")
             if settled and len(seq) >= confirmations(rule, kind, settled[0]):
                 return _decide(c, seq, *settled)
@@ -235,11 +218,16 @@ def confirmations(rule: PairRule, kind: str, verdict: str) -> int:
 
 
 def alternated(seq: Sequence[Measurement], limit: int) -> list[Measurement]:
-    """``seq`` continued by alternating profiles up to ``limit`` (what a comparison would hold at its end)."""
+    """``seq`` continued by alternating profiles up to ``limit`` (what a comparison would hold at its end).
+
+    The profiles to come are one mean spacing of ``seq``'s apart; their rate is unknown (only the
+    standard error, which does not depend on it, is read).
+    """
     points = list(dict.fromkeys(m.point for m in seq))
     more = list(seq)
+    step = (seq[-1].t - seq[0].t) / (len(seq) - 1) if len(seq) > 1 else 1.0
     while len(more) < limit:
-        more.append(Measurement(next(p for p in points if p != more[-1].point), math.nan, math.nan, math.nan, -1))
+        more.append(Measurement(next(p for p in points if p != more[-1].point), more[-1].t + step, 1.0, math.nan, -1))
     return more
 
 

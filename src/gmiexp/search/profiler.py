@@ -9,7 +9,6 @@ is measured at steady state, after the warm-up iterations, from the run's
 from __future__ import annotations
 
 import math
-import statistics
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -18,21 +17,20 @@ from typing import Any
 
 from gmiexp.rundir import RunFailed, gmiexp_command, peak_memory_mb, run_gmiexp
 from gmiexp.search.algorithm import ProfileResult
+from gmiexp.stats import steady_rate
 
 
 def steady_throughput(summary: dict[str, Any], warmup_iterations: int) -> float:
     """Median of the per-iteration global env steps/s after warm-up (falls back to the summary's metric).
 
     The median, not the mean over the window: profiles are short, and one iteration stalled by
-    another process on a shared host would otherwise decide Algorithm 2's early stop.
+    another process on a shared host would otherwise decide Algorithm 2's early stop. Measured by
+    :func:`gmiexp.stats.steady_rate` from the end of iteration ``warmup_iterations`` on.
     """
     hist = sorted(summary.get("history") or [], key=lambda h: h["iteration"])
-    rates = [(b["frames"] - a["frames"]) / (b["wall_s"] - a["wall_s"])
-             for a, b in zip(hist, hist[1:], strict=False)
-             if a["iteration"] >= warmup_iterations and b["wall_s"] > a["wall_s"]]
-    if rates:
-        return float(statistics.median(rates))
-    return float(summary.get("metrics", {}).get("perf/env_steps_per_s", 0.0))
+    warm = sum(h["iteration"] < warmup_iterations for h in hist)  # measured from the end of iteration warmup
+    rate = steady_rate(hist, skip=warm + 1, median=True)
+    return rate or float(summary.get("metrics", {}).get("perf/env_steps_per_s", 0.0))
 
 
 def result_from_summary(summary: dict[str, Any], gmis: int, warmup_iterations: int,
