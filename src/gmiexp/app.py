@@ -56,7 +56,7 @@ def _train(cfg: Config, run_dir: Path, node_dir: Path) -> dict:
     from gmiexp.launch.requeue import resume
     from gmiexp.launch.segments import run_segments
     from gmiexp.launch.summary import one_line
-    from gmiexp.planner.build import build_plan
+    from gmiexp.planner.build import build_plan, replanner
     from gmiexp.planner.resources import check_resources
 
     plan, backend = build_plan(cfg, node_dir)
@@ -70,14 +70,14 @@ def _train(cfg: Config, run_dir: Path, node_dir: Path) -> dict:
 
         check_video(plan)  # capture_video=True: a layout that films and a task that renders, or exit 2
         print(start_lines(plan, run_dir), file=sys.stderr, flush=True)
-    reshaper = reshaper_for(cfg, plan, node_dir)  # before the sinks open: a bad launch.reshape_prior exits 2 first
+    reshaper = reshaper_for(plan, node_dir)  # before the sinks open: a bad launch.reshape_prior exits 2 first
     warm.start(plan)  # the GMIs' server imports torch, rl-games and the simulator while the sinks open
     live = LiveLog.open(plan, node_dir) if plan.node_rank == 0 else None  # node 0 speaks for the run
     summary: dict | None = None
     try:
         try:
             if reshaper is not None and live is not None:  # launch.reshape: partitions change between epochs
-                summary = run_segments(cfg, plan, backend, node_dir, live, reshaper)
+                summary = run_segments(plan, backend, node_dir, live, reshaper, replanner(cfg, node_dir))
             else:
                 summary = launch(plan, backend, node_dir, live=live)
         except OSError as e:  # the launcher's own writes (status, plan, logs) on a full or read-only disk

@@ -16,7 +16,7 @@ from gmitest import compose_config, gmiexp_workers, popen_cli, run_cli
 from wandb_records import read_run
 
 from gmiexp.errors import ConfigError
-from gmiexp.launch.elastic import REQUEST_FILE, Explorer, Reshaper, read_log, request, steady
+from gmiexp.launch.elastic import REQUEST_FILE, Explorer, Reshaper, read_log, request
 from gmiexp.plan import Plan
 from gmiexp.planner.build import build_plan
 from gmiexp.tools import reshape as tool
@@ -89,24 +89,17 @@ def test_a_trial_wins_by_more_than_the_noise_measured_in_its_windows() -> None:
     assert pair(quiet, [v * 1.01 for v in quiet]) == 1
 
 
-def test_the_pair_s_gain_and_its_standard_error() -> None:
-    import math
-
-    from gmiexp.launch.elastic import epoch_rates, paired_gain
-
-    gain, se = paired_gain([100.0, 100.0], [110.0, 110.0], [90.0, 90.0])
-    assert gain == pytest.approx(math.log(110) - (math.log(100) + math.log(90)) / 2) and se == 0.0
-    a, b = [100.0, 120.0], [130.0, 110.0]
-    var = lambda x: (math.log(x[0]) - math.log(x[1])) ** 2 / 2  # noqa: E731  (two samples: their variance)
-    assert paired_gain(a, b)[1] == pytest.approx(math.sqrt(var(a) / 2 + var(b) / 2))
-    rows = [{"frames": f, "wall_s": w} for f, w in [(0, 0.0), (100, 1.0), (300, 2.0), (400, 4.0)]]
-    assert epoch_rates(rows, 2) == [200.0, 50.0]
-
-
-def test_steady_leaves_the_first_epoch_out() -> None:
-    rows = [{"frames": 100 * i, "wall_s": w} for i, w in enumerate([10.0, 11.0, 12.0, 13.0], start=1)]
-    assert steady(rows, 2) == pytest.approx(100.0)
-    assert steady(rows[:2], 2) is None
+def test_a_window_is_measured_after_the_segment_s_first_epoch_with_its_epochs_spread(tmp_path: Path) -> None:
+    """The re-shaper's window: the steady rate of its last ``reshape_window`` epochs (the segment's first left out)
+    and their per-epoch rates, which the explorer gets as the window's noise."""
+    launch = SimpleNamespace(reshape_window=2, reshape_noise=0.02, reshape_drift=0.15, reshape_budget=0.5)
+    r = Reshaper("auto", tmp_path, current=1, reachable=[1, 2], launch=launch, max_iterations=100)
+    rows = [{"iteration": i, "frames": f, "wall_s": w} for i, (f, w) in
+            enumerate([(100, 5.0), (200, 6.0), (400, 7.0), (500, 9.0)], start=1)]
+    assert r.poll(rows[:2]) is None  # one epoch after the first: not a window yet
+    d = r.poll(rows)
+    assert d.to == 2 and d.rate_before == pytest.approx(300 / 3)  # epochs 3 and 4: 300 frames in 3 s
+    assert r.explorer.rates[1] == [pytest.approx(100.0)] and r.explorer.samples[1] == [[200.0, 50.0]]
 
 
 def test_a_request_for_a_partition_that_cannot_share_the_batch_is_refused(tmp_path: Path) -> None:
@@ -136,6 +129,41 @@ def test_the_same_gmis_on_another_slice_is_a_reshape_the_same_gmis_alone_is_refu
     assert (d.to, d.frm, d.request, d.overrides) == (1, 1, rid, {"hardware.cpus": [0]})
 
 
+def test_launch_asks_the_planner_for_a_typed_partition_and_rolls_back_to_the_current_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """``launch.segments`` holds no config: it hands ``replan`` the running Plan and a Partition (a request's slice
+    kept by later moves); one the host cannot realise goes back to the partition that ran."""
+    import gmiexp.launch.requeue as requeue
+    from gmiexp.launch.elastic import Decision
+    from gmiexp.launch.segments import _next_partition
+    from gmiexp.planner.partition import Partition
+
+    asked: list[tuple[object, Partition]] = []
+
+    def replan(plan: object, partition: Partition) -> tuple[SimpleNamespace, str]:
+        asked.append((plan, partition))
+        if partition.gmis_per_gpu == 4:
+            raise ConfigError("invalid partition for batch.total_envs=16: no\nmore")
+        return SimpleNamespace(checkpoint="", resumed={}), "backend"
+
+    def resume(plan: SimpleNamespace, run_dir: Path, mode: str) -> SimpleNamespace:
+        plan.checkpoint = str(run_dir / "last.pth")
+        return plan
+
+    monkeypatch.setattr(requeue, "resume", resume)
+    running = object()
+    current = Partition(1, cpus=[0])
+    d = Decision(to=2, frm=1, reason="request", epoch=3, overrides={"layout.trainers_per_gpu": 2})
+    part, new, backend, timing = _next_partition(replan, current, running, d, tmp_path)
+    assert asked == [(running, Partition(2, trainers_per_gpu=2, cpus=[0]))] and part == asked[0][1]
+    assert (new.checkpoint, backend, timing) == (str(tmp_path / "last.pth"), "backend", {"rolled_back": False})
+    d = Decision(to=4, frm=2, reason="auto", epoch=6)
+    back, _, _, timing = _next_partition(replan, part, new, d, tmp_path)
+    assert [p for _, p in asked[1:]] == [Partition(4, trainers_per_gpu=2, cpus=[0]), part] and back == part
+    assert timing == {"rolled_back": True, "why": "invalid partition for batch.total_envs=16: no"}
+    assert (d.to, d.overrides) == (2, {}) and "re-shape to gmis_per_gpu=4 failed" in capsys.readouterr().err
+
+
 def search_json(path: Path, points: list[tuple[int, int, float]]) -> Path:
     """A mode=search run's search.json holding profiles (gmis_per_gpu, num_envs, per-GMI top), as it writes them."""
     from gmiexp.search.algorithm import ProfileResult, SearchOutcome, Step
@@ -156,7 +184,7 @@ def test_a_search_prior_skips_the_neighbours_it_measured_losing(tmp_path: Path,
     cfg = compose_config("task=Cartpole", "gmis_per_gpu=2", "batch.total_envs=16", "launch.reshape=auto",
                          f"launch.reshape_prior={prior}")
     plan, _ = build_plan(cfg, tmp_path / "run")
-    r = reshaper_for(cfg, plan, tmp_path)
+    r = reshaper_for(plan, tmp_path)
     assert r.explorer.tried == {1}  # 2 GMIs measured 1,040 (the faster of two profiles), 1 GMI 1,000: no gain
     assert r.explorer.neighbours() == [4]  # 4 GMIs (1,200) beat 2: still worth a trial of its own
     (rec,) = read_log(tmp_path)
@@ -167,7 +195,7 @@ def test_a_search_prior_skips_the_neighbours_it_measured_losing(tmp_path: Path,
     bad.write_text("{}")
     cfg = compose_config("task=Cartpole", "batch.total_envs=16", "launch.reshape=auto", f"launch.reshape_prior={bad}")
     with pytest.raises(ConfigError, match=r"invalid launch.reshape_prior=.*bad.json: no profiles in it"):
-        reshaper_for(cfg, build_plan(cfg, tmp_path / "run2")[0], tmp_path)
+        reshaper_for(build_plan(cfg, tmp_path / "run2")[0], tmp_path)
 
 
 def test_a_bad_prior_exits_2_before_any_sink_opens(tmp_path: Path) -> None:
@@ -328,7 +356,7 @@ def test_the_agent_trainer_split_is_a_partition_of_the_experience_layouts_only(
     split = tmp_path / "split"
     plan, _ = build_plan(compose_config("task=Cartpole", "layout=tdg_ex", "gmis_per_gpu=2", "batch.total_envs=16",
                                         "launch.reshape=request"), split)
-    assert plan.global_batch["trainer_splits"] == [1, 2] and plan.global_batch["trainers_per_gpu"] == 1
+    assert plan.global_batch.trainer_splits == [1, 2] and plan.global_batch.trainers_per_gpu == 1
     assert "reachable layout.trainers_per_gpu [1, 2]" in plan.notes["partitions"]
     plan.save(split / "plan.yaml")
     with own_run_dir(split):
@@ -341,11 +369,11 @@ def test_the_agent_trainer_split_is_a_partition_of_the_experience_layouts_only(
     assert (req["gmis_per_gpu"], req["overrides"]) == (2, {"layout.trainers_per_gpu": 2})
     two, _ = build_plan(compose_config("task=Cartpole", "layout=tdg_ex", "gmis_per_gpu=2", "batch.total_envs=16",
                                        "layout.trainers_per_gpu=2", "launch.reshape=request"), tmp_path / "two")
-    assert two.global_batch["reachable"] == [2, 4]  # one agent GMI cannot feed two trainers: not a partition
+    assert two.global_batch.reachable == [2, 4]  # one agent GMI cannot feed two trainers: not a partition
     whole = tmp_path / "whole"
     plan, _ = build_plan(compose_config("task=Cartpole", "gmis_per_gpu=2", "batch.total_envs=16",
                                         "launch.reshape=request"), whole)
-    assert "trainer_splits" not in plan.global_batch
+    assert plan.global_batch.trainer_splits is None
     plan.save(whole / "plan.yaml")
     with own_run_dir(whole):
         assert tool.main([str(whole), "trainers_per_gpu=2", "--no-wait"]) == 2
@@ -373,7 +401,7 @@ def test_a_requested_split_goes_on_from_the_epoch_it_stopped_at(tmp_path: Path) 
     split = [r["partition/trainers_per_gpu"] for r in s["history"]]
     assert set(split[:rec["epoch"]]) == {1} and set(split[rec["epoch"]:]) == {2}
     plan = Plan.load(run_dir / "plan.yaml")
-    assert len(plan.trainer_group) == 2 and plan.train.minibatch_size * 2 == plan.global_batch["total_minibatch"]
+    assert len(plan.trainer_group) == 2 and plan.train.minibatch_size * 2 == plan.global_batch.total_minibatch
     assert not gmiexp_workers(run_dir)
 
 

@@ -27,9 +27,9 @@ def test_every_partition_steps_the_same_environments_and_minibatch(tmp_path: Pat
     trainers = len(plan.trainer_group)
     assert sum(g.num_envs for g in sims) == 64 and len({g.num_envs for g in sims}) == 1
     assert plan.train.minibatch_size * trainers == 256
-    assert plan.global_batch["total_envs"] == 64 and plan.global_batch["total_minibatch"] == 256
+    assert plan.global_batch.total_envs == 64 and plan.global_batch.total_minibatch == 256
     assert gmis_per_gpu(plan) == per_gpu
-    assert per_gpu in plan.global_batch["reachable"]
+    assert per_gpu in plan.global_batch.reachable
 
 
 @pytest.mark.parametrize("layout", ["tcg_ex", "tdg_ex"])
@@ -38,15 +38,15 @@ def test_total_envs_alone_gives_every_partition_the_same_minibatch(tmp_path: Pat
     to multiply it by the starting partition's trainers, so 2 GMIs trained twice the minibatch of 1."""
     plans = [plan_of(tmp_path, f"layout={layout}", f"gmis_per_gpu={n}", "batch.total_envs=64",
                      "train.horizon_length=16", "train.minibatch_size=512") for n in (1, 2, 4)]
-    assert [p.global_batch["total_minibatch"] for p in plans] == [512, 512, 512]
+    assert [p.global_batch.total_minibatch for p in plans] == [512, 512, 512]
     assert [p.train.minibatch_size * len(p.trainer_group) for p in plans] == [512, 512, 512]
     assert plan_of(tmp_path, "gmis_per_gpu=2", "batch.total_envs=8", "train.horizon_length=16",
-                   "train.minibatch_size=512").global_batch["total_minibatch"] == 128  # fitted to 8 x 16
+                   "train.minibatch_size=512").global_batch.total_minibatch == 128  # fitted to 8 x 16
 
 
 def test_without_a_global_batch_num_envs_is_per_gmi(tmp_path: Path) -> None:
     plan = plan_of(tmp_path, "gmis_per_gpu=2", "num_envs=8")
-    assert [g.num_envs for g in plan.gmis] == [8, 8] and not plan.global_batch
+    assert [g.num_envs for g in plan.gmis] == [8, 8] and plan.global_batch is None
 
 
 def test_an_uneven_partition_is_refused_naming_the_reachable_ones(tmp_path: Path) -> None:
@@ -62,8 +62,8 @@ def test_total_minibatch_without_total_envs_is_refused(tmp_path: Path) -> None:
 
 def test_a_reshaping_run_fixes_its_starting_batch_as_the_global_one(tmp_path: Path) -> None:
     plan = plan_of(tmp_path, "gmis_per_gpu=2", "num_envs=8", "launch.reshape=request")
-    assert plan.global_batch["total_envs"] == 16
-    assert plan.global_batch["total_minibatch"] == 2 * plan.train.minibatch_size
+    assert plan.global_batch.total_envs == 16
+    assert plan.global_batch.total_minibatch == 2 * plan.train.minibatch_size
 
 
 def test_the_partition_is_not_the_training_with_a_global_batch(tmp_path: Path) -> None:
@@ -85,3 +85,65 @@ def test_the_partition_is_not_the_training_with_a_global_batch(tmp_path: Path) -
 def test_reshape_is_refused_where_it_cannot_run(tmp_path: Path, overrides: list[str], msg: str) -> None:
     with pytest.raises(ConfigError, match=msg):
         plan_of(tmp_path, "launch.reshape=request", *overrides)
+
+
+def test_the_global_batch_is_typed_and_plan_yaml_keeps_its_form(tmp_path: Path) -> None:
+    """``plan.global_batch`` is a GlobalBatch (None without one): plan.yaml holds the same mapping as before (an
+    experience layout's split only where there is one; ``{}`` for none) and loads back typed."""
+    from gmiexp.plan import Plan
+    from gmiexp.plan.model import GlobalBatch
+
+    plan = plan_of(tmp_path, "gmis_per_gpu=2", "batch.total_envs=16", "batch.total_minibatch=64")
+    assert plan.global_batch == GlobalBatch(total_envs=16, total_minibatch=64, reachable=[1, 2, 4], gmis_per_gpu=2,
+                                            envs_per_gmi=[16, 8, 4])
+    assert plan.to_dict()["global_batch"] == {"total_envs": 16, "total_minibatch": 64, "reachable": [1, 2, 4],
+                                              "gmis_per_gpu": 2, "envs_per_gmi": [16, 8, 4]}
+    loaded = Plan.load(plan.save(tmp_path / "plan.yaml"))
+    assert isinstance(loaded.global_batch, GlobalBatch) and loaded.global_batch == plan.global_batch
+    assert loaded.plan_id == plan.plan_id and loaded.global_batch.envs_for(4) == 4 and loaded.global_batch.envs_for(3) \
+        is None
+    split = plan_of(tmp_path, "layout=tdg_ex", "gmis_per_gpu=2", "batch.total_envs=16")
+    assert list(split.to_dict()["global_batch"])[-2:] == ["trainers_per_gpu", "trainer_splits"]
+    assert Plan.load(split.save(tmp_path / "split.yaml")).global_batch.trainer_splits == [1, 2]
+    none = plan_of(tmp_path, "gmis_per_gpu=2")
+    assert none.global_batch is None and none.to_dict()["global_batch"] == {}
+    assert "global_batch: {}" in none.to_yaml() and Plan.load(none.save(tmp_path / "none.yaml")).global_batch is None
+
+
+def test_the_per_gmi_batch_of_the_plan_and_of_every_reachable_partition_comes_from_one_split(tmp_path: Path) -> None:
+    from gmiexp.planner.partition import per_gmi
+
+    plan = plan_of(tmp_path, "layout=tdg_ex", "gmis_per_gpu=2", "batch.total_envs=32", "batch.total_minibatch=128")
+    share = per_gmi(plan, plan.global_batch)
+    assert share is not None and share.num_envs == plan.global_batch.envs_for(2) == 16
+    assert [g.num_envs for g in plan.gmis if g.has("simulator")] == [share.num_envs] * 2
+    assert plan.train.minibatch_size == share.minibatch_size == 128 // len(plan.trainer_group)
+    for n in plan.global_batch.reachable:
+        other = plan_of(tmp_path, "layout=tdg_ex", f"gmis_per_gpu={n}", "batch.total_envs=32",
+                        "batch.total_minibatch=128")
+        assert per_gmi(other, other.global_batch).num_envs == plan.global_batch.envs_for(n)
+
+
+def test_replan_plans_a_typed_partition_of_the_running_plan_s_global_batch(tmp_path: Path) -> None:
+    """What a re-shape asks the planner for: the Plan and a Partition; the config stays in the planner."""
+    from gmiexp.planner.build import replanner
+    from gmiexp.planner.partition import Partition
+
+    cfg = compose_config("task=Cartpole", "layout=tdg_ex", "gmis_per_gpu=2", "num_envs=8", "launch.reshape=request")
+    plan, _ = build_plan(cfg, tmp_path)
+    replan = replanner(cfg, tmp_path)
+    four, backend = replan(plan, Partition(4))
+    assert gmis_per_gpu(four) == 4 and backend.name == plan.backend
+    assert (four.global_batch.total_envs, four.global_batch.total_minibatch) == (16, plan.global_batch.total_minibatch)
+    assert [g.num_envs for g in four.gmis if g.has("simulator")] == [4] * 4
+    assert cfg.gmis_per_gpu == 2 and cfg.batch.total_envs is None  # the run's config is not the partition's
+    split = Partition(2).moved(2, {"layout.trainers_per_gpu": 2})
+    assert split == Partition(2, trainers_per_gpu=2) and split.moved(4) == Partition(4, trainers_per_gpu=2)
+    two, _ = replan(four, split)
+    assert len(two.trainer_group) == 2 and two.global_batch.trainers_per_gpu == 2
+    assert two.train.minibatch_size * 2 == plan.global_batch.total_minibatch
+    with pytest.raises(ConfigError, match=r"invalid partition for batch.total_envs=16 .*valid: gmis_per_gpu in"):
+        replan(plan, Partition(3))
+    with pytest.raises(ConfigError, match="invalid re-shape override train.gamma; valid: hardware.cpus, "
+                                          "backend.sm_percent, layout.trainers_per_gpu"):
+        Partition(2).moved(2, {"train.gamma": 0.9})

@@ -16,11 +16,10 @@ What triggers one (:class:`Reshaper`):
   each partition's steady rate is measured over ``launch.reshape_window`` epochs (the first epoch after a start
   left out); a neighbour (one GMI per GPU more, else fewer) is tried in a paired A-B-A (the incumbent measured
   before and after the trial, so a drifting host cancels out), and kept only if it beats the incumbent by more
-  than the noise measured in those windows (:data:`Z` standard errors of the pair's estimate, from the epochs'
-  spread) and by at least ``launch.reshape_noise``. Exploring stops when no neighbour wins, resumes when the
-  incumbent's rate
-  drifts by more than ``launch.reshape_drift``, and never spends more than ``launch.reshape_budget`` of the
-  run's epochs on trial partitions.
+  than the noise measured in those windows (:data:`gmiexp.stats.Z` standard errors of the pair's estimate, from the
+  epochs' spread: :func:`gmiexp.stats.paired_gain`) and by at least ``launch.reshape_noise``. Exploring stops when
+  no neighbour wins, resumes when the incumbent's rate drifts by more than ``launch.reshape_drift``, and never
+  spends more than ``launch.reshape_budget`` of the run's epochs on trial partitions.
 """
 
 from __future__ import annotations
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from gmiexp.planner.partition import gmis_per_gpu
+from gmiexp.stats import Sample, Z, epoch_rates, paired_gain, steady_rate
 
 REQUEST_FILE = "reshape_request.json"  # in the node's run dir: what tools.reshape asks for
 LOG_FILE = "reshapes.jsonl"  # every decision, done or refused, one JSON line each (tools.reshape reads it back)
@@ -51,7 +51,7 @@ class Decision:
     epoch: int
     rate_before: float | None = None  # the partition's steady env steps/s when it was left
     request: str = ""  # the request id (tools.reshape), "" for auto
-    overrides: dict[str, Any] = field(default_factory=dict)  # the new slice or split (segments.REQUEST_FIELDS)
+    overrides: dict[str, Any] = field(default_factory=dict)  # the new slice or split (partition.REQUEST_FIELDS)
     decided_at: float = field(default_factory=time.time)
 
     def move(self) -> str:
@@ -103,51 +103,8 @@ def read_log(run_dir: Path) -> list[dict[str, Any]]:
         return []
 
 
-Z = 2.0  # a trial wins by more than this many standard errors of the A-B-A estimate (one-sided, ~98%)
 CLEAR_WIN = 0.15  # a trial this much faster than the window before it is kept without the return leg: more than
 #   a host's drift between two windows (the epochs' spread within a window does not measure that)
-
-
-def epoch_rates(rows: list[dict[str, Any]], window: int) -> list[float]:
-    """Each of the last ``window`` epochs' env steps/s (the samples a window's noise is measured from)."""
-    out = []
-    for a, b in zip(rows[-window - 1:-1], rows[-window:], strict=False):
-        dt = float(b["wall_s"]) - float(a["wall_s"])
-        if dt > 0:
-            out.append((float(b["frames"]) - float(a["frames"])) / dt)
-    return out
-
-
-def paired_gain(a1: list[float], b: list[float], a2: list[float] | None = None) -> tuple[float, float]:
-    """B's gain over A in log rate, and its standard error, from per-epoch rates of the windows A1, B (and A2).
-
-    With A2, A is the mean of A1 and A2 (a drift that is linear over the pair cancels); each window's mean log
-    rate has the variance of its epochs over their count.
-    """
-    import math
-
-    def stats(x: list[float]) -> tuple[float, float]:
-        logs = [math.log(v) for v in x if v > 0]
-        n = len(logs)
-        mean = sum(logs) / n
-        var = sum((v - mean) ** 2 for v in logs) / (n - 1) if n > 1 else 0.0
-        return mean, var / n
-
-    (mb, vb), (m1, v1) = stats(b), stats(a1)
-    if a2 is None:
-        return mb - m1, math.sqrt(vb + v1)
-    m2, v2 = stats(a2)
-    return mb - (m1 + m2) / 2, math.sqrt(vb + (v1 + v2) / 4)
-
-
-def steady(rows: list[dict[str, Any]], window: int) -> float | None:
-    """Env steps/s over the last ``window`` epochs of a segment, the first epoch after its start left out."""
-    usable = rows[1:]
-    if len(usable) < window:
-        return None
-    a, b = (rows[-window - 1], rows[-1])
-    dt = float(b["wall_s"]) - float(a["wall_s"])
-    return (float(b["frames"]) - float(a["frames"])) / dt if dt > 0 else None
 
 
 @dataclass
@@ -208,7 +165,7 @@ class Explorer:
             return self._next("auto: trying a neighbour")
         if self.phase == "trial":
             base = self.rates[self.incumbent][-1]
-            if self._wins(rate / base, self.samples[self.incumbent][-1], self.samples[current][-1], clear=True):
+            if self._wins([(base, self.samples[self.incumbent][-1]), (rate, self.samples[current][-1])], clear=True):
                 return self._win(current, current, rate, base)  # a clear win needs no return leg
             self.phase = "back"
             return self.incumbent, f"auto: back to gmis_per_gpu={self.incumbent} (the A-B-A pair's second A)"
@@ -218,26 +175,30 @@ class Explorer:
         base = (a1 + a2) / 2
         s1, s2 = self.samples[self.incumbent][-2:]
         sb = self.samples[self.trial][-1] if self.trial is not None else []
-        if self._wins(b / base, s1, sb, s2):
+        if self._wins([(a1, s1), (b, sb), (a2, s2)]):
             return self._win(self.trial, current, b, base)  # type: ignore[arg-type]
         self.tried.add(self.trial)  # type: ignore[arg-type]
         return self._next(f"auto: gmis_per_gpu={self.trial} lost ({b:,.0f} vs {base:,.0f} env steps/s)")
 
-    def _wins(self, ratio: float, a1: list[float], b: list[float], a2: list[float] | None = None,
-              clear: bool = False) -> bool:
-        """B beats A by more than the measured noise (``Z`` standard errors) and by at least ``noise``.
+    def _wins(self, windows: list[tuple[float, list[float]]], clear: bool = False) -> bool:
+        """B beats A by more than the measured noise (:data:`gmiexp.stats.Z` standard errors) and at least ``noise``.
 
-        ``clear``: B against A1 alone, kept without the return leg, only by three times the noise and at least
-        :data:`CLEAR_WIN`.
+        ``windows``: A1, B (and A2 once the pair is complete), each as its rate and its epochs' rates. The gain and
+        its standard error are :func:`gmiexp.stats.paired_gain`'s over the windows' epochs (each window's mean log
+        rate and its spread); when a window has fewer than two epochs, over the windows' rates, with no noise to
+        measure: the floor alone. ``clear``: B against A1 alone, kept without the return leg, only by three times
+        the noise and at least :data:`CLEAR_WIN`.
         """
         import math
 
         k = 3.0 if clear else 1.0
         floor = max(k * math.log1p(self.noise), math.log1p(CLEAR_WIN) if clear else 0.0)
-        if min(len(a1), len(b), len(a2) if a2 is not None else 2) < 2:  # no spread to measure: the floor alone
-            return math.log(ratio) > floor if ratio > 0 else False
-        gain, se = paired_gain(a1, b, a2)
-        return gain > max(floor, k * Z * se)
+        if any(rate <= 0 for rate, _ in windows):
+            return False
+        spread = all(sum(r > 0 for r in epochs) >= 2 for _, epochs in windows)
+        samples = [Sample.of_rates(i == 1, epochs) if spread else Sample(i == 1, math.log(rate))
+                   for i, (rate, epochs) in enumerate(windows)]
+        return paired_gain(samples).beats(floor, k * Z)
 
     def _win(self, to: int, current: int, rate: float, base: float) -> tuple[int, str] | None:
         old, self.incumbent = self.incumbent, to
@@ -303,12 +264,12 @@ class Reshaper:
         if len(rows) - max(1, self._seen) < w:
             return None
         win = rows[max(0, max(1, self._seen) - 1):]
-        rate = steady(win, w)
+        rate = steady_rate(win, skip=1, last=w) or None  # the first row: the end of the epoch before the window
         self._seen = len(rows)
         if rate is None:
             return None
         self._epoch_s = (float(win[-1]["wall_s"]) - float(win[-w - 1]["wall_s"])) / w
-        move = self.explorer.measured(self.current, rate, w, epoch_rates(win, w))
+        move = self.explorer.measured(self.current, rate, w, epoch_rates(win, skip=1, last=w))
         if move is None or move[0] == self.current:
             return None
         return Decision(to=move[0], frm=self.current, reason=move[1], epoch=epoch, rate_before=rate)
@@ -325,7 +286,7 @@ class Reshaper:
         if why:
             self.note({"request": req.get("id", ""), "status": "refused", "why": why, "epoch": epoch})
             return None
-        rate = steady(rows, min(len(rows) - 1, 3)) if len(rows) > 2 else None
+        rate = steady_rate(rows, skip=1, last=min(len(rows) - 1, 3)) or None if len(rows) > 2 else None
         if self.explorer is not None:  # a user's choice is the new incumbent; exploring starts again from it
             self.explorer.incumbent, self.explorer.phase, self.explorer.tried = to, "baseline", set()
         return Decision(to=to, frm=self.current, reason=f"request {req.get('id', '')}", epoch=epoch,
@@ -344,7 +305,7 @@ class Reshaper:
 
 
 def reachable_from(plan: Any) -> list[int]:
-    return list(plan.global_batch.get("reachable", [])) if plan.global_batch else []
+    return list(plan.global_batch.reachable) if plan.global_batch is not None else []
 
 
 def prior_rates(path: str, plan: Any) -> dict[int, float]:
@@ -363,34 +324,34 @@ def prior_rates(path: str, plan: Any) -> dict[int, float]:
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ConfigError(f"invalid launch.reshape_prior={path}: no profiles in it ({type(e).__name__}: {e}); "
                           "valid: the search.json a mode=search run wrote in its run dir") from None
-    envs = dict(zip(plan.global_batch.get("reachable", []), plan.global_batch.get("envs_per_gmi", []), strict=False))
+    batch = plan.global_batch
     gpus = len(plan.gpu_map())
     rates: dict[int, float] = {}
     for g, n, runnable, top in points:
-        if runnable and envs.get(g) == n:
+        if runnable and batch is not None and batch.envs_for(g) == n:
             rates[g] = max(rates.get(g, 0.0), top * g * gpus)
     return rates
 
 
-def reshaper_for(cfg: Any, plan: Any, node_dir: Path) -> Reshaper | None:
-    """The run's :class:`Reshaper` (None with ``launch.reshape=off``).
+def reshaper_for(plan: Any, node_dir: Path) -> Reshaper | None:
+    """The run's :class:`Reshaper` (None with ``launch.reshape=off``), from ``plan.launch``.
 
     ``launch.reshape_prior``: the neighbours a ``mode=search`` run measured losing to the starting partition
     count as tried, so exploring starts where the search left off.
     """
-    if cfg.launch.reshape == "off":
+    launch = plan.launch
+    if launch.reshape == "off":
         return None
     (node_dir / REQUEST_FILE).unlink(missing_ok=True)  # a request left by an earlier attempt is stale
     current = gmis_per_gpu(plan)
-    r = Reshaper(str(cfg.launch.reshape), node_dir, current, reachable_from(plan), cfg.launch,
-                 int(plan.max_iterations))
-    if r.explorer is not None and cfg.launch.reshape_prior:
-        prior = prior_rates(str(cfg.launch.reshape_prior), plan)
+    r = Reshaper(str(launch.reshape), node_dir, current, reachable_from(plan), launch, int(plan.max_iterations))
+    if r.explorer is not None and launch.reshape_prior:
+        prior = prior_rates(str(launch.reshape_prior), plan)
         if current in prior:
             lost = {g for g, rate in prior.items()
                     if g != current and rate <= prior[current] * (1 + r.explorer.noise)}
             r.explorer.tried |= lost
-            r.note({"status": "prior", "source": str(cfg.launch.reshape_prior), "rates": prior,
+            r.note({"status": "prior", "source": str(launch.reshape_prior), "rates": prior,
                     "not_tried": sorted(lost)})
             if lost:
                 print(f"gmiexp: re-shape auto: mode=search measured gmis_per_gpu {sorted(lost)} no faster than "

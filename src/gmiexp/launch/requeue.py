@@ -40,11 +40,12 @@ def training_key(plan: Plan) -> str:
     """Hash of what a checkpoint's numbers depend on; equal for every attempt of one run on any hosts."""
     d = plan.to_dict()
     doc = {k: d.get(k) for k in SAME_TRAINING}
-    if plan.global_batch:  # the partition is not the learning (planner/partition.py): a re-shaped run resumes
+    batch = plan.global_batch
+    if batch is not None:  # the partition is not the learning (planner/partition.py): a re-shaped run resumes
         doc["train"] = {k: v for k, v in doc["train"].items() if k != "minibatch_size"}
         for k in ("trainer_group", "channels"):
             doc.pop(k, None)
-        doc["gmis"] = {k: plan.global_batch[k] for k in ("total_envs", "total_minibatch")}
+        doc["gmis"] = {"total_envs": batch.total_envs, "total_minibatch": batch.total_minibatch}
     else:
         doc["gmis"] = [{k: g[k] for k in GMI_FIELDS} for g in d["gmis"]]
     doc["nnodes"] = plan.nnodes

@@ -1,9 +1,9 @@
 """A re-shaping run's loop: launch a partition, and after each re-shape plan the next one and launch it again.
 
 :mod:`gmiexp.launch.elastic` decides when and where to (requests, the online explorer); this module carries a
-decision out: the new partition's config and plan with the global batch pinned, resumed from GMI 0's checkpoint,
-rolled back when the host cannot realise it, the old partition's files kept under ``segments/<k>/``, and the
-run's summary over every partition.
+decision out: the new partition (a typed :class:`~gmiexp.planner.partition.Partition`) planned by the planner's
+``replan`` with the global batch pinned, resumed from GMI 0's checkpoint, rolled back when the host cannot realise
+it, the old partition's files kept under ``segments/<k>/``, and the run's summary over every partition.
 """
 
 from __future__ import annotations
@@ -11,15 +11,22 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gmiexp.launch.elastic import Decision, Reshaped, Reshaper, steady
-from gmiexp.planner.partition import gmis_per_gpu
+from gmiexp.launch.elastic import Decision, Reshaped, Reshaper
+from gmiexp.planner.partition import Partition, gmis_per_gpu
+from gmiexp.stats import steady_rate
+
+if TYPE_CHECKING:
+    from gmiexp.plan.model import Plan
+    from gmiexp.planner.build import Replan
 
 
-def run_segments(cfg: Any, plan: Any, backend: Any, node_dir: Path, live: Any, reshaper: Reshaper) -> dict[str, Any]:
+def run_segments(plan: Plan, backend: Any, node_dir: Path, live: Any, reshaper: Reshaper,
+                 replan: Replan) -> dict[str, Any]:
     """Launch ``plan``; after every re-shape, plan the new partition and launch it from GMI 0's checkpoint.
 
+    ``replan``: the planner's (``gmiexp.planner.build.replanner``), asked for each new partition of the plan.
     Returns the run's summary: the last partition's figures, every partition's rows in ``history``, the first
     attempt's ``resumed``, the whole run's ``wall_s`` and every re-shape in ``reshapes``.
     """
@@ -28,6 +35,7 @@ def run_segments(cfg: Any, plan: Any, backend: Any, node_dir: Path, live: Any, r
     from gmiexp.launch.summary import resumed, write_summary
 
     t_start, first = time.time(), plan
+    current = Partition(gmis_per_gpu(plan))  # the partition running now (None fields: as the run started)
     boundaries: list[int] = []  # index of each later partition's first row in the run's rows
 
     def whole(summary: dict[str, Any]) -> dict[str, Any]:
@@ -50,7 +58,7 @@ def run_segments(cfg: Any, plan: Any, backend: Any, node_dir: Path, live: Any, r
             raise
         except Reshaped as r:
             t_exit = time.time()
-            cfg, plan, backend, timing = _next_partition(cfg, plan, r.decision, node_dir)
+            current, plan, backend, timing = _next_partition(replan, current, plan, r.decision, node_dir)
             r.decision.epoch = int(plan.resumed.get("epoch", r.decision.epoch))  # where the GMIs stopped
             live.next_segment(plan)
             rows_before = live.all_rows
@@ -62,52 +70,31 @@ def run_segments(cfg: Any, plan: Any, backend: Any, node_dir: Path, live: Any, r
     return whole(summary)
 
 
-def _next_partition(cfg: Any, plan: Any, d: Decision, node_dir: Path) -> tuple[Any, Any, Any, dict[str, Any]]:
-    """The config, plan and backend of ``d.to`` (and its slice), resuming from GMI 0's checkpoint.
+def _next_partition(replan: Replan, current: Partition, plan: Plan, d: Decision,
+                    node_dir: Path) -> tuple[Partition, Plan, Any, dict[str, Any]]:
+    """The partition, plan and backend of ``d.to`` (and its slice), resuming from GMI 0's checkpoint.
 
     A partition the host cannot realise (a ConfigError while planning it) rolls back to the previous one.
     """
-    import copy
-
     from gmiexp.errors import ConfigError, LaunchError
     from gmiexp.launch.requeue import resume
-    from gmiexp.planner.build import build_plan
 
-    def build(n: int, overrides: dict[str, Any]) -> tuple[Any, Any, Any]:
-        c = copy.deepcopy(cfg)
-        c.gmis_per_gpu = n
-        c.batch.total_envs, c.batch.total_minibatch = (plan.global_batch["total_envs"],
-                                                       plan.global_batch["total_minibatch"])
-        for key, value in overrides.items():
-            set_field(c, key, value)
-        new, be = build_plan(c, node_dir)
+    def build(target: Partition) -> tuple[Partition, Plan, Any]:
+        new, be = replan(plan, target)
         resume(new, node_dir, "auto")  # this run's own checkpoint, whatever launch.resume says
         if not new.checkpoint:
-            raise LaunchError(f"re-shape to gmis_per_gpu={n} failed: GMI 0 wrote no checkpoint in {node_dir}")
-        return c, new, be
+            raise LaunchError(f"re-shape to gmis_per_gpu={target.gmis_per_gpu} failed: GMI 0 wrote no checkpoint in "
+                              f"{node_dir}")
+        return target, new, be
 
     try:
-        return (*build(d.to, d.overrides), {"rolled_back": False})
+        return (*build(current.moved(d.to, d.overrides)), {"rolled_back": False})
     except ConfigError as e:  # the new partition cannot be realised here: go on as before
         why = str(e).splitlines()[0]
         print(f"gmiexp: re-shape to gmis_per_gpu={d.to} failed ({why}); going on with gmis_per_gpu={d.frm}",
               file=sys.stderr, flush=True)
         d.to, d.overrides = d.frm, {}
-        return (*build(d.frm, {}), {"rolled_back": True, "why": why})
-
-
-#: what a request may change besides gmis_per_gpu: a GMI's slice (cores, MPS share), the agent:trainer split
-REQUEST_FIELDS = ("hardware.cpus", "backend.sm_percent", "layout.trainers_per_gpu")
-
-
-def set_field(cfg: Any, key: str, value: Any) -> None:
-    """``cfg.<key> = value`` for a request's field (else ConfigError, exit 2 through the request's refusal)."""
-    from gmiexp.errors import ConfigError
-
-    if key not in REQUEST_FIELDS:
-        raise ConfigError(f"invalid re-shape override {key}; valid: {', '.join(REQUEST_FIELDS)}")
-    head, _, leaf = key.rpartition(".")
-    setattr(getattr(cfg, head), leaf, value)
+        return (*build(current.moved(d.frm)), {"rolled_back": True, "why": why})
 
 
 def _archive(node_dir: Path, k: int) -> None:
@@ -134,7 +121,7 @@ def _complete(records: list[dict[str, Any]], rows: list[dict[str, Any]], boundar
             continue
         epochs = [float(seg[j + 1]["wall_s"]) - float(seg[j]["wall_s"]) for j in range(1, len(seg) - 1)]
         epoch_s = sorted(epochs)[len(epochs) // 2] if epochs else None
-        rec["rate_after"] = steady(seg, max(1, len(seg) - 2)) if len(seg) > 2 else None
+        rec["rate_after"] = steady_rate(seg, skip=2) or None  # the restart's epoch and the next left out
         rec["first_epoch_s"] = round(t0 + float(seg[0]["wall_s"]) - float(rec["started_at"]), 3)
         gap = float(seg[0]["wall_s"]) - float(rows[b - 1]["wall_s"])
         rec["cost_s"] = round(gap - epoch_s, 3) if epoch_s is not None else round(gap, 3)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -25,6 +25,9 @@ from gmiexp.pack import recycle, runner, sizing, slots, table
 from gmiexp.pack.runner import Job
 from gmiexp.pack.slots import AUTO, Member, Slot, Unit
 from gmiexp.signals import sigterm_raises
+
+if TYPE_CHECKING:
+    from gmiexp.plan.model import GlobalBatch
 
 
 def task_config(cfg: DictConfig) -> Config:
@@ -80,7 +83,8 @@ class PackedSweep:
     asked: dict[int, tuple[str, tuple[Unit, ...], tuple[Unit, ...]]] = field(default_factory=dict)  # recycle:
     # member -> (its last request, the units asked for, the units before)
     member_of: dict[int, Member] = field(default_factory=dict)  # job number -> its member
-    plans: dict[Path, tuple[int, dict[str, Any]]] = field(default_factory=dict)  # recycle: plan.yaml -> (mtime, batch)
+    plans: dict[Path, tuple[int, tuple[GlobalBatch | None, int]]] = field(default_factory=dict)  # recycle: plan.yaml
+    #   -> (mtime, (global batch, max_iterations))
     startup: dict[int, float] = field(default_factory=dict)  # recycle: member -> its start-up's work, core-s
     pool: list[Slot] = field(default_factory=list)
     tails: dict[int, tuple[int, Any]] = field(default_factory=dict)  # recycle: member -> (inode, HistoryTail)
@@ -187,11 +191,11 @@ class PackedSweep:
         rid, cores, before = self.asked.get(job.num, ("", job.slot.units, job.slot.units))
         if rid in refused:
             cores = before
-        gb = self._global_batch(plan_path)
-        free = (bool(gb) and is_running(job.run_dir) and not (job.run_dir / REQUEST_FILE).exists()
+        gb, _ = self._global_batch(plan_path)
+        free = (gb is not None and is_running(job.run_dir) and not (job.run_dir / REQUEST_FILE).exists()
                 and not (answers and answers[-1].get("status") == "refused"))  # refused (at its end): leave it be
-        return recycle.Grower(job.num, frozenset(cores), int(gb.get("gmis_per_gpu", 1)) if gb else 1,
-                              tuple(gb.get("reachable", [])) if gb else (), len(job.grown), free)
+        return recycle.Grower(job.num, frozenset(cores), gb.gmis_per_gpu if gb is not None else 1,
+                              tuple(gb.reachable) if gb is not None else (), len(job.grown), free)
 
     def _timing(self, job: Job) -> dict[str, Any]:
         """``left_s``, ``startup_core_s`` of :class:`recycle.Grower` from the member's epochs (GMI 0's history rows).
@@ -211,8 +215,7 @@ class PackedSweep:
                 wall = max(0.0, float(first[0]["time"]) - float(job.start or first[0]["time"]))
                 pool = recycle.shares({i: frozenset(s.units) for i, s in enumerate(self.pool)})
                 self.startup[job.num] = wall * pool[self.pool.index(job.slot)]
-        left = self._global_batch(job.run_dir / "plan.yaml").get("max_iterations", 0) - int(rows[-1]["iteration"]) \
-            if rows else 0
+        left = self._global_batch(job.run_dir / "plan.yaml")[1] - int(rows[-1]["iteration"]) if rows else 0
         return {"left_s": left * epochs[len(epochs) // 2] if len(epochs) >= 2 else None,
                 "startup_core_s": self.startup.get(job.num, 0.0)}
 
@@ -234,8 +237,8 @@ class PackedSweep:
             held = self.tails[job.num] = (inode, HistoryTail(path))
         return held[1].read()
 
-    def _global_batch(self, plan_path: Path) -> dict[str, Any]:
-        """The member's ``plan.global_batch`` and ``max_iterations`` ({} without a batch), read when its plan changed.
+    def _global_batch(self, plan_path: Path) -> tuple[GlobalBatch | None, int]:
+        """The member's ``plan.global_batch`` and ``max_iterations`` (None, 0 without a batch), read on a new plan.
 
         A load costs ~30 ms, and the launcher asks every poll (``poll_s``, 0.2 s) while a slot is free: 15% of a
         core per member, taken from the members.
@@ -245,12 +248,11 @@ class PackedSweep:
         try:
             stamp = plan_path.stat().st_mtime_ns
         except OSError:
-            return {}
+            return None, 0
         seen = self.plans.get(plan_path)
         if seen is None or seen[0] != stamp:
             plan = Plan.load(plan_path)
-            seen = self.plans[plan_path] = (stamp, {**(plan.global_batch or {}), "max_iterations": plan.max_iterations}
-                                            if plan.global_batch else {})
+            seen = self.plans[plan_path] = (stamp, (plan.global_batch, plan.max_iterations if plan.global_batch else 0))
         return seen[1]
 
     def shared_daemons(self) -> AbstractContextManager[None]:

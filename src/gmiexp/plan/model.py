@@ -69,6 +69,31 @@ class MigState:
 
 
 @dataclass
+class GlobalBatch:
+    """The learning a run keeps whatever its partition, and the partitions that can share it (``plan.global_batch``).
+
+    ``gmiexp.planner.partition`` sets it when ``batch.total_envs`` is set or the run may re-shape
+    (``launch.reshape``); every partition derives its GMIs' ``num_envs`` and ``minibatch_size`` from the totals.
+    """
+
+    total_envs: int  # environments over all simulator GMIs (batch.total_envs)
+    total_minibatch: int  # samples of one gradient step over all trainer GMIs (batch.total_minibatch)
+    reachable: list[int] = field(default_factory=list)  # the gmis_per_gpu values whose GMIs share the batch evenly
+    gmis_per_gpu: int = 0  # this plan's partition as the user sets it (a layout may add trainer GMIs)
+    envs_per_gmi: list[int] = field(default_factory=list)  # num_envs per simulator GMI, one per ``reachable`` entry
+    trainers_per_gpu: int | None = None  # experience layouts: this plan's agent:trainer split (layout.trainers_per_gpu)
+    trainer_splits: list[int] | None = None  # experience layouts: the trainers_per_gpu values that share the batch
+
+    def envs_for(self, gmis_per_gpu: int) -> int | None:
+        """Each simulator GMI's ``num_envs`` at ``gmis_per_gpu`` GMIs per GPU (None: not a reachable partition)."""
+        return dict(zip(self.reachable, self.envs_per_gmi, strict=False)).get(gmis_per_gpu)
+
+    def to_dict(self) -> dict[str, Any]:
+        """plan.yaml's form: the agent:trainer split only for a layout that has one."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+@dataclass
 class Plan:
     """Everything needed to launch one run; saved as ``plan.yaml`` in the run directory."""
 
@@ -92,7 +117,7 @@ class Plan:
     max_iterations: int = 100
     checkpoint: str = ""
     resumed: dict[str, Any] = field(default_factory=dict)  # checkpoint, epoch: this run dir's own (launch.resume)
-    global_batch: dict[str, int] = field(default_factory=dict)  # total_envs, total_minibatch (planner/partition.py)
+    global_batch: GlobalBatch | None = None  # the batch every partition keeps (planner/partition.py); {} in plan.yaml
     video: dict[str, Any] = field(default_factory=dict)  # capture_video=True: every, steps, width, height
     run_dir: str = ""
     experiment: str = "default"
@@ -203,8 +228,10 @@ class Plan:
 
     # ---- serialisation -------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """Plain data (enums as their strings): what plan.yaml holds."""
-        return _plain(dataclasses.asdict(self))
+        """Plain data (enums as their strings): what plan.yaml holds (no global batch: ``global_batch: {}``)."""
+        d = _plain(dataclasses.asdict(self))
+        d["global_batch"] = self.global_batch.to_dict() if self.global_batch is not None else {}
+        return d
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False, default_flow_style=None, width=100)
@@ -212,6 +239,8 @@ class Plan:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Plan:
         """The inverse of :meth:`to_dict`; an unknown key raises ConfigError naming it."""
+        if d.get("global_batch") == {}:  # plan.yaml's "no global batch"
+            d = {**d, "global_batch": None}
         return _build(cls, d, "plan")
 
     @classmethod

@@ -31,7 +31,13 @@ from gmiexp.rl.rlgames.params import policy_param_count
 from gmiexp.role import check_role
 
 if TYPE_CHECKING:
-    from gmiexp.planner.partition import GlobalBatch
+    from collections.abc import Callable
+
+    from gmiexp.plan.model import GlobalBatch
+    from gmiexp.planner.partition import Partition
+
+    #: ``replan(plan, partition)``: ``partition`` of a running ``plan``'s global batch, planned and realised
+    Replan = Callable[[Plan, Partition], tuple[Plan, Backend]]
 
 
 def check_rlgames_only(cfg: Config) -> None:
@@ -145,13 +151,20 @@ def check_reshape(cfg: Config) -> None:
 
 
 def share_global_batch(plan: Plan, cfg: Config, hw: Hardware) -> None:
-    """``batch.total_envs`` (or a run that may re-shape): per-GMI envs and minibatch from the global batch."""
-    from gmiexp.planner.partition import apply_global_batch, counts, fits, global_batch
+    """``batch.total_envs`` (or a run that may re-shape): per-GMI envs and minibatch from the global batch.
+
+    Every partition ``gmis_per_gpu`` 1.. is cut as the layout would and given its part of the batch
+    (:func:`gmiexp.planner.partition.per_gmi`); those that can share it are ``plan.global_batch.reachable``, and the
+    plan's own GMIs get theirs (or ConfigError naming the reachable ones).
+    """
+    import dataclasses
+
+    from gmiexp.planner.partition import apply, global_batch, per_gmi, refusal
 
     batch = global_batch(cfg.batch.total_envs, cfg.batch.total_minibatch, plan, fixed=cfg.launch.reshape != "off")
     if batch is None:
         return
-    reachable, envs = [], []
+    envs: dict[int, int] = {}  # each reachable partition's num_envs per simulator GMI
     for n in range(1, max(int(cfg.launch.reshape_max_gmis_per_gpu), cfg.gmis_per_gpu) + 1):
         try:
             other = layouts.get(cfg.layout.name).build(LayoutRequest(
@@ -159,17 +172,22 @@ def share_global_batch(plan: Plan, cfg: Config, hw: Hardware) -> None:
         except ConfigError:  # a layout that cannot cut n GMIs per GPU (tdg_ex: fewer agents than its trainers)
             continue
         other.train = plan.train
-        if fits(other, batch, int(cfg.train.horizon_length)) is None:
-            reachable.append(n)
-            envs.append(batch.total_envs // counts(other)[0])
-    apply_global_batch(plan, batch, reachable, per_gpu=cfg.gmis_per_gpu)
-    plan.global_batch["envs_per_gmi"] = envs  # each reachable partition's num_envs per simulator GMI
+        share = per_gmi(other, batch)
+        if share is not None:
+            envs[n] = share.num_envs
+    reachable = list(envs)
+    mine = per_gmi(plan, batch)
+    if mine is None:
+        raise refusal(plan, batch, reachable)
+    batch = dataclasses.replace(batch, reachable=reachable, gmis_per_gpu=cfg.gmis_per_gpu,
+                                envs_per_gmi=list(envs.values()))
     plan.notes["partitions"] = (f"global batch {batch.total_envs} environments, minibatch {batch.total_minibatch}: "
                                 f"reachable gmis_per_gpu {reachable}")
     splits = trainer_splits(cfg, hw, batch)
     if splits is not None:  # an experience layout: its agent:trainer split is a partition knob too
-        plan.global_batch.update(trainers_per_gpu=cfg.layout.trainers_per_gpu, trainer_splits=splits)
+        batch = dataclasses.replace(batch, trainers_per_gpu=cfg.layout.trainers_per_gpu, trainer_splits=splits)
         plan.notes["partitions"] += f"; at gmis_per_gpu={cfg.gmis_per_gpu}, reachable layout.trainers_per_gpu {splits}"
+    apply(plan, mine, batch)
 
 
 def trainer_splits(cfg: Config, hw: Hardware, batch: GlobalBatch) -> list[int] | None:
@@ -245,3 +263,31 @@ def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> 
     if not plan.trainer_group:
         plan.reduction_reason = f"no trainer GMIs (layout={plan.layout}): nothing is reduced"
     return plan.validate(), backend
+
+
+def replanner(cfg: Config, run_dir: Path) -> Replan:
+    """How a re-shaping run (``launch.reshape``) plans its next partition: ``replan(plan, partition)``.
+
+    The app hands it to the launcher (``gmiexp.launch.segments``), which holds the running Plan and asks for a
+    :class:`~gmiexp.planner.partition.Partition` of it; the config the run started from stays here. The new plan
+    is that config at the partition's GMIs per GPU and slice (what the partition leaves None stays as the run
+    started), with ``plan``'s global batch pinned, planned and realised by :func:`build_plan` in ``run_dir``
+    (ConfigError when this host cannot realise it). What a launch finds on disk (the checkpoint to resume from)
+    is the caller's, as for the first plan.
+    """
+    def replan(plan: Plan, partition: Partition) -> tuple[Plan, Backend]:
+        if plan.global_batch is None:
+            raise ConfigError("invalid re-shape of a plan without a global batch; valid: launch.reshape=request "
+                              "or auto, which fixes the starting batch")
+        c = copy.deepcopy(cfg)
+        c.gmis_per_gpu = int(partition.gmis_per_gpu)
+        c.batch.total_envs, c.batch.total_minibatch = plan.global_batch.total_envs, plan.global_batch.total_minibatch
+        if partition.trainers_per_gpu is not None:
+            c.layout.trainers_per_gpu = partition.trainers_per_gpu
+        if partition.cpus is not None:
+            c.hardware.cpus = partition.cpus
+        if partition.sm_percent is not None:
+            c.backend.sm_percent = partition.sm_percent  # the MPS backends' field (set as a request sets it)
+        return build_plan(c, run_dir)
+
+    return replan

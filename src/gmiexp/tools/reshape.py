@@ -49,20 +49,24 @@ def main(argv: list[str] | None = None) -> int:
     if plan.launch.reshape == "off":
         return refuse(f"the run in {a.run_dir} started with launch.reshape=off; valid: start it with "
                       "launch.reshape=request (or auto)")
-    batch = f"{plan.global_batch['total_envs']} environments, minibatch {plan.global_batch['total_minibatch']}"
+    gb = plan.global_batch
+    if gb is None:  # a re-shaping run always has one (its starting batch, planner/partition.py)
+        return refuse(f"the plan in {a.run_dir} has no global batch to keep; valid: a run started with "
+                      "launch.reshape=request (or auto)")
+    batch = f"{gb.total_envs} environments, minibatch {gb.total_minibatch}"
     if key == "trainers_per_gpu":
-        splits = plan.global_batch.get("trainer_splits")
+        splits = gb.trainer_splits
         if splits is None:
             return refuse(f"layout={plan.layout} has no trainer GMIs of its own to re-split (every GMI trains); "
                           "valid: trainers_per_gpu=N for layout=tdg_ex or decoupled_async")
-        if int(value) == int(plan.global_batch["trainers_per_gpu"]):
+        if int(value) == gb.trainers_per_gpu:
             return refuse(f"the run already has trainers_per_gpu={value}")
         if int(value) not in splits:
             return refuse(f"trainers_per_gpu={value} cannot share the run's global batch ({batch}) at gmis_per_gpu="
-                          f"{plan.global_batch['gmis_per_gpu']}; valid: {splits}")
-        rid = request(a.run_dir, int(plan.global_batch["gmis_per_gpu"]), {"layout.trainers_per_gpu": int(value)})
+                          f"{gb.gmis_per_gpu}; valid: {splits}")
+        rid = request(a.run_dir, gb.gmis_per_gpu, {"layout.trainers_per_gpu": int(value)})
     else:
-        reachable = list(plan.global_batch.get("reachable", []))
+        reachable = list(gb.reachable)
         if int(value) not in reachable:
             return refuse(f"gmis_per_gpu={value} cannot share the run's global batch ({batch}); valid: {reachable}")
         rid = request(a.run_dir, int(value))
