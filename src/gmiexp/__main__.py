@@ -12,8 +12,11 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from gmiexp import multirun
+from gmiexp.app import objective, run_job
+from gmiexp.config.cli_keys import check_overrides
 from gmiexp.config.compose import conf_dir
 from gmiexp.config.registration import register_configs
+from gmiexp.errors import ConfigError, LaunchError
 
 register_configs()
 
@@ -28,9 +31,6 @@ def hydra_main(cfg: DictConfig) -> float | None:
     (hydra-submitit-launcher) raises for bad input too, so its launcher gets a result
     (:class:`gmiexp.multirun.JobFailed`); an interrupted one leaves none (Slurm may requeue it: preemption).
     """
-    from gmiexp.app import objective, run_job
-    from gmiexp.errors import LaunchError
-
     multirun.state["ran"] = True
     hc = HydraConfig.get()
     out = hc.runtime.output_dir
@@ -49,9 +49,6 @@ def hydra_main(cfg: DictConfig) -> float | None:
 
 
 def main() -> None:
-    from gmiexp.config.cli_keys import check_overrides
-    from gmiexp.errors import ConfigError
-
     multirun.state["pid"] = os.getpid()
     try:
         check_overrides(sys.argv[1:])  # a misspelt key: the valid ones, not Hydra's "+key" that fails again

@@ -10,16 +10,28 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from gmiexp.comm.reduction.calibrate import calibrate
 from gmiexp.config import Config
 from gmiexp.config.compose import to_config
 from gmiexp.config.enums import Mode
+from gmiexp.costmodel.reductions import format_cost, reduction_cost
 from gmiexp.errors import ConfigError, GmiexpError, Interrupted, LaunchError, fs_problem
+from gmiexp.launch import warm
+from gmiexp.launch.elastic import reshaper_for
+from gmiexp.launch.launcher import launch, node_run_dir
+from gmiexp.launch.live import LiveLog
+from gmiexp.launch.ownership import LOCK_NAME, own_run_dir
+from gmiexp.launch.summary import one_line, run_config, write_summary
+from gmiexp.planner.build import build_plan, replanner
+from gmiexp.planner.commands import format_commands, node_commands
+from gmiexp.planner.resources import MIB, check_resources, disk_need, free_bytes, shm_need
+from gmiexp.rl.rlgames.params import policy_param_count
+from gmiexp.search import run_search
 from gmiexp.signals import sigterm_raises
+from gmiexp.tools.doctor import doctor, format_doctor
 
 
 def run_train(cfg: Config, run_dir: Path) -> dict:
-    from gmiexp.launch.launcher import node_run_dir
-    from gmiexp.launch.ownership import own_run_dir
 
     node_dir = node_run_dir(cfg.launch, run_dir)  # run_dir itself for one node, else run_dir/node<R>
     created = not node_dir.exists()
@@ -41,23 +53,14 @@ def run_train(cfg: Config, run_dir: Path) -> dict:
 
 def _remove_untouched(node_dir: Path) -> None:
     """Remove a node directory this run created that holds nothing but its lock file."""
-    from gmiexp.launch.ownership import LOCK_NAME
-
     if {p.name for p in node_dir.iterdir()} <= {LOCK_NAME}:
         (node_dir / LOCK_NAME).unlink(missing_ok=True)
         node_dir.rmdir()
 
 
 def _train(cfg: Config, run_dir: Path, node_dir: Path) -> dict:
-    from gmiexp.launch import warm
-    from gmiexp.launch.elastic import reshaper_for
-    from gmiexp.launch.launcher import launch
-    from gmiexp.launch.live import LiveLog
-    from gmiexp.launch.requeue import resume
+    from gmiexp.launch.requeue import resume  # requeue and segments import rl-games (checkpoints): not in mode=plan
     from gmiexp.launch.segments import run_segments
-    from gmiexp.launch.summary import one_line
-    from gmiexp.planner.build import build_plan, replanner
-    from gmiexp.planner.resources import check_resources
 
     plan, backend = build_plan(cfg, node_dir)
     resume(plan, node_dir, cfg.launch.resume)  # a requeued run goes on from its own latest checkpoint
@@ -106,7 +109,6 @@ def _explained(e: LaunchError | Interrupted, plan: object, node_dir: Path) -> La
     """``e`` with what the user must know first: a full run directory, the checkpoint a failed resume loaded."""
     if not isinstance(e, LaunchError):
         return e
-    from gmiexp.planner.resources import MIB, free_bytes
 
     head, _, rest = str(e).partition("\n")
     extra = []
@@ -126,8 +128,6 @@ def _explained(e: LaunchError | Interrupted, plan: object, node_dir: Path) -> La
 
 def _failed(plan: Any, run_dir: Path, node_dir: Path, e: Exception, status: str) -> dict:
     """The summary of a run that ended without one of its own, written atomically (never left empty)."""
-    from gmiexp.launch.summary import write_summary
-
     failed = {"status": status, "error": str(e).splitlines()[0], "run_dir": str(run_dir), "plan_id": plan.plan_id,
               **({"resumed": plan.resumed} if plan.resumed else {})}
     try:
@@ -142,8 +142,6 @@ def _failed(plan: Any, run_dir: Path, node_dir: Path, e: Exception, status: str)
 
 def start_lines(plan: Any, run_dir: Path) -> str:
     """What a run says before it starts: where its files go and a short form of what it runs (full: plan.yaml)."""
-    from gmiexp.launch.summary import run_config
-
     c = run_config(plan)
     short = " ".join(f"{k}={c[k]}" for k in ("task", "layout", "backend", "reduction", "gmis", "num_envs",
                                             "max_iterations", "seed"))
@@ -158,12 +156,6 @@ def run_plan(cfg: Config, run_dir: Path, overrides: list[str] | None = None) -> 
     ``overrides``: the user's command line for the per-node commands; None = Hydra's, when Hydra runs this.
     Launches nothing.
     """
-    from gmiexp.costmodel.reductions import format_cost, reduction_cost
-    from gmiexp.planner.build import build_plan
-    from gmiexp.planner.commands import format_commands, node_commands
-    from gmiexp.planner.resources import disk_need, shm_need
-    from gmiexp.rl.rlgames.params import policy_param_count
-
     plan, _backend = build_plan(cfg, run_dir)
     try:
         n_params: int | None = policy_param_count(plan)
@@ -171,7 +163,6 @@ def run_plan(cfg: Config, run_dir: Path, overrides: list[str] | None = None) -> 
         n_params = None
     plan.notes["policy_params"] = n_params
     if cfg.reduction.calibrate:
-        from gmiexp.comm.reduction.calibrate import calibrate
 
         cost = reduction_cost(plan, params=n_params, bandwidth=calibrate())
     else:
@@ -201,7 +192,6 @@ def _hydra_overrides() -> list[str]:
 
 
 def run_doctor(cfg: Config, run_dir: Path) -> dict:
-    from gmiexp.tools.doctor import doctor, format_doctor
 
     report = doctor()
     print(format_doctor(report), flush=True)
@@ -209,7 +199,6 @@ def run_doctor(cfg: Config, run_dir: Path) -> dict:
 
 
 def run_search_mode(cfg: Config, run_dir: Path) -> dict:
-    from gmiexp.search import run_search
 
     return run_search(cfg, run_dir)
 

@@ -13,7 +13,8 @@ import torch
 import yaml
 from gmitest import cli_env, compose_config, run_cli
 
-from gmiexp.config.rlgames_yaml import DERIVED_DST, FIELDS, leaves, locate
+from gmiexp.config.rlgames_keys import FIELDS, FIXED, VERBATIM
+from gmiexp.config.rlgames_yaml import DERIVED_DST, NOTES, VERBATIM_SRC, leaves, locate, schema_default
 from gmiexp.errors import ConfigError
 from gmiexp.planner.build import build_plan
 from gmiexp.rl.rlgames.params import ENV_NAME, build_params
@@ -167,11 +168,12 @@ def test_file_keys_for_rl_games_own_agent_reach_its_params_verbatim(tmp_path):
     assert plan.gmis[0].torch_threads == params["torch_threads"] == 1  # the file's cap within the core budget
 
 
-def test_the_importers_verbatim_keys_are_the_ones_the_schema_admits():
-    from gmiexp.config.rlgames_yaml import RLGAMES_CONFIG_KEYS as imported_keys
-    from gmiexp.config.schema import RLGAMES_CONFIG_KEYS
-
-    assert imported_keys == RLGAMES_CONFIG_KEYS
+def test_the_key_table_names_schema_fields_and_each_rl_games_key_once():
+    """Import and export read one table: each gmiexp key it names is a schema field, each rl-games key is in it once."""
+    srcs = [f.src for f in FIELDS] + list(FIXED) + list(VERBATIM_SRC) + list(NOTES)
+    assert len(srcs) == len(set(srcs))
+    for dst in {f.dst for f in FIELDS} | set(VERBATIM):
+        schema_default(dst)  # KeyError: not a field of gmiexp's schema
 
 
 def test_a_minibatch_that_does_not_fit_a_gmis_batch_is_said_with_the_valid_sizes(tmp_path, caplog):

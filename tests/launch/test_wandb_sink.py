@@ -10,7 +10,8 @@ import pytest
 from gmitest import compose_config, run_cli
 from wandb_records import read_run
 
-from gmiexp import metrics
+from gmiexp.launch import wandb_sink
+from gmiexp.launch.live import LiveLog
 from gmiexp.planner.build import build_plan
 from gmiexp.status import StatusWriter
 
@@ -54,7 +55,7 @@ def test_lead_gmi_history_group_and_multirun_name(tmp_path: Path) -> None:
         StatusWriter(run_dir, 1).history({"iteration": i, "wall_s": float(i), "frames": 10 * i, "reward/mean": 5.0 * i})
     summary = {"status": "ok", "plan_id": plan.plan_id, "wall_s": 2.0, "lead_gmi": 1, "config": {"task": "Cartpole"},
                "metrics": {"perf/env_steps_per_s": 12.0, "reward/mean": 10.0, "mem/workload_mb": None}}
-    assert metrics.publish(plan, run_dir, summary) is not None
+    LiveLog(plan, run_dir, [wandb_sink.WandbSink(plan, run_dir)]).finish(summary)  # what the launcher does, at once
     wb = read_run(run_dir)
     assert [h["reward/mean"] for h in wb["history"]] == [5.0, 10.0]
     assert wb["run"].run_group == "g1" and wb["run"].display_name == "sweep/3"
@@ -64,5 +65,8 @@ def test_lead_gmi_history_group_and_multirun_name(tmp_path: Path) -> None:
 
 def test_logger_none_writes_nothing(tmp_path: Path) -> None:
     plan, _ = build_plan(compose_config("task=Cartpole", "mode=plan"), tmp_path)
-    assert metrics.publish(plan, tmp_path, {"status": "ok", "metrics": {}}) is None
+    assert not wandb_sink.enabled(plan)
+    log = LiveLog.open(plan, tmp_path)
+    assert not any(isinstance(s, wandb_sink.WandbSink) for s in log.sinks)
+    log.finish({"status": "ok", "metrics": {}})
     assert not (tmp_path / "wandb").exists()

@@ -55,7 +55,7 @@ def choose(layout: str, hw: Hardware, used: list[int] | None = None,
                           f"both: use GPUs of one mode (num_gpus), set MIG the same on all (sudo nvidia-smi "
                           f"-i {off[0]} -mig 1, or -i {on[0]} -mig 0), or choose backend=mig|mps|direct by hand")
     mps_here = hw.is_preset or which(CONTROL) is not None
-    from gmiexp.layouts import LayoutKind, get
+    from gmiexp.layouts import LayoutKind, get  # torch (comm.store): see tests/test_lazy_imports.py ORDER
 
     serving = get(layout).kind is LayoutKind.SERVING
     if on:

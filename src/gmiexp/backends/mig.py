@@ -27,7 +27,7 @@ from gmiexp.backends.mig_profiles import Profile
 from gmiexp.backends.mps_clients import client_env, daemon_commands, mps_session, shares
 from gmiexp.config.schema import MigBackendConfig
 from gmiexp.errors import ConfigError, LaunchError, invalid
-from gmiexp.hardware import GPUInfo, Hardware, MigDevice
+from gmiexp.hardware import GPUInfo, Hardware, MigDevice, discover
 from gmiexp.plan.model import GMI, MigState, MpsState, Plan
 
 MIN_CC = (8, 0)  # MIG arrived with Ampere
@@ -254,8 +254,6 @@ class MIGBackend(Backend):
 
     def _create(self, plan: Plan, creates: list[list[str]]) -> list[MigDevice]:
         """Run the creation commands; the instances they made (GPU/compute instance ids NVML did not list before)."""
-        from gmiexp.hardware import discover
-
         def ids(hw: Hardware) -> set[tuple[int, int, int]]:
             return {(d.gpu_index, d.gi_id, d.ci_id) for g in hw.gpus for d in g.mig_devices}
 

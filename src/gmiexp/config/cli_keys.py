@@ -14,6 +14,7 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
+from gmiexp.config.schema import BACKEND_SCHEMAS, GROUP_SCHEMAS, BackendConfig, Config
 from gmiexp.errors import ConfigError, invalid
 
 
@@ -23,8 +24,6 @@ def _fields(schema: type) -> dict[str, Any]:
 
 def _schemas_for(root: type, name: str, hint: Any) -> list[type] | None:
     """The dataclasses a field's value may be (None: anything goes below it, e.g. a dict)."""
-    from gmiexp.config.schema import BACKEND_SCHEMAS, GROUP_SCHEMAS, BackendConfig
-
     if root.__name__ == "Config" and name in GROUP_SCHEMAS:
         schema = GROUP_SCHEMAS[name]
         return [schema, *BACKEND_SCHEMAS.values()] if schema is BackendConfig else [schema]
@@ -56,8 +55,6 @@ def unknown_key(key: str, root: type) -> ConfigError | None:
 
 def check_overrides(args: Sequence[str]) -> None:
     """Raise ConfigError (exit 2) for the first command-line override whose key the schema lacks."""
-    from gmiexp.config.schema import Config
-
     for arg in args:
         if arg.startswith(("-", "+", "~")) or "=" not in arg:
             continue

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gmiexp.config.igym import ISAAC_DIMS
+
 #: env_name values that name a simulator gmiexp does not have -> why, and what runs the file
 NOT_SIMULATORS = {
     "brax": "Brax/JAX is not a gmiexp simulator (rl-games runs it through brax and jax)",
@@ -175,8 +177,6 @@ def _envpool(env_config: dict[str, Any], m: EnvMapping) -> EnvMapping:
 
 def _rlgpu(flat: dict[str, Any], path: Path, m: EnvMapping) -> EnvMapping:
     """IsaacGymEnvs (its task is ``config.name``) runs on gmiexp's isaacgym simulator; Isaac Lab does not."""
-    from gmiexp.config.igym import ISAAC_DIMS
-
     isaac_lab = (any(k.startswith("env.") for k in flat) or flat.get("config.num_actors") == -1
                  or path.name.startswith("rl_games_"))
     if isaac_lab:

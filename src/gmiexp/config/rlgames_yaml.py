@@ -4,7 +4,8 @@ Users arrive with rl-games configs tuned over many runs. The import happens at c
 through an OmegaConf resolver: ``conf/train/rlgames.yaml`` sets every field it maps to
 ``${rlgames:<gmiexp key>}``, so a command-line override (applied after the defaults list) still
 wins, and ``--cfg job --resolve`` shows the imported values. Every key of the file is mapped onto
-a gmiexp field, passed to rl-games' agent verbatim (``train.rlgames_config``), honoured with a note
+a gmiexp field (:mod:`gmiexp.config.rlgames_keys`: the one table, which the export to rl-games reads too),
+passed to rl-games' agent verbatim (``train.rlgames_config``), honoured with a note
 on stderr saying how (a key rl-games itself ignores, a launcher setting gmiexp owns), or refused.
 A refusal lists every key gmiexp cannot honour at once (exit 2), blockers first (simulator,
 algorithm, network), each with its reason: nothing is dropped silently. A key the file leaves out
@@ -20,121 +21,26 @@ import dataclasses
 import functools
 import math
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from omegaconf import OmegaConf
 
+from gmiexp.config import Config, EvalConfig, TaskConfig, TrainConfig
+from gmiexp.config.checks import Block, declared
 from gmiexp.config.rlgames_env import map_env
 from gmiexp.config.rlgames_hydra import Follows, has_interpolation, resolve
+from gmiexp.config.rlgames_keys import ALGO, BY_SRC, FIELDS, FIXED, KEEP, MODEL, REQUIRED, VERBATIM
 from gmiexp.errors import ConfigError, invalid
 
 RESOLVER = "rlgames"
 SHIPPED = "rl_games:"  # prefix of a config shipped inside the installed rl-games package
-REQUIRED = "<required>"  # rl-games itself fails without the key
-KEEP = "<gmiexp default>"  # no rl-games equivalent of "unset": gmiexp's schema default stands
 
-
-def _float(v: Any) -> float:
-    return float(v)  # PyYAML reads 3e-4 (no dot) as a string; rl-games float()s it too
-
-
-def _lr_schedule(v: Any) -> str:
-    if v in (None, "None", "none", "identity"):
-        return "identity"  # rl-games: anything but adaptive/linear is the identity schedule
-    if v in ("adaptive", "linear"):
-        return str(v)
-    raise invalid("params.config.lr_schedule", v, ("adaptive", "linear", "None"))
-
-
-def _bounds_coef(v: Any) -> float:
-    return 0.0 if v is None else float(v)  # None: no bounds loss; 0.0 adds exactly nothing
-
-
-def _torch_threads(v: Any) -> int | None:
-    """rl-games' ``auto`` (min(4, cores per rank)) and ``0`` (torch's default) -> None: the GMI's core budget."""
-    if v in ("auto", 0, None):
-        return None
-    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-        raise ValueError("auto, 0 or a thread count >= 1")
-    return v
-
-
-def _same(v: Any) -> Any:
-    return v
-
-
-@dataclass(frozen=True)
-class Field:
-    """One rl-games key (dotted, under ``params``) and the gmiexp key it becomes."""
-
-    src: str
-    dst: str
-    default: Any = REQUIRED  # used when the file leaves the key out: rl-games' own default
-    convert: Callable[[Any], Any] = _same
-    continuous_only: bool = False  # required only when the actions are continuous
-
-
-FIELDS: tuple[Field, ...] = (
-    Field("seed", "seed", KEEP, int),
-    Field("torch_threads", "train.torch_threads", "auto", _torch_threads),
-    Field("config.name", "task.name"),
-    Field("config.reward_shaper.scale_value", "task.reward_scale", 1.0, _float),
-    Field("config.num_actors", "num_envs", REQUIRED, int),
-    Field("config.max_epochs", "max_iterations", KEEP, int),
-    Field("network.separate", "task.separate", False, bool),
-    Field("network.cnn", "task.cnn", {}, dict),
-    Field("network.rnn", "task.rnn", {}, dict),
-    Field("network.mlp.units", "task.mlp_units", REQUIRED, list),
-    Field("network.mlp.activation", "train.activation"),
-    Field("network.mlp.initializer", "task.mlp_initializer", REQUIRED, dict),
-    Field("network.space.continuous.mu_activation", "task.mu_activation", REQUIRED, str, True),
-    Field("network.space.continuous.sigma_activation", "task.sigma_activation", REQUIRED, str, True),
-    Field("network.space.continuous.mu_init", "task.mu_init", REQUIRED, dict, True),
-    Field("network.space.continuous.sigma_init", "task.sigma_init", REQUIRED, dict, True),
-    Field("network.space.continuous.fixed_sigma", "task.fixed_sigma", REQUIRED, bool, True),
-    Field("config.normalize_input", "train.normalize_input", REQUIRED, bool),
-    Field("config.normalize_value", "train.normalize_value", False, bool),
-    Field("config.normalize_advantage", "train.normalize_advantage", REQUIRED, bool),
-    Field("config.value_bootstrap", "train.value_bootstrap", True, bool),
-    Field("config.mixed_precision", "train.mixed_precision", False, bool),
-    Field("config.gamma", "train.gamma", REQUIRED, _float),
-    Field("config.tau", "train.tau", REQUIRED, _float),
-    Field("config.learning_rate", "train.learning_rate", REQUIRED, _float),
-    Field("config.lr_schedule", "train.lr_schedule", REQUIRED, _lr_schedule),
-    Field("config.kl_threshold", "train.kl_threshold", KEEP, _float),  # read only by the adaptive schedule
-    Field("config.grad_norm", "train.grad_norm", REQUIRED, _float),
-    Field("config.truncate_grads", "train.truncate_grads", False, bool),
-    Field("config.entropy_coef", "train.entropy_coef", REQUIRED, _float),
-    Field("config.e_clip", "train.e_clip", REQUIRED, _float),
-    Field("config.clip_value", "train.clip_value", REQUIRED, bool),
-    Field("config.use_smooth_clamp", "train.use_smooth_clamp", False, bool),
-    Field("config.bound_loss_type", "train.bound_loss_type", "bound", str),
-    Field("config.bounds_loss_coef", "train.bounds_loss_coef", None, _bounds_coef),
-    Field("config.horizon_length", "train.horizon_length", REQUIRED, int),
-    Field("config.minibatch_size", "train.minibatch_size", REQUIRED, int),
-    Field("config.mini_epochs", "train.mini_epochs", REQUIRED, int),
-    Field("config.critic_coef", "train.critic_coef", REQUIRED, _float),
-    Field("config.seq_length", "train.seq_length", 4, int),
-    Field("config.score_to_win", "train.score_to_win", None, lambda v: None if v is None else float(v)),
-    Field("config.save_frequency", "train.save_frequency", 0, int),
-    Field("config.print_stats", "train.print_stats", KEEP, bool),  # rl-games prints on stdout; gmiexp's bar
-    Field("config.torch_compile", "train.torch_compile", KEEP, bool),  # rl-games 1.6.5 compiles unless told not
-    Field("config.player.games_num", "eval.episodes", KEEP, int),
-    Field("config.player.deterministic", "eval.deterministic", True, bool),
-    Field("config.player.render", "eval.video", False, bool),
-)
-
-#: Keys rl-games' own agent reads that gmiexp passes to it verbatim (``train.rlgames_config``, layout tcg_ex);
-#: the reward shaper's keys beyond the scale go to ``task.reward_shaper``
-PASSTHROUGH = {f"config.{k}" for k in (
-    "use_diagnostics", "weight_decay", "schedule_type", "schedule_entropy", "games_to_track", "save_best_after",
-    "zero_rnn_on_done", "normalize_rms_advantage", "epochs_between_resets", "bptt_length")}
-REWARD_SHAPER = {f"config.reward_shaper.{k}" for k in ("shift_value", "min_val", "max_val", "log_val")}
-RLGAMES_CONFIG_KEYS = tuple(sorted(k.split(".")[1] for k in PASSTHROUGH))
+#: a key of a verbatim block (:data:`~gmiexp.config.rlgames_keys.VERBATIM`) -> (the gmiexp mapping, its key there)
+VERBATIM_SRC = {f"{block}.{k}": (dst, k) for dst, (block, keys) in VERBATIM.items() for k in keys}
 
 # Keys gmiexp derives from the file rather than copying one value (see :func:`_inspect`).
 DERIVED = {
@@ -151,16 +57,8 @@ DERIVED = {
     "load_path": "checkpoint when load_checkpoint is true",
 }
 DERIVED_DST = ("task.simulator", "task.env_id", "task.env_config", "task.continuous", "task.max_episode_length",
-               "task.reward_shaper", "train.rlgames_config", "checkpoint")
+               *VERBATIM, "checkpoint")
 
-# Keys whose only value gmiexp can honour is the one it already passes to rl-games, and why.
-FIXED: dict[str, tuple[Any, str]] = {
-    "network.mlp.d2rl": (False, "gmiexp builds rl-games' plain MLP (d2rl: False)"),
-    "network.mlp.regularizer": ({"name": "None"}, "rl-games' actor_critic applies no other regularizer"),
-    "config.ppo": (True, "gmiexp runs rl-games' clipped PPO loss (ppo: True), not its plain A2C loss"),
-    "config.use_action_masks": (False, "action masks need a simulator that returns them (SMAC); gmiexp's do not"),
-    "config.use_experimental_cv": (False, "it applies only to a central value network on the simulator's states"),
-}
 # Keys gmiexp honours by doing what rl-games does with them, said on stderr (value -> None: any value).
 NOTES: dict[str, tuple[Any, str]] = {
     "config.full_experiment_name": (None, "gmiexp names rl-games' experiment directory itself "
@@ -196,14 +94,11 @@ BLOCKS = {
 DICT_LEAVES = {"network.mlp.initializer", "network.mlp.regularizer", "network.space.continuous.mu_init",
                "network.space.continuous.sigma_init", "network.space.discrete", "network.space.multi_discrete",
                "network.cnn", "network.rnn", "network.rnn1", "config.env_config", *BLOCKS}
-#: rl-games' actor_critic sub-blocks and the keys it reads in each (network_builder.A2CBuilder)
-NETWORK_BLOCKS = {
-    "network.cnn": ("type", "activation", "initializer", "regularizer", "convs", "permute_input"),
-    "network.rnn": ("name", "units", "layers", "before_mlp", "concat_input", "concat_output", "layer_norm"),
-}
-ALGOS = {"a2c_continuous": True, "a2c_discrete": False}  # rl-games agent -> continuous actions
-MODELS = {"continuous_a2c_logstd": True, "discrete_a2c": False}
-BY_SRC = {f.src: f for f in FIELDS}
+#: rl-games' actor_critic sub-blocks and the keys it reads in each (network_builder.A2CBuilder): the schema's
+NETWORK_BLOCKS = {f"network.{k}": cast(Block, declared(TaskConfig)[k]).keys for k in ("cnn", "rnn")}
+#: rl-games agent -> continuous actions, and model -> continuous actions (gmiexp runs no multi-discrete task)
+ALGOS = {ALGO[k]: k == "continuous" for k in ("continuous", "discrete")}
+MODELS = {MODEL[k]: k == "continuous" for k in ("continuous", "discrete")}
 
 SIMULATOR, ALGORITHM, NETWORK, OTHER = range(4)  # refusal ranks: blockers first
 SAC = "SAC is not run by gmiexp (it runs rl-games' PPO agents a2c_continuous and a2c_discrete)"
@@ -268,11 +163,6 @@ def load_doc(path: Path) -> dict[str, Any]:
     if has_interpolation(doc["params"]):
         doc = {**doc, "params": resolve({"params": doc["params"]}, str(path))["params"]}
     return doc
-
-
-def load_params(path: Path) -> dict[str, Any]:
-    """The ``params`` block of an rl-games YAML (as rl-games' own runner reads it)."""
-    return load_doc(path)["params"]
 
 
 def leaves(node: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -373,14 +263,13 @@ def _leaf(key: str, value: Any, flat: dict[str, Any], imp: Imported, network_ok:
             imp.refuse(OTHER, key, value, str(e))
         except (TypeError, ValueError) as e:
             imp.refuse(OTHER, key, value, f"not a value for {f.dst} ({e})")
-    elif key in PASSTHROUGH:
-        imp.values["train.rlgames_config"][key.split(".")[1]] = value
-    elif key in REWARD_SHAPER:
-        imp.values["task.reward_shaper"][key.rsplit(".", 1)[1]] = value
+    elif key in VERBATIM_SRC:
+        dst, k = VERBATIM_SRC[key]
+        imp.values[dst][k] = value
     elif key in FIXED:
-        want, why = FIXED[key]
-        if value != want:
-            imp.refuse(OTHER, key, value, f"{why} (only {want!r})")
+        fixed = FIXED[key]
+        if value != fixed.value:
+            imp.refuse(OTHER, key, value, f"{fixed.why} (only {fixed.value!r})")
     elif key in NOTES:
         when, why = NOTES[key]
         if when is None or value == when:
@@ -412,7 +301,8 @@ def _inspect(path: Path) -> Imported:
     continuous = _actions(params, flat, imp, env.action_space)
     network_ok = _network(flat, imp)
     imp.values.update(env.values)
-    imp.values["train.rlgames_config"], imp.values["task.reward_shaper"] = {}, {}
+    for dst in VERBATIM:
+        imp.values[dst] = {}
     sac = flat.get("algo.name") == "sac"
     for key, value in flat.items():
         _leaf(key, value, flat, imp, network_ok, sac)
@@ -467,8 +357,6 @@ def _say_notes(path: str, notes: tuple[str, ...]) -> None:
 
 def schema_default(dst: str) -> Any:
     """Gmiexp's own default for a dotted config key (from the dataclass schemas)."""
-    from gmiexp.config import Config, EvalConfig, TaskConfig, TrainConfig
-
     group, _, name = dst.rpartition(".")
     schema = {"": Config, "train": TrainConfig, "task": TaskConfig, "eval": EvalConfig}[group]
     f = {x.name: x for x in dataclasses.fields(schema)}[name]

@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from gmiexp.envs import task_spaces
+
 if TYPE_CHECKING:
     from gmiexp.plan import Plan
 
@@ -146,8 +148,6 @@ def terms_for(plan: Plan, policy_params: int | None) -> CostTerms:
     ``policy_params``: the policy's parameter count (M_p = 4 bytes each); the planner passes the policy rl-games
     builds. None, or a task whose sizes are unknown, keeps the paper-scale defaults.
     """
-    from gmiexp.envs import task_spaces
-
     envs = max(g.num_envs for g in plan.gmis) or 1
     sizes = {"m": plan.train.horizon_length, "n": len(plan.gmis), "R_all": 100.0 * len(plan.devices)}
     if policy_params is None:

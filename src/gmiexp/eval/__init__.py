@@ -19,9 +19,12 @@ import torch
 
 from gmiexp.config import Config, EvalConfig, TaskConfig
 from gmiexp.envs import check_task, make_vec_env, task_spaces
+from gmiexp.envs.video import Filmer
 from gmiexp.errors import ConfigError, invalid
 from gmiexp.eval.episodes import Episodes, play
 from gmiexp.eval.policy import check_fits, load_checkpoint, make_player, restore, start_episodes
+from gmiexp.planner.build import build_plan
+from gmiexp.rl.rlgames.params import build_params
 from gmiexp.rl.rlgames.record import RECORD, read_record
 
 TASK_IDENTITY = ("simulator", "env_id")
@@ -62,9 +65,6 @@ def check_task_matches(recorded: dict[str, Any], asked: dict[str, Any] | None, c
 
 def policy_from_config(cfg: Config, run_dir: Path) -> tuple[TaskConfig, dict[str, Any]]:
     """Task and rl-games params of the composed config, as a 1-GMI training run would build them."""
-    from gmiexp.planner.build import build_plan
-    from gmiexp.rl.rlgames.params import build_params
-
     one = dataclasses.replace(cfg, mode="train", num_gpus=1, gmis_per_gpu=1, checkpoint="",
                               layout=dataclasses.replace(cfg.layout, name="tcg_ex"))
     plan, _ = build_plan(one, run_dir)
@@ -89,8 +89,6 @@ def run_eval(cfg: Config, run_dir: Path, asked: dict[str, Any] | None = None) ->
     check_task(task)
     filmer = None
     if e.video:  # opened (and its renderer probed) before anything else runs
-        from gmiexp.envs.video import Filmer
-
         filmer = Filmer(task, task_spaces(task).obs_shape, e.video_width, e.video_height,
                         min(e.video_steps, int(task.max_episode_length)))
     try:

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gmiexp.errors import ConfigError
 from gmiexp.planner.partition import gmis_per_gpu
 from gmiexp.stats import Sample, Z, epoch_rates, paired_gain, steady_rate
 
@@ -315,8 +316,6 @@ def prior_rates(path: str, plan: Any) -> dict[int, float]:
     is what the partition gives each simulator GMI out of the global batch; its rate is the point's per-GMI
     ``top`` times the GMIs. The fastest profile of a point counts (the search's own rule for repeats).
     """
-    from gmiexp.errors import ConfigError
-
     try:
         trace = json.loads(Path(path).read_text())["trace"]
         points = [(int(s["gmis_per_gpu"]), int(s["num_envs"]), bool(s["runnable"]), float(s["top"]))

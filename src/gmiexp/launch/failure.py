@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from gmiexp.launch import lifeline
+from gmiexp.shm.names import SHM_DIR
+from gmiexp.shm.segment import free_shm_bytes
 
 COMM_EXIT_CODE = 71  # the worker failed in a collective or a store call: a consequence of another failure
 SECONDARY_EXIT_CODES = (COMM_EXIT_CODE, lifeline.EXIT_CODE, -signal.SIGTERM)
@@ -88,9 +90,6 @@ def process_failures(err: Exception, gmi_of_local_rank: dict[int, int], node: in
 
 def bus_error() -> str:
     """What a SIGBUS in a GMI means here: a page of a shared-memory segment that /dev/shm could not supply."""
-    from gmiexp.shm.names import SHM_DIR
-    from gmiexp.shm.segment import free_shm_bytes
-
     try:
         free = f"{free_shm_bytes(SHM_DIR) / 2**20:.1f} MiB free now"
     except OSError:

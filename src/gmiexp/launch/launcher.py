@@ -27,13 +27,20 @@ import psutil
 from gmiexp import status
 from gmiexp.backends.backend import Backend
 from gmiexp.config import LaunchConfig as LaunchSection
-from gmiexp.errors import Interrupted, LaunchError
-from gmiexp.launch import lifeline
+from gmiexp.errors import ConfigError, Interrupted, LaunchError
+from gmiexp.launch import lifeline, warm
+from gmiexp.launch.affinity import move_cores
 from gmiexp.launch.coordinator import Coordinator
+from gmiexp.launch.elastic import STOP_TEXT, Reshaped
 from gmiexp.launch.failure import Failure, describe, log_tail, process_failures, where
+from gmiexp.launch.gmi_env import apply_gmi_environment
+from gmiexp.launch.live import RunRows
+from gmiexp.launch.monitor import Monitor
 from gmiexp.launch.summary import build_summary, merge_nodes
 from gmiexp.launch.watchdog import Watchdog
+from gmiexp.launch.worker import run_gmi
 from gmiexp.plan import Plan
+from gmiexp.planner.build import STARTING_CPUS
 from gmiexp.planner.nodes import resolve_nodes
 from gmiexp.shm.cleanup import cleanup_run, sweep_dead_runs
 from gmiexp.shm.names import launcher_tag
@@ -65,8 +72,6 @@ def _elastic(plan: Plan, run_dir: Path, plan_path: Path, graceful: bool = False)
     """``graceful``: SIGINT/SIGTERM are the launcher's (:class:`gmiexp.signals.LauncherStop`), not elastic's."""
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
-
-    from gmiexp.launch import warm
 
     entry, args, start_method = warm.entrypoint(plan, str(plan_path))
     lc = plan.launch
@@ -140,11 +145,7 @@ def launch(plan: Plan, backend: Backend, run_dir: Path, live: Any = None, reshap
     polled while the GMIs train; when it decides, the GMIs end their epoch and
     :class:`gmiexp.launch.elastic.Reshaped` is raised carrying this segment's summary.
     """
-    from gmiexp.launch.monitor import Monitor
-
     if plan.launch.inprocess and plan.world_size != 1:
-        from gmiexp.errors import ConfigError
-
         raise ConfigError(f"invalid launch.inprocess=true with {plan.world_size} GMIs; valid: a 1-GMI plan")
     run_dir.mkdir(parents=True, exist_ok=True)
     status.reset(run_dir)
@@ -237,20 +238,20 @@ def _run_session(plan: Plan, run_dir: Path, watchdog: Watchdog, monitor: Any, t0
             watchdog.stop()
             host_metrics = monitor.stop()
         if stopped:  # the GMIs ended their epoch (GMI 0 checkpointed) or were killed: keep what they wrote
-            summary = build_summary(plan, run_dir, time.perf_counter() - t0, host_metrics,
-                                    rows=_final_rows(live), status="interrupted")
+            wall = time.perf_counter() - t0
+            summary = build_summary(plan, run_dir, wall, host_metrics, rows=_final_rows(live, plan, run_dir, wall),
+                                    status="interrupted")
             summary["error"] = f"{stopped}; every GMI was stopped"
             (run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
             raise Interrupted(summary["error"], summary=summary)
         if watchdog.hang is not None:
             raise _describe_failure(RuntimeError("hang"), plan, run_dir, watchdog, coord, killed)
         if reshaping is not None:
-            from gmiexp.launch.elastic import Reshaped
-
-            raise Reshaped(reshaping, build_summary(plan, run_dir, time.perf_counter() - t0, host_metrics,
-                                                    rows=_final_rows(live), status="reshaped"))
-        summary = build_summary(plan, run_dir, time.perf_counter() - t0, host_metrics,
-                                rows=_final_rows(live))
+            wall = time.perf_counter() - t0
+            raise Reshaped(reshaping, build_summary(plan, run_dir, wall, host_metrics,
+                                                    rows=_final_rows(live, plan, run_dir, wall), status="reshaped"))
+        wall = time.perf_counter() - t0
+        summary = build_summary(plan, run_dir, wall, host_metrics, rows=_final_rows(live, plan, run_dir, wall))
         if coord is None:
             return summary
         nodes = coord.gather(summary, timeout_s=float(lc.rdzv_timeout_s))
@@ -273,8 +274,6 @@ def _reshape_watch(reshaper: Any, live: Any, stop_file: Path, stopping: Launcher
     done = threading.Event()
 
     def watch() -> None:
-        from gmiexp.launch.elastic import STOP_TEXT
-
         while not done.wait(max(0.2, float(lc.monitor_interval_s))):
             if stopping.requested:
                 return
@@ -303,9 +302,6 @@ def _move_live(reshaper: Any, d: Any) -> bool:
     False when ``d`` is another re-shape, or asks for cores this process may not take (it then restarts onto them,
     and planning refuses them: the re-shape rolls back).
     """
-    from gmiexp.launch.affinity import move_cores
-    from gmiexp.planner.build import STARTING_CPUS
-
     new, now = d.overrides.get("hardware.cpus"), sorted(os.sched_getaffinity(0))
     if d.to != d.frm or set(d.overrides) != {"hardware.cpus"} or len(new or []) != len(now) \
             or not set(new) <= set(STARTING_CPUS):
@@ -321,7 +317,7 @@ def _move_live(reshaper: Any, d: Any) -> bool:
 
 def _ended(plan: Plan, live: Any, reshaper: Any, decision: Any) -> bool:
     """True when the run reached max_iterations before the GMIs saw the re-shape (it is then refused)."""
-    rows = _final_rows(live) or []
+    rows = _live_rows(live) if live is not None else []
     if rows and int(rows[-1].get("iteration", 0)) >= plan.max_iterations:
         reshaper.note({"request": decision.request, "status": "refused", "why": "the run ended first",
                        "epoch": decision.epoch})
@@ -333,10 +329,17 @@ class _Stopped(Exception):  # noqa: N818 - control flow: the launcher's graceful
     """The GMIs stopped after the launcher's stop request (its signal's name)."""
 
 
-def _final_rows(live: Any) -> list[dict[str, Any]] | None:
-    """Every run row, the iterations only some GMIs reached included (None without a live log)."""
+def _final_rows(live: Any, plan: Plan, run_dir: Path, wall_s: float) -> list[dict[str, Any]]:
+    """Every run row, the iterations only some GMIs reached included; composed from the histories without a live log."""
     if live is None:
-        return None
+        composer = RunRows(plan, run_dir, t0=time.time() - wall_s)
+        composer.poll(final=True)
+        return composer.rows
+    return _live_rows(live)
+
+
+def _live_rows(live: Any) -> list[dict[str, Any]]:
+    """The live log's rows, polled once more."""
     live.poll(final=True)
     return live.all_rows
 
@@ -355,9 +358,6 @@ def _inprocess(plan: Plan) -> None:
     What the GMI prints (rl-games' own lines) goes to stderr, as a worker's goes to its log: stdout is the
     program's output (the one-line summary).
     """
-    from gmiexp.launch.gmi_env import apply_gmi_environment
-    from gmiexp.launch.worker import run_gmi
-
     apply_gmi_environment(plan.gmis[0])
     with contextlib.redirect_stdout(sys.stderr):
         run_gmi(plan, 0)

@@ -26,9 +26,11 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from gmiexp.launch.summary import lead_gmi, steady_rate
+from gmiexp.launch import wandb_sink as metrics
+from gmiexp.launch.summary import lead_gmi
 from gmiexp.plan import Plan
 from gmiexp.planner.partition import gmis_per_gpu
+from gmiexp.stats import steady_rate
 from gmiexp.status import gmi_dir
 
 LEAD_PREFIXES = ("reward/", "episode/", "loss/", "train/", "sync/", "async/policy_version", "async/lag",
@@ -81,7 +83,7 @@ class RunRows:
         self.rows: list[dict[str, Any]] = []
         self.frames0 = 0  # frames trained before this partition started (a re-shaped run)
         self.gmis_per_gpu = gmis_per_gpu(plan)
-        self.trainers_per_gpu = (plan.global_batch or {}).get("trainers_per_gpu")  # experience layouts' split
+        self.trainers_per_gpu = plan.global_batch.trainers_per_gpu if plan.global_batch else None  # experience split
 
     def lead(self) -> int:
         return lead_gmi({g: self.tails[g].rows for g in self.sims})
@@ -150,8 +152,6 @@ class LiveLog:
     @classmethod
     def open(cls, plan: Plan, run_dir: Path) -> LiveLog:
         """TensorBoard always; W&B when ``logger=wandb`` (offline unless ``logger.mode=online``)."""
-        from gmiexp.launch import wandb_sink as metrics
-
         sinks: list[Sink] = [TensorBoardSink(run_dir / "tensorboard")]
         if metrics.enabled(plan):
             sinks.append(metrics.WandbSink(plan, run_dir))

@@ -29,6 +29,9 @@ from typing import Any
 
 from gmiexp.errors import ConfigError
 from gmiexp.plan.model import Plan
+from gmiexp.rl.rlgames.checkpoint import verify
+from gmiexp.rl.rlgames.params import build_params
+from gmiexp.rl.rlgames.record import checkpoint_dir as nn_dir
 
 #: the Plan fields that make two attempts "the same training" (see the module docstring)
 SAME_TRAINING = ("task", "train", "layout", "role", "seed", "trainer_group", "channels", "channel", "async_train")
@@ -60,9 +63,6 @@ def checkpoint_dir(plan: Plan) -> Path:
     """
     import dataclasses
 
-    from gmiexp.rl.rlgames.params import build_params
-    from gmiexp.rl.rlgames.record import checkpoint_dir as nn_dir
-
     if plan.nnodes > 1 and plan.node_rank != 0:  # plan.run_dir is <run_dir>/node<R>
         plan = dataclasses.replace(plan, run_dir=str(Path(plan.run_dir).parent / "node0"))
     return nn_dir(build_params(plan, plan.gmis[0]))
@@ -88,8 +88,6 @@ def read(path: Path) -> dict[str, Any]:
 
 def intact(path: Path) -> bool:
     """False when the checkpoint's checksum (written with it) does not match its bytes; True without one."""
-    from gmiexp.rl.rlgames.checkpoint import verify
-
     return verify(path) is not False
 
 

@@ -13,7 +13,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gmiexp.errors import ConfigError, Interrupted, LaunchError
+from gmiexp.launch import requeue
 from gmiexp.launch.elastic import Decision, Reshaped, Reshaper
+from gmiexp.launch.launcher import launch
+from gmiexp.launch.summary import resumed, write_summary
 from gmiexp.planner.partition import Partition, gmis_per_gpu
 from gmiexp.stats import steady_rate
 
@@ -30,10 +34,6 @@ def run_segments(plan: Plan, backend: Any, node_dir: Path, live: Any, reshaper: 
     Returns the run's summary: the last partition's figures, every partition's rows in ``history``, the first
     attempt's ``resumed``, the whole run's ``wall_s`` and every re-shape in ``reshapes``.
     """
-    from gmiexp.errors import Interrupted
-    from gmiexp.launch.launcher import launch
-    from gmiexp.launch.summary import resumed, write_summary
-
     t_start, first = time.time(), plan
     current = Partition(gmis_per_gpu(plan))  # the partition running now (None fields: as the run started)
     boundaries: list[int] = []  # index of each later partition's first row in the run's rows
@@ -76,12 +76,10 @@ def _next_partition(replan: Replan, current: Partition, plan: Plan, d: Decision,
 
     A partition the host cannot realise (a ConfigError while planning it) rolls back to the previous one.
     """
-    from gmiexp.errors import ConfigError, LaunchError
-    from gmiexp.launch.requeue import resume
 
     def build(target: Partition) -> tuple[Partition, Plan, Any]:
         new, be = replan(plan, target)
-        resume(new, node_dir, "auto")  # this run's own checkpoint, whatever launch.resume says
+        requeue.resume(new, node_dir, "auto")  # this run's own checkpoint, whatever launch.resume says
         if not new.checkpoint:
             raise LaunchError(f"re-shape to gmis_per_gpu={target.gmis_per_gpu} failed: GMI 0 wrote no checkpoint in "
                               f"{node_dir}")

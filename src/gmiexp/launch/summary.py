@@ -9,23 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from gmiexp.plan import Plan
+from gmiexp.stats import steady_rate
 from gmiexp.status import read_history, read_result
 
 TIME_KEYS = ("time/sim_s", "time/inference_s", "time/train_s", "time/comm_s")
 ASYNC_KEYS = ("async/predictions_per_s", "async/train_samples_per_s")
-
-
-def steady_rate(rows: list[dict[str, Any]], frames_key: str, cumulative: bool) -> float:
-    """Frames per second after the first (warm-up) epoch; all epochs when there are fewer than 3."""
-    if not rows:
-        return 0.0
-    if len(rows) < 3:
-        frames = rows[-1][frames_key] if cumulative else sum(r[frames_key] for r in rows)
-        return frames / rows[-1]["wall_s"] if rows[-1]["wall_s"] > 0 else 0.0
-    first, last = rows[0], rows[-1]
-    frames = last[frames_key] - first[frames_key] if cumulative else sum(r[frames_key] for r in rows[1:])
-    dt = last["wall_s"] - first["wall_s"]
-    return frames / dt if dt > 0 else 0.0
 
 
 def async_metrics(histories: dict[int, list[dict[str, Any]]]) -> dict[str, float]:
@@ -76,17 +64,11 @@ def resumed(plan: Plan) -> dict[str, Any] | None:
 
 
 def build_summary(plan: Plan, run_dir: Path, wall_s: float, host_metrics: dict[str, float],
-                  rows: list[dict[str, Any]] | None = None, status: str = "ok") -> dict[str, Any]:
+                  rows: list[dict[str, Any]], status: str = "ok") -> dict[str, Any]:
     """A node's summary (the run's, for one node) from its GMIs' status files; written to ``summary.json``.
 
-    ``rows``: the run rows sent live (:mod:`gmiexp.launch.live`), composed here from the histories when None.
+    ``rows``: the run rows (:class:`gmiexp.launch.live.RunRows`), as sent live or composed from the histories.
     """
-    if rows is None:
-        from gmiexp.launch.live import RunRows
-
-        composer = RunRows(plan, run_dir, t0=time.time() - wall_s)
-        composer.poll(final=True)
-        rows = composer.rows
     metrics: dict[str, Any] = {}
     results = {g.id: read_result(run_dir, g.id) or {} for g in plan.local_gmis}
     histories = {g.id: read_history(run_dir, g.id) for g in plan.local_gmis}

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from gmiexp.launch.summary import run_config
 from gmiexp.plan import Plan
 
 RUN_FIELDS = ("status", "wall_s", "plan_id", "lead_gmi")  # summary.json's top-level values logged to the summary
@@ -33,11 +34,6 @@ def run_name(run_dir: Path) -> str:
     return f"{run_dir.parent.name}/{run_dir.name}" if run_dir.name.isdigit() else run_dir.name
 
 
-def run_config(plan: Plan, summary: dict[str, Any]) -> dict[str, Any]:
-    """summary.json's ``config`` keys at the top (what reports compare on), the whole Plan under ``plan``."""
-    return {**summary.get("config", {}), "plan_id": plan.plan_id, "plan": plan.to_dict()}
-
-
 class WandbSink:
     """One W&B run per gmiexp run, opened when the launch starts.
 
@@ -51,10 +47,12 @@ class WandbSink:
         os.environ.setdefault("WANDB_SILENT", "true")  # wandb's banner would otherwise reach stdout
         lg = plan.logger
         self.plan, self.run_dir = plan, run_dir
+        # summary.json's config at the top (what reports compare on), the whole Plan under "plan"
+        config = {**run_config(plan), "plan_id": plan.plan_id, "plan": plan.to_dict()}
         self.run = wandb.init(
             project=lg.project, entity=lg.entity, mode=lg.mode,
             group=lg.group or plan.experiment, job_type="train", name=run_name(run_dir), tags=run_tags(plan),
-            dir=str(run_dir), config=run_config(plan, {"config": plan_config(plan)}), reinit="finish_previous",
+            dir=str(run_dir), config=config, reinit="finish_previous",
             settings=wandb.Settings(console="off", silent=True, x_disable_stats=True),
         )
         self.run.define_metric("frames")
@@ -74,24 +72,5 @@ class WandbSink:
                 self.run.summary["reshapes"] = summary["reshapes"]
             if (self.run_dir / "plan.yaml").exists():
                 self.run.save(str(self.run_dir / "plan.yaml"), base_path=str(self.run_dir), policy="now")
-            self.local = Path(self.run.dir).parent
         finally:
             self.run.finish(exit_code=0 if summary.get("status") == "ok" else 1)
-
-
-def plan_config(plan: Plan) -> dict[str, Any]:
-    """summary.json's ``config`` block, known before the run starts."""
-    from gmiexp.launch.summary import run_config as summary_config
-
-    return summary_config(plan)
-
-
-def publish(plan: Plan, run_dir: Path, summary: dict[str, Any]) -> Path | None:
-    """Write the W&B run of a gmiexp run from its files at once (a run launched without a live log)."""
-    if not enabled(plan):
-        return None
-    from gmiexp.launch.live import LiveLog
-
-    sink = WandbSink(plan, run_dir)
-    LiveLog(plan, run_dir, [sink]).finish(summary)
-    return sink.local

@@ -26,6 +26,9 @@ from collections.abc import Callable, Iterator
 from multiprocessing import forkserver
 from typing import Any
 
+from gmiexp.envs import simulator
+from gmiexp.launch import preemption, worker
+
 PRELOAD = "gmiexp.launch.preload"  # imported by the server only (it also points the server's stdout at stderr)
 WORKER = "gmiexp.launch.worker"
 _lock = threading.Lock()
@@ -33,14 +36,10 @@ _lock = threading.Lock()
 
 def enabled(plan: Any) -> bool:
     """Whether this plan's GMIs start warm: ``launch.warm_start`` and a simulator that may be imported ahead."""
-    from gmiexp.envs import simulator
-
     return bool(plan.launch.warm_start) and simulator(plan.task).fork_safe and not plan.launch.inprocess
 
 
 def preloads(plan: Any) -> list[str]:
-    from gmiexp.envs import simulator
-
     return [PRELOAD, *simulator(plan.task).warm]
 
 
@@ -70,9 +69,7 @@ def _scheduler_signals_blocked() -> Iterator[None]:
     Slurm signals every process of a job step: the server must outlive both, as long as the launcher lives (its
     GMIs die with it). A blocked mask survives fork and exec; this thread's signals stay pending, not lost.
     """
-    from gmiexp.launch.preemption import scheduler_signal
-
-    sigs = {signal.SIGTERM, scheduler_signal()}
+    sigs = {signal.SIGTERM, preemption.scheduler_signal()}
     old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
     try:
         yield
@@ -102,8 +99,6 @@ def run_worker(plan_path: str, env: dict[str, str], cwd: str, cpus: list[int]) -
     """A warm GMI's entry (elastic's function entrypoint, forked by the server): then as ``python -m`` worker."""
     from setproctitle import setproctitle
 
-    from gmiexp.launch import preemption
-
     setproctitle(f"{sys.executable} -u -m {WORKER} {plan_path}")  # first: it needs the environment untouched
     _leave_server()
     per_rank = _set_by_elastic()
@@ -116,9 +111,7 @@ def run_worker(plan_path: str, env: dict[str, str], cwd: str, cpus: list[int]) -
     preemption.ignore_in_worker()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # elastic stops GMIs with SIGTERM
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, preemption.scheduler_signal()})
-    from gmiexp.launch.worker import main
-
-    rc = main([plan_path])
+    rc = worker.main([plan_path])
     sys.stdout.flush()
     sys.stderr.flush()
     if rc:

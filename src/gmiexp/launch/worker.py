@@ -21,6 +21,17 @@ import sys
 import traceback
 from typing import TYPE_CHECKING, Any
 
+from gmiexp import signals
+from gmiexp.backends.mps_clients import kept_by
+from gmiexp.backends.mps_daemon import quit_detached
+from gmiexp.launch import lifeline, preemption
+from gmiexp.launch.failure import COMM_EXIT_CODE, is_comm_error
+from gmiexp.launch.gmi_env import apply_gmi_environment
+from gmiexp.plan import Plan
+from gmiexp.planner.nodes import gmi_for_local_rank
+from gmiexp.shm.cleanup import cleanup_run
+from gmiexp.status import StatusWriter
+
 if TYPE_CHECKING:
     from gmiexp.config import TaskConfig
 
@@ -38,7 +49,6 @@ def run_gmi(plan: Any, gmi_id: int, status: Any = None) -> dict[str, Any]:
     from gmiexp.comm import reduction as reductions
     from gmiexp.comm.manager import GMIManager
     from gmiexp.role import GMIContext, load_role
-    from gmiexp.status import StatusWriter
 
     gmi = plan.gmi(gmi_id)
     status = status or StatusWriter(plan.run_dir, gmi_id)
@@ -56,9 +66,7 @@ def run_gmi(plan: Any, gmi_id: int, status: Any = None) -> dict[str, Any]:
         role = role_cls(ctx)
         status.beat(force=True, stage="running", graceful=bool(role_cls.stops_gracefully))
         metrics = role.run() or {}
-        from gmiexp.signals import stop_requested
-
-        if stop_requested():
+        if signals.stop_requested():
             metrics["interrupted"] = True
         metrics.setdefault("time/comm_s", red.comm_s)
         metrics["mem/peak_rss_mb"] = peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -86,11 +94,6 @@ def bind_to_launcher(plan: Any, gmi_id: int) -> bool:
     The launcher's session quits its private daemons; after ``kill -9`` of the launcher, the
     lowest-id client of each one does (:func:`gmiexp.backends.mps.kept_by`). Imports torch: call last.
     """
-    from gmiexp.backends.mps_clients import kept_by
-    from gmiexp.backends.mps_daemon import quit_detached
-    from gmiexp.launch import lifeline
-    from gmiexp.shm.cleanup import cleanup_run
-
     tag = os.environ.get("GMIEXP_RUN_TAG")
     daemons = kept_by(plan, gmi_id)
 
@@ -106,17 +109,8 @@ def bind_to_launcher(plan: Any, gmi_id: int) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    from gmiexp.launch import preemption
-
     preemption.ignore_in_worker()  # Slurm's requeue warning reaches every process; the launcher acts on it
-    from gmiexp import signals
-
     signals.ignore_interrupt_in_gmi()  # Ctrl-C: the launcher asks the GMIs to end the epoch (a stop file)
-    from gmiexp.launch.gmi_env import apply_gmi_environment
-    from gmiexp.plan import Plan
-    from gmiexp.planner.nodes import gmi_for_local_rank
-    from gmiexp.status import StatusWriter
-
     plan = Plan.load(argv[0])
     # this node's local_rank-th GMI; not elastic's RANK, which follows the rendezvous's order of nodes
     rank = gmi_for_local_rank(plan, int(os.environ.get("LOCAL_RANK", "0")))
@@ -128,8 +122,6 @@ def main(argv: list[str] | None = None) -> int:
         run_gmi(plan, rank, status)
     except Exception as e:
         traceback.print_exc()
-        from gmiexp.launch.failure import COMM_EXIT_CODE, is_comm_error
-
         return COMM_EXIT_CODE if is_comm_error(e) else 1  # a peer's failure, seen in a collective: not the root
     return 0
 

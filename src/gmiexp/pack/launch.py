@@ -18,13 +18,22 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from gmiexp import multirun
+from gmiexp.backends import mps_daemon, mps_session
+from gmiexp.backends.common import visible_device
 from gmiexp.config import Config
 from gmiexp.errors import invalid
 from gmiexp.hardware import Hardware, resolve
+from gmiexp.launch.elastic import REQUEST_FILE, read_log, request
+from gmiexp.launch.live import HistoryTail
+from gmiexp.launch.ownership import running as is_running
+from gmiexp.launch.requeue import resume
 from gmiexp.pack import recycle, runner, sizing, slots, table
 from gmiexp.pack.runner import Job
 from gmiexp.pack.slots import AUTO, Member, Slot, Unit
+from gmiexp.plan import Plan
+from gmiexp.planner.build import build_plan
 from gmiexp.signals import sigterm_raises
+from gmiexp.status import gmi_dir, read_history
 
 if TYPE_CHECKING:
     from gmiexp.plan.model import GlobalBatch
@@ -105,8 +114,6 @@ class PackedSweep:
                                                                                           strict=True)]
         per_gpu = 1 if self.per_gpu == AUTO else int(self.per_gpu)
         first = slots.make_slots(self.hw, self.gpus, per_gpu)[0]
-        from gmiexp.launch.requeue import resume
-        from gmiexp.planner.build import build_plan
 
         for o, m, d in zip(self.overrides, self.members, self.run_dirs, strict=True):
             cfg = task_config(self.compose([*o, *self.slot_overrides(first, m, per_gpu)]))
@@ -152,7 +159,6 @@ class PackedSweep:
         """
         if slot.mig_uuid:  # a MIG instance is not handed over: its member keeps its own
             return None
-        from gmiexp.launch.elastic import request
 
         members = {j.num: j for j in running if j.slot is not None and j.slot.gpu == slot.gpu
                    and (slot.cpus or slots.on_mps(j.slot, self.member_of[j.num]))}
@@ -181,9 +187,6 @@ class PackedSweep:
 
     def _grower(self, job: Job) -> recycle.Grower:
         """A running member as :func:`recycle.choose` sees it: cores as last asked (refused: as before), partitions."""
-        from gmiexp.launch.elastic import REQUEST_FILE, read_log
-        from gmiexp.launch.ownership import running as is_running
-
         assert job.slot is not None
         plan_path = job.run_dir / "plan.yaml"
         answers = read_log(job.run_dir)
@@ -204,8 +207,6 @@ class PackedSweep:
         carries the start, left out); None until its partition has two such epochs. Start-up: its first epoch's
         end less its start, as the launcher started it, times its slot's share of the cores (every slot busy).
         """
-        from gmiexp.status import read_history
-
         rows = self._rows(job)
         epochs = sorted([float(b["time"]) - float(a["time"]) for a, b in zip(rows[1:-1], rows[2:], strict=True)
                          if "time" in a and "time" in b][-10:])
@@ -224,9 +225,6 @@ class PackedSweep:
 
         Asked every poll while a core is idle; a restart starts a new file (the old one moves to ``segments/``).
         """
-        from gmiexp.launch.live import HistoryTail
-        from gmiexp.status import gmi_dir
-
         path = gmi_dir(job.run_dir, 0) / "history.jsonl"
         try:
             inode = path.stat().st_ino
@@ -243,8 +241,6 @@ class PackedSweep:
         A load costs ~30 ms, and the launcher asks every poll (``poll_s``, 0.2 s) while a slot is free: 15% of a
         core per member, taken from the members.
         """
-        from gmiexp.plan import Plan
-
         try:
             stamp = plan_path.stat().st_mtime_ns
         except OSError:
@@ -261,8 +257,6 @@ class PackedSweep:
         gpus = slots.mps_gpus(self.hw, self.gpus, self.members)
         if not gpus:
             return nullcontext()
-        from gmiexp.backends import mps_daemon, mps_session
-        from gmiexp.backends.common import visible_device
 
         return mps_session.running([mps_daemon.shared_daemon(visible_device(self.hw, g)) for g in gpus])
 

@@ -23,10 +23,13 @@ from gmiexp.device import check_device, check_device_task
 from gmiexp.envs import check_task
 from gmiexp.errors import ConfigError, invalid
 from gmiexp.hardware import Hardware, resolve, with_mig
-from gmiexp.layouts.layout import LayoutRequest
+from gmiexp.layouts.experience import ExperienceLayout
+from gmiexp.layouts.layout import LayoutKind, LayoutRequest
 from gmiexp.plan import Plan
+from gmiexp.plan.minibatch import minibatch_warning
 from gmiexp.planner.footprint import check_footprint
 from gmiexp.planner.nodes import replicate, resolve_nodes
+from gmiexp.planner.partition import apply, fits, global_batch, per_gmi, refusal
 from gmiexp.rl.rlgames.params import policy_param_count
 from gmiexp.role import check_role
 
@@ -123,8 +126,6 @@ def cap_torch_threads(plan: Plan, cap: int | None) -> None:
 
 def warn_minibatch(plan: Plan) -> None:
     """Say (stderr) when train.minibatch_size is fitted to a GMI's batch: never a silent change."""
-    from gmiexp.plan.minibatch import minibatch_warning
-
     msg = minibatch_warning(plan)
     if msg:
         logging.getLogger("gmiexp").warning(msg)
@@ -132,8 +133,6 @@ def warn_minibatch(plan: Plan) -> None:
 
 def check_reshape(cfg: Config) -> None:
     """``launch.reshape``: one node, a training layout, a launched (not in-process) run (exit 2 otherwise)."""
-    from gmiexp.layouts.layout import LayoutKind
-
     if cfg.launch.reshape == "off":
         return
     training = [n for n in layouts.LAYOUTS.names() if layouts.get(n).kind != LayoutKind.SERVING]
@@ -158,8 +157,6 @@ def share_global_batch(plan: Plan, cfg: Config, hw: Hardware) -> None:
     plan's own GMIs get theirs (or ConfigError naming the reachable ones).
     """
     import dataclasses
-
-    from gmiexp.planner.partition import apply, global_batch, per_gmi, refusal
 
     batch = global_batch(cfg.batch.total_envs, cfg.batch.total_minibatch, plan, fixed=cfg.launch.reshape != "off")
     if batch is None:
@@ -196,9 +193,6 @@ def trainer_splits(cfg: Config, hw: Hardware, batch: GlobalBatch) -> list[int] |
     None for a layout without dedicated trainer GMIs (tcg_ex: every GMI trains).
     """
     import dataclasses
-
-    from gmiexp.layouts.experience import ExperienceLayout
-    from gmiexp.planner.partition import fits
 
     layout = layouts.get(cfg.layout.name)
     if not isinstance(layout, ExperienceLayout):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gmiexp.errors import ConfigError
+from gmiexp.plan.minibatch import fit_minibatch
 from gmiexp.plan.model import GlobalBatch, Plan
 
 #: what a re-shape request may change besides gmis_per_gpu (``gmiexp.launch.elastic.request``: config keys), and
@@ -125,8 +126,6 @@ def global_batch(total_envs: int | None, total_minibatch: int | None, start: Pla
     ``batch.total_envs`` the starting partition's per-GMI settings are its global batch (``num_envs`` and
     ``train.minibatch_size`` on each of its GMIs).
     """
-    from gmiexp.plan.minibatch import fit_minibatch
-
     horizon = int(start.train.horizon_length)
     if total_envs is None and fixed:
         _, trainers = counts(start)

@@ -4,8 +4,10 @@ tmpfs hands out a page only when it is first written, so a ``/dev/shm`` too smal
 as a SIGBUS in the middle of it (a Docker container has 64 MiB by default); a full disk, as a torch writer error
 at the first checkpoint. Both are known before anything starts: the sizes below follow the code that allocates
 them (channel rings, reduction arenas, weight boards, replay stores, TDG's state rings; checkpoints and logs),
-without importing torch, so ``mode=plan`` prints them. They are estimates: the segments are reserved when
-created (:func:`gmiexp.shm.segment.reserve`), which stays the exact check.
+without importing torch, so ``mode=plan`` prints them. A ring's and a weight board's segment size is the one
+their code creates them with (the torch-free :mod:`gmiexp.shm.ring_layout` and
+:mod:`gmiexp.shm.board_layout`); what fills them (rows, a model's state) is estimated. The segments
+are reserved when created (:func:`gmiexp.shm.segment.reserve`), which stays the exact check.
 """
 
 from __future__ import annotations
@@ -14,14 +16,16 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gmiexp.envs import task_dims
 from gmiexp.errors import ConfigError
 from gmiexp.plan import Plan
+from gmiexp.rl.rlgames.params import policy_param_count
+from gmiexp.shm.board_layout import board_bytes
+from gmiexp.shm.names import SHM_DIR
+from gmiexp.shm.ring_layout import aligned_rows, ring_bytes
 
 MIB = 1 << 20
 PAGE = 4096
-RING_HDR, SLOT_HDR, ALIGN = 256, 128, 64  # comm/channels/ring.py
-BOARD_HDR = 64  # rl/experience/weights.py
-SEQ_FIELDS = 2  # seq and version, int64, appended to every channel's fields
 # measured on Cartpole/Ant runs, rounded up: a history row is 270-600 bytes, rl-games prints ~150 per epoch
 LOG_BYTES_PER_EPOCH = 1024
 LOG_BYTES_FIXED = 32 << 10  # per GMI: status, result, history and two log files, 4 KiB blocks each, and start-up
@@ -61,14 +65,18 @@ def _round(x: int, to: int) -> int:
     return (x + to - 1) // to * to
 
 
-def _ring(n_slots: int, slot_bytes: int) -> int:
-    return _round(RING_HDR + n_slots * _round(SLOT_HDR + slot_bytes, ALIGN), PAGE)
+def ring_segment(n_slots: int, slot_bytes: int) -> int:
+    """What a slot ring takes in ``/dev/shm``: its segment (the ring's own layout), in whole pages."""
+    return _round(ring_bytes(n_slots, slot_bytes), PAGE)
+
+
+def board_segment(nbytes: int) -> int:
+    """What a weight board of ``nbytes`` states takes in ``/dev/shm``: its segment, in whole pages."""
+    return _round(board_bytes(nbytes), PAGE)
 
 
 def _row_bytes(plan: Plan) -> dict[str, int]:
     """Bytes of one environment step per experience field (rl/rlgames/policy.py: experience_fields)."""
-    from gmiexp.envs import task_dims
-
     obs, act = task_dims(plan.task)
     known = {"obs": 4 * obs, "actions": 4 * act if plan.task.continuous else 8, "rewards": 4, "values": 4,
              "dones": 1, "neglogp": 4}
@@ -79,9 +87,6 @@ def _row_bytes(plan: Plan) -> dict[str, int]:
 
 def state_bytes(plan: Plan) -> int:
     """The policy's state_dict: parameters and the observation/value normalisers, float32."""
-    from gmiexp.envs import task_dims
-    from gmiexp.rl.rlgames.params import policy_param_count
-
     obs, _ = task_dims(plan.task)
     return 4 * (policy_param_count(plan) + 2 * obs + 8)
 
@@ -100,27 +105,26 @@ def shm_need(plan: Plan) -> Need:
                 continue
             n = plan.gmi(agent).num_envs or 1
             if str(plan.channel.name) == "uni":
-                need.add("channels", _ring(int(plan.channel.slots) * len(rows), n * widest))
+                need.add("channels", ring_segment(int(plan.channel.slots) * len(rows), n * widest))
             else:
-                per = _aligned_rows(int(plan.channel.target_bytes) // widest, horizon * n)
-                need.add("channels", sum(_ring(int(plan.channel.slots), per * b) for b in rows.values()))
+                per = aligned_rows(int(plan.channel.target_bytes) // widest, horizon * n)
+                need.add("channels", sum(ring_segment(int(plan.channel.slots), per * b) for b in rows.values()))
         for t in {t for _, t in plan.channels if t in local}:
-            need.add("weight boards", _round(BOARD_HDR + 2 * state_bytes(plan), PAGE))
+            need.add("weight boards", board_segment(state_bytes(plan)))
             if int(plan.async_train.replay_ratio) > 0:
                 envs = max(plan.gmi(a).num_envs for a, tt in plan.channels if tt == t) or 1
                 slot_rows = horizon * envs
                 slots = max(1, int(plan.channel.store_capacity) // slot_rows)
                 need.add("replay stores", slots * (slot_rows * sum(rows.values()) + 8) + 8 + 17 * slots)
     elif plan.role == "tdg":  # rl/experience/serving.py: a state ring and an action ring per pair, 2 slots each
-        from gmiexp.envs import task_dims
 
         obs, act = task_dims(plan.task)
         for agent, sim in plan.channels:
             n = plan.gmi(sim).num_envs or 1
             if sim in local:
-                need.add("TDG rings", _ring(2, n * (obs + 2) * 4))
+                need.add("TDG rings", ring_segment(2, n * (obs + 2) * 4))
             if agent in local:
-                need.add("TDG rings", _ring(2, n * (4 * act if plan.task.continuous else 8)))
+                need.add("TDG rings", ring_segment(2, n * (4 * act if plan.task.continuous else 8)))
     trainers = [t for t in plan.trainer_group if t in local]
     if str(plan.reduction) in ("mpr", "har") and len(trainers) > 1:
         grad = _round(state_bytes(plan), PAGE)
@@ -132,18 +136,6 @@ def shm_need(plan: Plan) -> Need:
             if n > 1:
                 need.add("reduction arenas", _round(64 * (1 + n), PAGE) + (n + 1) * grad)
     return need
-
-
-def _aligned_rows(rows: int, batch_rows: int) -> int:
-    """comm/channels/channelset.py's aligned_rows (that module imports torch)."""
-    if batch_rows < 1:
-        return rows
-    if rows >= batch_rows:
-        return rows // batch_rows * batch_rows
-    for k in range(2, batch_rows + 1):
-        if batch_rows % k == 0 and batch_rows // k <= rows:
-            return batch_rows // k if batch_rows // k * 2 >= rows else rows
-    return rows
 
 
 def disk_need(plan: Plan) -> Need:
@@ -170,8 +162,6 @@ def free_bytes(path: Path) -> int:
 
 def check_resources(plan: Plan, run_dir: Path, shm_dir: Path | None = None) -> None:
     """Refuse (exit 2) a plan whose shared memory or files do not fit the free space, naming both and the fixes."""
-    from gmiexp.shm.names import SHM_DIR
-
     shm = shm_need(plan)
     if shm.total:
         free = free_bytes(shm_dir or SHM_DIR)

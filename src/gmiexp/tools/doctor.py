@@ -13,6 +13,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from gmiexp.backends.auto import choose
 from gmiexp.backends.mps_daemon import CONTROL, SYSTEM_PIPE_DIR, pid_of
 from gmiexp.errors import ConfigError
 from gmiexp.hardware import Hardware, discover
@@ -56,8 +57,6 @@ def mps_daemon_status(pipe_dir: str | None = None) -> dict[str, Any]:
 
 def backend_verdicts(hw: Hardware, which: Which = shutil.which) -> dict[str, dict[str, Any]]:
     """For each backend: can it run on this host, and why (not)."""
-    from gmiexp.backends.auto import choose
-
     mps_binary = which(CONTROL)
     out: dict[str, dict[str, Any]] = {"direct": {"ok": True, "reason": "always available"}}
     if not hw.has_gpu:

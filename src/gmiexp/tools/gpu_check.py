@@ -40,6 +40,7 @@ import yaml
 from gmiexp.backends.mps_daemon import CONTROL
 from gmiexp.hardware import Hardware, discover
 from gmiexp.layouts import LAYOUTS
+from gmiexp.stats import steady_rate
 from gmiexp.status import gmi_pids, read_history, read_status
 
 ROOT = Path(__file__).resolve().parents[3]  # the repository (tests/ lives there)
@@ -287,8 +288,6 @@ def trained(run_dir: Path) -> bool:
 
 def env_steps_per_s(run_dir: Path) -> float:
     """The run's env steps per second so far, as its summary counts them (steady rate summed over GMIs)."""
-    from gmiexp.launch.summary import steady_rate
-
     try:
         n = len(yaml.safe_load((run_dir / "plan.yaml").read_text())["gmis"])
     except (OSError, yaml.YAMLError, KeyError, TypeError):

@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 
 from gmiexp.launch.elastic import read_log, request
+from gmiexp.launch.ownership import running
+from gmiexp.plan import Plan
 
 
 def refuse(why: str) -> int:
@@ -33,8 +35,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-wait", action="store_true", help="write the request and return")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the outcome (default 600)")
     a = p.parse_args(argv)
-    from gmiexp.launch.ownership import running
-    from gmiexp.plan import Plan
 
     key, _, value = a.setting.partition("=")
     if key not in ("gmis_per_gpu", "trainers_per_gpu") or not value.isdigit() or int(value) < 1:

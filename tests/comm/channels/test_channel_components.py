@@ -17,8 +17,8 @@ from gmiexp.comm.channels import (
     SlotRing,
     make_channel_set,
 )
-from gmiexp.comm.channels.channelset import aligned_rows
 from gmiexp.errors import ConfigError
+from gmiexp.shm.ring_layout import aligned_rows
 
 FIELDS = [FieldSpec("obs", (4,)), FieldSpec("actions", (2,)), FieldSpec("rewards"), FieldSpec("dones", (), torch.bool)]
 

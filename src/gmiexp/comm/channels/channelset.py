@@ -18,6 +18,7 @@ from gmiexp.comm.channels.ring import RingSpec, SlotRing, memmove
 from gmiexp.comm.channels.sources import RingRowSource, UniDemux, UniRowSource
 from gmiexp.config.enums import ChannelMode, OnFull
 from gmiexp.errors import invalid
+from gmiexp.shm.ring_layout import aligned_rows
 
 RowSource = RingRowSource | UniRowSource
 
@@ -208,7 +209,7 @@ def make_channel_set(
     field's transfer is at most this); ``n_slots`` bounds memory: at most ``n_slots`` transfers
     per ring are in flight before the producer blocks (or drops, with ``on_full='drop'``).
     ``batch_rows``, the trainer's batch size, aligns transfers with batches (see
-    :func:`aligned_rows`) so the Batcher can hand most batches out as zero-copy views.
+    :func:`~gmiexp.shm.ring_layout.aligned_rows`) so the Batcher can hand most batches out as zero-copy views.
     """
     if mode not in tuple(ChannelMode):
         raise invalid("channel mode", mode, tuple(ChannelMode))
@@ -224,27 +225,9 @@ def make_channel_set(
     return UniChannelSet.create(specs, rows_per_step, n_slots * len(specs), name, tag, on_full)
 
 
-def aligned_rows(rows: int, batch_rows: int | None) -> int:
-    """Rows per transfer: at most ``rows``, and a multiple or a divisor of ``batch_rows`` when one is near.
-
-    A batch that straddles two transfers must be stitched by a copy; with aligned transfers each
-    batch lies inside one transfer (a zero-copy view) or is exactly a whole number of them. Only
-    a divisor that keeps transfers at least half as large as ``rows`` is used: smaller transfers
-    would cost more per byte than the copy they save.
-    """
-    if not batch_rows or batch_rows < 1:
-        return rows
-    if rows >= batch_rows:
-        return rows // batch_rows * batch_rows
-    for k in range(2, batch_rows + 1):  # the largest divisor of batch_rows that fits
-        if batch_rows % k == 0 and batch_rows // k <= rows:
-            return batch_rows // k if batch_rows // k * 2 >= rows else rows
-    return rows
-
-
 def _attach(mode: ChannelMode, fields: list[FieldSpec], specs: list[RingSpec], on_full: OnFull) -> ChannelSet:
     rings = [SlotRing.attach(s, on_full) for s in specs]
     return MultiChannelSet(fields, rings) if mode == ChannelMode.multi else UniChannelSet(fields, rings[0])
 
 
-__all__ = ["ChannelSet", "aligned_rows", "MultiChannelSet", "UniChannelSet", "make_channel_set", "check_names"]
+__all__ = ["ChannelSet", "MultiChannelSet", "UniChannelSet", "make_channel_set", "check_names"]

@@ -22,15 +22,24 @@ from gmiexp.config.enums import OnFull
 from gmiexp.errors import invalid
 from gmiexp.shm import segment
 from gmiexp.shm.names import segment_name
+from gmiexp.shm.ring_layout import (
+    HDR,
+    MAGIC,
+    MAX_NDIM,
+    SLOT_HDR,
+    W_CLOSED,
+    W_CONS,
+    W_DROPPED,
+    W_HEAD,
+    W_MAGIC,
+    W_NSLOTS,
+    W_PROD,
+    W_SLOTB,
+    W_TAIL,
+    ring_bytes,
+    slot_stride,
+)
 from gmiexp.shm.wait import Backoff, PeerDied
-
-_MAGIC = 0x474D4952494E4731  # "GMIRING1"
-_HDR = 256  # bytes: config words, then head / tail / dropped on their own cache lines
-_W_MAGIC, _W_NSLOTS, _W_SLOTB, _W_PROD, _W_CONS, _W_CLOSED = 0, 1, 2, 3, 4, 5
-_W_HEAD, _W_TAIL, _W_DROPPED = 8, 16, 24
-_SLOT_HDR = 128  # bytes: nbytes, seq, dtype, ndim, shape[8], tag, row0
-_MAX_NDIM = 8
-_ALIGN = 64
 
 DTYPES: tuple[torch.dtype, ...] = (
     torch.uint8,
@@ -68,10 +77,6 @@ class Item:
     data: torch.Tensor
 
 
-def _round_up(n: int, a: int) -> int:
-    return (n + a - 1) // a * a
-
-
 def as_bytes(t: torch.Tensor) -> torch.Tensor:
     """Flat uint8 view of a contiguous CPU tensor (copies only if it is not contiguous)."""
     t = t.contiguous().reshape(-1)
@@ -107,17 +112,17 @@ class SlotRing:
         self.on_full = on_full
         self.backoff = backoff or Backoff()
         self._w = memoryview(seg.buf).cast("B").cast("Q")
-        if self._w[_W_MAGIC] != _MAGIC:
+        if self._w[W_MAGIC] != MAGIC:
             raise ValueError(f"segment {seg.name} is not a gmiexp ring")
-        self.n_slots = int(self._w[_W_NSLOTS])
-        self.slot_bytes = int(self._w[_W_SLOTB])
-        self._stride = _round_up(_SLOT_HDR + self.slot_bytes, _ALIGN)
+        self.n_slots = int(self._w[W_NSLOTS])
+        self.slot_bytes = int(self._w[W_SLOTB])
+        self._stride = slot_stride(self.slot_bytes)
         whole = torch.frombuffer(seg.buf, dtype=torch.uint8)
         self._data = [
-            whole[self._off(i) + _SLOT_HDR : self._off(i) + _SLOT_HDR + self.slot_bytes] for i in range(self.n_slots)
+            whole[self._off(i) + SLOT_HDR : self._off(i) + SLOT_HDR + self.slot_bytes] for i in range(self.n_slots)
         ]
         self._hdr = [
-            np.frombuffer(seg.buf, dtype=np.uint64, count=_SLOT_HDR // 8, offset=self._off(i))
+            np.frombuffer(seg.buf, dtype=np.uint64, count=SLOT_HDR // 8, offset=self._off(i))
             for i in range(self.n_slots)
         ]
         # hot path: slot header i is self._w[self._hw[i] + k]; slot data starts at address self._addr[i]
@@ -125,7 +130,7 @@ class SlotRing:
         self._addr = [d.data_ptr() for d in self._data]
         self._views: list[tuple | None] = [None] * self.n_slots  # consumer: (nbytes, dtype code, shape, view)
         self._seq = 0  # producer: attempts so far (gaps seen by the consumer = drops)
-        self._rd = int(self._w[_W_TAIL])  # consumer: next item to hand out
+        self._rd = int(self._w[W_TAIL])  # consumer: next item to hand out
         self._reserved = False
 
     # ---- construction -------------------------------------------------------------------
@@ -146,10 +151,9 @@ class SlotRing:
             raise invalid("slot_bytes", slot_bytes, ">= 1")
         if on_full not in tuple(OnFull):
             raise invalid("on_full", on_full, tuple(OnFull))
-        stride = _round_up(_SLOT_HDR + slot_bytes, _ALIGN)
-        seg = segment.create(segment_name(name, tag), _HDR + n_slots * stride)
+        seg = segment.create(segment_name(name, tag), ring_bytes(n_slots, slot_bytes))
         w = memoryview(seg.buf).cast("B").cast("Q")
-        w[_W_NSLOTS], w[_W_SLOTB], w[_W_MAGIC] = n_slots, slot_bytes, _MAGIC
+        w[W_NSLOTS], w[W_SLOTB], w[W_MAGIC] = n_slots, slot_bytes, MAGIC
         w.release()
         return cls(seg, on_full, backoff)
 
@@ -176,8 +180,8 @@ class SlotRing:
 
     def close(self) -> None:
         """Mark the producer side closed (if we produced), unlink the name, unmap when views are gone."""
-        if self._w[_W_PROD] == os.getpid():
-            self._w[_W_CLOSED] = 1
+        if self._w[W_PROD] == os.getpid():
+            self._w[W_CLOSED] = 1
         self._seg.unlink()
         self._hdr.clear()
         self._data.clear()
@@ -188,29 +192,29 @@ class SlotRing:
 
     # ---- shared state ---------------------------------------------------------------------
     def _off(self, i: int) -> int:
-        return _HDR + i * self._stride
+        return HDR + i * self._stride
 
     @property
     def head(self) -> int:
-        return int(self._w[_W_HEAD])
+        return int(self._w[W_HEAD])
 
     @property
     def tail(self) -> int:
-        return int(self._w[_W_TAIL])
+        return int(self._w[W_TAIL])
 
     @property
     def dropped(self) -> int:
         """Items dropped by a producer in ``on_full='drop'`` mode."""
-        return int(self._w[_W_DROPPED])
+        return int(self._w[W_DROPPED])
 
     @property
     def occupancy(self) -> int:
         """Items published but not yet released: the load signal the Migrator reads."""
-        return self._w[_W_HEAD] - self._w[_W_TAIL]
+        return self._w[W_HEAD] - self._w[W_TAIL]
 
     @property
     def closed(self) -> bool:
-        return bool(self._w[_W_CLOSED])
+        return bool(self._w[W_CLOSED])
 
     # ---- producer ---------------------------------------------------------------------------
     def _bind(self, word: int) -> None:
@@ -221,14 +225,14 @@ class SlotRing:
     def _reserve_index(self, timeout: float | None = None) -> int:
         """Index of the next free slot (waits when full in block mode); -1 if dropped (drop mode, counted)."""
         w, n = self._w, self.n_slots
-        self._bind(_W_PROD)
-        head = w[_W_HEAD]
-        if head - w[_W_TAIL] >= n:
+        self._bind(W_PROD)
+        head = w[W_HEAD]
+        if head - w[W_TAIL] >= n:
             if self.on_full == "drop":
                 self._seq += 1
-                w[_W_DROPPED] += 1
+                w[W_DROPPED] += 1
                 return -1
-            self.backoff.wait(lambda: w[_W_HEAD] - w[_W_TAIL] < n, timeout, "ring full", peer=lambda: int(w[_W_CONS]))
+            self.backoff.wait(lambda: w[W_HEAD] - w[W_TAIL] < n, timeout, "ring full", peer=lambda: int(w[W_CONS]))
         self._reserved = True
         return head % n
 
@@ -242,17 +246,17 @@ class SlotRing:
         if not self._reserved:
             raise RuntimeError("commit() without reserve()")
         ndim = len(shape)
-        if ndim > _MAX_NDIM:
-            raise invalid("tensor rank", ndim, f"<= {_MAX_NDIM}")
+        if ndim > MAX_NDIM:
+            raise invalid("tensor rank", ndim, f"<= {MAX_NDIM}")
         w = self._w
-        head = w[_W_HEAD]
+        head = w[W_HEAD]
         b = self._hw[head % self.n_slots]
         seq = self._seq
         w[b], w[b + 1], w[b + 2], w[b + 3] = nbytes, seq, _DTYPE_CODE[dtype], ndim
         for k in range(ndim):
             w[b + 4 + k] = shape[k]
         w[b + 12], w[b + 13] = tag, row0
-        w[_W_HEAD] = head + 1  # publish after the data and header stores
+        w[W_HEAD] = head + 1  # publish after the data and header stores
         self._seq = seq + 1
         self._reserved = False
         return seq
@@ -276,12 +280,12 @@ class SlotRing:
 
     def close_writer(self) -> None:
         """Tell the consumer no more items will come (it sees ChannelClosed once drained)."""
-        self._w[_W_CLOSED] = 1
+        self._w[W_CLOSED] = 1
 
     # ---- consumer ---------------------------------------------------------------------------
     def poll(self) -> bool:
         """True if an item is ready to receive."""
-        return self._w[_W_HEAD] > self._rd
+        return self._w[W_HEAD] > self._rd
 
     def recv(self, timeout: float | None = None) -> Item:
         """Next item as a zero-copy view; raises ChannelClosed at end of stream, TimeoutError, PeerDied.
@@ -289,16 +293,16 @@ class SlotRing:
         The view may be the same tensor object as an earlier item's from that slot (views are cached
         per slot): read or write its elements, but do not change its metadata in place (``resize_``).
         """
-        self._bind(_W_CONS)
+        self._bind(W_CONS)
         w, rd = self._w, self._rd
-        if w[_W_HEAD] <= rd:
+        if w[W_HEAD] <= rd:
             try:
                 self.backoff.wait(
-                    lambda: w[_W_HEAD] > rd or w[_W_CLOSED], timeout, "ring empty", peer=lambda: int(w[_W_PROD])
+                    lambda: w[W_HEAD] > rd or w[W_CLOSED], timeout, "ring empty", peer=lambda: int(w[W_PROD])
                 )
             except PeerDied:
                 raise PeerDied(f"producer of {self._seg.name} died; {rd} items received") from None
-            if w[_W_HEAD] <= rd:
+            if w[W_HEAD] <= rd:
                 raise ChannelClosed(self._seg.name)
         i = rd % self.n_slots
         b = self._hw[i]
@@ -315,10 +319,10 @@ class SlotRing:
 
     def release(self, n: int = 1) -> None:
         """Give the ``n`` oldest received slots back to the producer (their views become invalid)."""
-        tail = self._w[_W_TAIL]
+        tail = self._w[W_TAIL]
         if tail + n > self._rd:
             raise RuntimeError(f"release({n}) but only {self._rd - tail} items held")
-        self._w[_W_TAIL] = tail + n
+        self._w[W_TAIL] = tail + n
 
     def recv_copy(self, timeout: float | None = None) -> Item:
         """Receive, clone out of the slot and release it at once."""

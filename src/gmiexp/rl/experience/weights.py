@@ -15,12 +15,19 @@ import torch
 from torch import nn
 
 from gmiexp.shm import segment
+from gmiexp.shm.board_layout import (
+    MAGIC,
+    SLOTS,
+    W_MAGIC,
+    W_NBYTES,
+    W_VERSION,
+    W_WRITING,
+    board_bytes,
+    slot_offset,
+)
 from gmiexp.shm.names import segment_name
 from gmiexp.shm.wait import Backoff
 
-_MAGIC = 0x474D495745494748  # "GMIWEIGH"
-_HDR = 64
-_W_MAGIC, _W_VERSION, _W_WRITING, _W_NBYTES = 0, 1, 2, 3
 _WAIT = Backoff(spin=0, spin_s=0, min_sleep_s=1e-5, max_sleep_s=2e-3, check_s=0)  # agents wait for a trainer
 
 
@@ -57,17 +64,17 @@ class WeightBoard:
     def __init__(self, seg: segment.Segment) -> None:
         self._seg = seg
         self._w = memoryview(seg.buf).cast("B").cast("Q")
-        if self._w[_W_MAGIC] != _MAGIC:
+        if self._w[W_MAGIC] != MAGIC:
             raise ValueError(f"segment {seg.name} is not a gmiexp weight board")
-        self.nbytes = int(self._w[_W_NBYTES])
+        self.nbytes = int(self._w[W_NBYTES])
         whole = torch.frombuffer(seg.buf, dtype=torch.uint8)
-        self._slots = [whole[_HDR + i * self.nbytes:_HDR + (i + 1) * self.nbytes] for i in range(2)]
+        self._slots = [whole[slot_offset(i, self.nbytes):slot_offset(i + 1, self.nbytes)] for i in range(SLOTS)]
 
     @classmethod
     def create(cls, name: str, nbytes: int, tag: str | None = None) -> WeightBoard:
-        seg = segment.create(segment_name(name, tag), _HDR + 2 * nbytes)
+        seg = segment.create(segment_name(name, tag), board_bytes(nbytes))
         w = memoryview(seg.buf).cast("B").cast("Q")
-        w[_W_NBYTES], w[_W_MAGIC] = nbytes, _MAGIC
+        w[W_NBYTES], w[W_MAGIC] = nbytes, MAGIC
         w.release()
         return cls(seg)
 
@@ -85,7 +92,7 @@ class WeightBoard:
     @property
     def version(self) -> int:
         """Versions published so far (0 = nothing yet)."""
-        return int(self._w[_W_VERSION])
+        return int(self._w[W_VERSION])
 
     def seal(self) -> None:
         """Unlink the name once every reader has attached (nothing left behind even after a crash)."""
@@ -94,9 +101,9 @@ class WeightBoard:
     def publish(self, model: nn.Module) -> int:
         """Write ``model``'s state into the idle slot and make it the newest version."""
         v = self.version + 1
-        self._w[_W_WRITING] = v
+        self._w[W_WRITING] = v
         pack_state(model, self._slots[v % 2])
-        self._w[_W_VERSION] = v
+        self._w[W_VERSION] = v
         return v
 
     def read(self, model: nn.Module, scratch: torch.Tensor) -> int:
@@ -106,7 +113,7 @@ class WeightBoard:
             if v == 0:
                 return 0
             scratch.copy_(self._slots[v % 2])
-            if int(self._w[_W_WRITING]) <= v + 1:  # the writer has not started overwriting slot v % 2
+            if int(self._w[W_WRITING]) <= v + 1:  # the writer has not started overwriting slot v % 2
                 unpack_state(model, scratch)
                 return v
 

@@ -43,6 +43,7 @@ from gmiexp.rl.rlgames.checkpoint import (
     model_digest,
     restore_episode_meters,
 )
+from gmiexp.rl.rlgames.filming import EpochFilmer
 from gmiexp.rl.rlgames.lazy import fused_adam_supported, lazy_scalar_guard
 from gmiexp.rl.rlgames.observer import EpochReport, GMIObserver
 from gmiexp.rl.rlgames.sync import (
@@ -125,8 +126,6 @@ class GMISyncMixin:
         self._filmer = None
         plan = ctx.plan
         if plan.video and ctx.mgr.rank == 0 and hasattr(self, "actions_low"):  # capture_video=True (continuous)
-            from gmiexp.rl.rlgames.filming import EpochFilmer
-
             self._filmer = EpochFilmer(plan)
         self.timings: dict[str, float] = {"sim_s": 0.0, "inference_s": 0.0, "train_s": 0.0, "comm_s": 0.0}
         self.last_epoch: dict[str, float] = {}

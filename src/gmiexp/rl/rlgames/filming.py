@@ -15,6 +15,8 @@ from typing import Any
 import torch
 from rl_games.common.a2c_common import rescale_actions
 
+from gmiexp.envs import task_dims
+from gmiexp.envs.video import Filmer
 from gmiexp.errors import ConfigError
 
 FILMING_LAYOUTS = ("tcg_ex",)
@@ -33,9 +35,6 @@ def check(plan: Any) -> None:
 
 
 def _filmer(plan: Any) -> Any:
-    from gmiexp.envs import task_dims
-    from gmiexp.envs.video import Filmer
-
     v, task = plan.video, plan.task
     msg = None
     try:

@@ -1,12 +1,19 @@
-"""Translate the Plan into an rl-games ``params`` dict (what an rl-games YAML would hold)."""
+"""Translate the Plan into an rl-games ``params`` dict (what an rl-games YAML would hold).
+
+The keys rl-games and gmiexp share are written from the table the import reads too
+(:mod:`gmiexp.config.rlgames_keys`); here are only the keys gmiexp sets itself (names, device, directories, seeds).
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from gmiexp.config import TaskConfig, TrainConfig
+from gmiexp.config.rlgames_keys import ALGO, MODEL, export
+from gmiexp.envs import task_spaces, task_state_dim
 from gmiexp.envs.spaces import TaskSpaces
 from gmiexp.plan import GMI, Plan
 from gmiexp.plan.minibatch import fit_minibatch
@@ -14,43 +21,29 @@ from gmiexp.plan.minibatch import fit_minibatch
 ENV_NAME = "gmiexp"
 
 
-
-
-#: rl-games' algorithm and model for each action kind (``runner.algo_factory`` / ``model_builder`` names)
-ALGO = {"continuous": "a2c_continuous", "discrete": "a2c_discrete", "multi_discrete": "a2c_discrete"}
-MODEL = {"continuous": "continuous_a2c_logstd", "discrete": "discrete_a2c", "multi_discrete": "multi_discrete_a2c"}
+def lookup(sections: dict[str, Any], own: dict[str, Any]) -> Callable[[str], Any]:
+    """The value of a dotted gmiexp key (``train.gamma``: ``sections["train"].gamma``), from ``own`` if there."""
+    def value(dst: str) -> Any:
+        if dst in own:
+            return own[dst]
+        group, _, name = dst.rpartition(".")
+        return getattr(sections[group], name)
+    return value
 
 
 def action_kind(task: TaskConfig) -> str:
     """The simulator's action kind: continuous, discrete or multi_discrete (``task.continuous`` must match it)."""
-    from gmiexp.envs import task_spaces
-
     return task_spaces(task).action
 
 
 def network(task: TaskConfig, activation: str, kind: str | None = None) -> dict[str, Any]:
     """rl-games' ``params.network`` for the task (``kind``: its action kind, asked of the simulator when None)."""
     kind = kind or action_kind(task)
-    if kind == "continuous":
-        space = {"continuous": {
-            "mu_activation": task.mu_activation, "sigma_activation": task.sigma_activation,
-            "mu_init": dict(task.mu_init),
-            "sigma_init": dict(task.sigma_init),
-            "fixed_sigma": task.fixed_sigma,
-        }}
-    else:
-        space = {kind: {}}
-    net: dict[str, Any] = {
-        "name": "actor_critic",
-        "separate": task.separate,
-        "space": space,
-        "mlp": {"units": list(task.mlp_units), "activation": activation, "d2rl": False,
-                "initializer": dict(task.mlp_initializer), "regularizer": {"name": "None"}},
-    }
-    if task.cnn:
-        net["cnn"] = dict(task.cnn)
-    if task.rnn:
-        net["rnn"] = dict(task.rnn)
+    net: dict[str, Any] = {"name": "actor_critic",
+                           **export(lookup({"task": task}, {"train.activation": activation}), "network",
+                                    continuous=kind == "continuous")}
+    if kind != "continuous":
+        net["space"] = {kind: {}}
     return net
 
 
@@ -74,60 +67,27 @@ def build_params(plan: Plan, gmi: GMI, num_envs: int | None = None, device: str 
     task, tr = plan.task, plan.train
     kind = action_kind(task)
     n = num_envs if num_envs is not None else gmi.num_envs
-    batch = tr.horizon_length * n
-    lr_schedule = None if tr.lr_schedule == "identity" else tr.lr_schedule
-    config: dict[str, Any] = {
-        "name": task.name,
+    value = lookup({"": plan, "task": task, "train": tr}, {  # this GMI's own
+        "num_envs": n, "train.torch_threads": gmi.torch_threads,
+        "train.minibatch_size": fit_minibatch(tr.horizon_length * n, tr.minibatch_size)})
+    own: dict[str, Any] = {
         "full_experiment_name": "run",
         "env_name": ENV_NAME,
         "multi_gpu": False,  # rl-games would init NCCL itself; gmiexp owns the process group
-        "ppo": True,
         "device": device,
-        "mixed_precision": tr.mixed_precision,
-        "torch_compile": tr.torch_compile,
-        "normalize_input": tr.normalize_input,
-        "normalize_value": tr.normalize_value,
-        "normalize_advantage": tr.normalize_advantage,
-        "value_bootstrap": tr.value_bootstrap,
-        "num_actors": n,
-        "reward_shaper": {**dict(task.reward_shaper), "scale_value": task.reward_scale},
-        "gamma": tr.gamma,
-        "tau": tr.tau,
-        "learning_rate": tr.learning_rate,
-        "lr_schedule": lr_schedule,
-        "kl_threshold": tr.kl_threshold,
-        "max_epochs": plan.max_iterations,
         "save_best_after": 1,  # train.rlgames_config may set rl-games' own (an imported file's)
-        "save_frequency": tr.save_frequency,
-        "print_stats": tr.print_stats,
-        "grad_norm": tr.grad_norm,
-        "entropy_coef": tr.entropy_coef,
-        "truncate_grads": tr.truncate_grads,
-        "e_clip": tr.e_clip,
-        "horizon_length": tr.horizon_length,
-        "minibatch_size": fit_minibatch(batch, tr.minibatch_size),
-        "mini_epochs": tr.mini_epochs,
-        "critic_coef": tr.critic_coef,
-        "clip_value": tr.clip_value,
-        "seq_length": tr.seq_length,
         "check_sync": tr.check_sync,
         "env_config": {"seed": plan.seed + 1000 * gmi.id},
         # GMI 0 owns the run's rl-games directory (logs, checkpoints); the others get scratch space
         "train_dir": str(train_dir or (Path(plan.run_dir) / "rl_games" if gmi.id == 0
                                        else Path(plan.run_dir) / "gmis" / str(gmi.id) / "rl_games")),
     }
-    if task.continuous:
-        config["bounds_loss_coef"] = tr.bounds_loss_coef
-        config["bound_loss_type"] = tr.bound_loss_type
-    config["use_smooth_clamp"] = tr.use_smooth_clamp
-    config.update(tr.rlgames_config)  # further keys of an imported file, verbatim (layout tcg_ex)
-    if tr.score_to_win is not None:
-        config["score_to_win"] = tr.score_to_win
+    config = {**own, **export(value, "config", continuous=task.continuous)}
     if task.central_value:
-        config["central_value_config"] = central_value_config(task, tr, config["minibatch_size"], lr_schedule)
+        config["central_value_config"] = central_value_config(task, tr, config["minibatch_size"],
+                                                              config["lr_schedule"])
     return {
-        "seed": plan.seed,
-        "torch_threads": gmi.torch_threads,
+        **export(value, "", continuous=task.continuous),  # seed, torch_threads
         "algo": {"name": ALGO[kind]},
         "model": {"name": MODEL[kind]},
         "network": network(task, tr.activation, kind),
@@ -146,8 +106,6 @@ def policy_param_count(plan: Plan) -> int:
     neither rl-games nor torch; ``tests/rl/rlgames/test_params.py`` holds the count equal to rl-games'
     ``ModelBuilder`` on every task and network kind.
     """
-    from gmiexp.envs import task_spaces
-
     return (network_param_count(network(plan.task, plan.train.activation), task_spaces(plan.task))
             + central_value_param_count(plan))
 
@@ -215,8 +173,6 @@ def network_param_count(net: dict[str, Any], spaces: TaskSpaces) -> int:
 
 def central_value_param_count(plan: Plan) -> int:
     """Parameters of rl-games' central value network (an MLP on the simulator's ``states``, one value); 0 without."""
-    from gmiexp.envs import task_state_dim
-
     if not plan.task.central_value:
         return 0
     state = task_state_dim(plan.task)
