@@ -208,10 +208,13 @@ def test_ctrl_c_while_auto_profiles_stops_the_profile_runs(tmp_path: Path) -> No
     assert not (tmp_path / "0").exists()  # no member started
 
 
-@pytest.mark.slow  # ~40 s; the re-shape request it rides on runs by default in tests/launch/test_reshape.py
+@pytest.mark.slow  # ~40 s; the re-shape request it rides on runs by default in tests/launch/test_elastic.py
 def test_recycle_grows_a_running_member_into_a_finished_members_cores(tmp_path: Path) -> None:
-    """Two slots (one core each): the short member ends, the long one re-shapes onto both cores, 2 GMIs."""
-    r = run_cli(*PACK, "hydra.launcher.jobs_per_gpu=2", "hydra.launcher.recycle=true", "max_iterations=3,150",
+    """Two slots (one core each): the short member ends, the long one re-shapes onto both cores, 2 GMIs.
+
+    The long member runs 600 epochs (~6 s of training here): with 150 it sometimes ended before the grow reached it.
+    """
+    r = run_cli(*PACK, "hydra.launcher.jobs_per_gpu=2", "hydra.launcher.recycle=true", "max_iterations=3,600",
                 "hydra.launcher.recycle_payback=0",  # grow whatever is left (the payback rule: tests/pack/)
                 f"hydra.sweep.dir={tmp_path}", timeout=400)
     assert r.returncode == 0, r.stderr
@@ -219,7 +222,7 @@ def test_recycle_grows_a_running_member_into_a_finished_members_cores(tmp_path: 
     long = json.loads((tmp_path / "1" / "summary.json").read_text())
     (rec,) = long["reshapes"]
     assert (rec["from"], rec["to"], rec["status"]) == (1, 2, "done")
-    assert [h["iteration"] for h in long["history"]] == list(range(1, 151))
+    assert [h["iteration"] for h in long["history"]] == list(range(1, 601))
     assert Plan.load(tmp_path / "1" / "plan.yaml").world_size == 2
     table = json.loads((tmp_path / "pack.json").read_text())
     assert table["members"][1]["slot"].startswith("gpu0/1 +gpu0/0@") and table["members"][1]["reshapes"] == 1
