@@ -240,8 +240,18 @@ class GMISyncMixin:
         """rl-games 1.6.5's ``train`` loop (continuous and discrete), its multi-GPU steps done by gmiexp.
 
         GMI 0 starts every GMI from its weights, counts every GMI's frames, and decides when to stop
-        (epochs, frames, score); the others follow its decision.
+        (epochs, frames, score); the others follow its decision. The TensorBoard writer rl-games opened is
+        closed however the loop ends: rl-games never closes it, and its logger thread, left reading its queue,
+        raised "handle is closed" on stderr when the interpreter tore the queue down at the GMI's exit.
         """
+        try:
+            return self._train_loop()
+        finally:
+            if self.writer is not None:
+                self.writer.close()
+                self.writer = None
+
+    def _train_loop(self) -> tuple[float, int]:
         mgr = self.gmi_ctx.mgr
         self.init_tensors()
         self.mean_rewards = self.last_mean_rewards = -1000000000

@@ -1,0 +1,41 @@
+"""gmiexp's agent closes the TensorBoard writer rl-games opened, however its training loop ends.
+
+rl-games never closes it; its tensorboardX logger thread, left reading its queue, printed
+``Exception in thread ... OSError: handle is closed`` when a GMI's interpreter exited.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gmiexp.rl.rlgames.agent import GMISyncMixin
+
+
+class Writer:
+    closed = 0
+
+    def close(self) -> None:
+        Writer.closed += 1
+
+
+class Loop(GMISyncMixin):
+    def __init__(self, outcome: Exception | None) -> None:  # no rl-games agent: only the loop's ending matters
+        self.writer = Writer()
+        self.outcome = outcome
+
+    def _train_loop(self) -> tuple[float, int]:
+        if self.outcome is not None:
+            raise self.outcome
+        return 1.0, 3
+
+
+@pytest.mark.parametrize("outcome", [None, KeyboardInterrupt(), RuntimeError("a GMI died")])
+def test_train_closes_the_writer_however_the_loop_ends(outcome: Exception | None) -> None:
+    Writer.closed = 0
+    agent = Loop(outcome)
+    if outcome is None:
+        assert agent.train() == (1.0, 3)
+    else:
+        with pytest.raises(type(outcome)):
+            agent.train()
+    assert Writer.closed == 1 and agent.writer is None
