@@ -20,8 +20,7 @@ drifts by more than the gains they compare. The one statistic they share:
   of the measurements' log rates, so ``se = sqrt(sum(w_i^2 var_i))``. Each caller supplies each measurement's
   variance from what it measures: a re-shape window from its epochs' spread (:meth:`Sample.of_rates`), a
   profile (one number, no spread of its own) from re-measurements of one point one measurement apart
-  (:func:`remeasured_sd`, :meth:`Sample.of_rate`). The search formerly used the standard error of a plain
-  difference of means, which understates the contrasts' for A-B-A-B and longer sequences; pack had none;
+  (:func:`remeasured_sd`, :meth:`Sample.of_rate`);
 * a candidate **beats** the incumbent (:meth:`Gain.beats`) when the gain exceeds both ``z`` standard errors
   (:data:`Z` unless the caller's config says otherwise) and a floor, the smallest gain worth the change
   (``launch.reshape_noise``, pack's ``auto_min_gain``). The search's two-sided rule (decisive, within

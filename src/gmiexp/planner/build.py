@@ -7,6 +7,7 @@ previous attempt's checkpoints, ``launch.requeue.resume``) is applied by the cal
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import os
 from pathlib import Path
@@ -156,8 +157,6 @@ def share_global_batch(plan: Plan, cfg: Config, hw: Hardware) -> None:
     (:func:`gmiexp.planner.partition.per_gmi`); those that can share it are ``plan.global_batch.reachable``, and the
     plan's own GMIs get theirs (or ConfigError naming the reachable ones).
     """
-    import dataclasses
-
     batch = global_batch(cfg.batch.total_envs, cfg.batch.total_minibatch, plan, fixed=cfg.launch.reshape != "off")
     if batch is None:
         return
@@ -192,8 +191,6 @@ def trainer_splits(cfg: Config, hw: Hardware, batch: GlobalBatch) -> list[int] |
 
     None for a layout without dedicated trainer GMIs (tcg_ex: every GMI trains).
     """
-    import dataclasses
-
     layout = layouts.get(cfg.layout.name)
     if not isinstance(layout, ExperienceLayout):
         return None
