@@ -97,6 +97,7 @@ ROLES.add("serve", "gmiexp.rl.experience.serving:ServeRole")
 ROLES.add("tdg", "gmiexp.rl.experience.serving:TDGRole")
 ROLES.add("tdg_ex", "gmiexp.rl.experience.roles:TDGEXRole")
 ROLES.add("a3c", "gmiexp.rl.experience.roles:A3CRole")
+ROLES.add("rslrl", "gmiexp.rl.rslrl.role:RslRlRole")  # train=rslrl, layout tcg_ex: rsl_rl's OnPolicyRunner and PPO
 
 
 def check_role(spec: str) -> None:

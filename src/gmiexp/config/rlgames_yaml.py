@@ -382,9 +382,9 @@ def check_file_used(cfg: Any) -> None:
 
     if cfg.train.file and HydraConfig.initialized():
         choice = HydraConfig.get().runtime.choices.get("train")
-        if choice != "rlgames":
+        if choice not in ("rlgames", "rslrl"):  # rslrl: an rsl_rl runner YAML (gmiexp.rl.rslrl.config)
             raise ConfigError(f"invalid train.file={cfg.train.file!r} with train={choice}: "
-                              "the file is read only with train=rlgames")
+                              "the file is read only with train=rlgames (or train=rslrl)")
 
 
 def unwrap(exc: BaseException) -> BaseException:

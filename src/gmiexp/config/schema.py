@@ -30,6 +30,7 @@ from gmiexp.config.checks import (
     ranges,
 )
 from gmiexp.config.enums import ChannelMode, Mode, OnFull
+from gmiexp.config.rslrl_keys import RUNNER_KEYS as RSLRL_RUNNER_KEYS
 
 #: keys ``train.rlgames_config`` may hold (rl-games ``params.config`` keys its agent reads; see rlgames_yaml)
 RLGAMES_CONFIG_KEYS = ("bptt_length", "epochs_between_resets", "games_to_track", "normalize_rms_advantage",
@@ -188,6 +189,8 @@ class AsyncConfig:
     env_config=Kwargs(("env_name", "seed", "num_envs", "batch_size", "num_threads", "max_episode_steps"),
                       "the simulator's make"),
     reward_shaper=Block(("shift_value", "min_val", "max_val", "log_val"), "reward shaping beyond the scale"),
+    vec_env=Text(r"|[\w.]+:\w+", "empty, or <module>:<function> returning an rsl_rl VecEnv",
+                 bad=("no_colon",)),
 )
 @dataclass
 class TaskConfig:
@@ -224,18 +227,21 @@ class TaskConfig:
     # layout=tcg_ex: train rl-games' central value network on the simulator's privileged observations
     # (mjlab's critic group) instead of the policy's value head; other layouts use the value head
     central_value: bool = False
+    # train=rslrl: <module>:<function> returning an rsl_rl VecEnv (Isaac Lab, your own); empty = mjlab's by env_id
+    vec_env: str = ""
 
 
 @ranges(
     torch_threads=Maybe(AtLeast(1, "threads")), rlgames_config=Block(RLGAMES_CONFIG_KEYS, "further rl-games setting"),
     algo=OneOf(("ppo",)), horizon_length=AtLeast(1, "steps"), minibatch_size=AtLeast(1), mini_epochs=AtLeast(1),
-    learning_rate=Positive(), lr_schedule=OneOf(("adaptive", "linear", "identity")), kl_threshold=Positive(),
+    learning_rate=AtLeast(0), lr_schedule=OneOf(("adaptive", "linear", "identity")), kl_threshold=Positive(),
     gamma=Between(0, 1), tau=Between(0, 1), e_clip=Positive(), entropy_coef=AtLeast(0), critic_coef=AtLeast(0),
     bounds_loss_coef=AtLeast(0), grad_norm=Positive(), seq_length=AtLeast(1, "steps"),
     activation=OneOf(ACTIVATIONS), save_frequency=AtLeast(0, "epochs"),
     device=OneOf(registry="gmiexp.device:DEVICES"),
     file=Text(r"|.+\.ya?ml", "empty, or an rl-games params YAML: a path or rl_games:configs/...yaml", bad=("a.txt",)),
     bound_loss_type=OneOf(("bound", "regularisation")), score_to_win=Maybe(Between()),
+    rslrl=Block(RSLRL_RUNNER_KEYS, "rsl_rl runner-config override"),
 )
 @dataclass
 class TrainConfig:
@@ -253,7 +259,7 @@ class TrainConfig:
     # recurrent policies (task.rnn): steps per training sequence (rl-games' seq_length); horizon_length x envs
     # per minibatch must be a multiple of it
     seq_length: int = 4
-    learning_rate: float = 3e-4
+    learning_rate: float = 3e-4  # 0 freezes the policy (a fixed policy: what return does a partition report?)
     lr_schedule: str = "adaptive"  # adaptive | linear | identity
     kl_threshold: float = 0.008
     gamma: float = 0.99
@@ -283,6 +289,8 @@ class TrainConfig:
     # further rl-games params.config keys passed verbatim to rl-games' own agent (layout tcg_ex): save_best_after,
     # schedule_type, weight_decay, games_to_track, ... (train=rlgames fills it from the file)
     rlgames_config: dict[str, Any] = field(default_factory=dict)
+    # train=rslrl: rsl_rl runner-config keys over the task's recipe and train.file (train.rslrl.algorithm.gamma=...)
+    rslrl: dict[str, Any] = field(default_factory=dict)
 
 
 @ranges(name=OneOf(registry="gmiexp.hardware:HARDWARE_CHOICES"), cpu_cores=Maybe(AtLeast(1)),
@@ -462,7 +470,7 @@ class Config:
 
     mode: Mode = Mode.train  # train | plan | search | doctor | eval
     seed: int = 42  # -1: a random seed, recorded in the plan (IsaacGymEnvs' habit)
-    num_envs: int = 64  # environments per GMI
+    num_envs: int = 256  # environments per GMI
     max_iterations: int = 100  # PPO epochs
     num_gpus: int = 1  # GPUs used (logical GPUs on a CPU-only host)
     gmis_per_gpu: int = 2

@@ -32,10 +32,12 @@ from gmiexp.plan.model import Plan
 from gmiexp.rl.rlgames.checkpoint import verify
 from gmiexp.rl.rlgames.params import build_params
 from gmiexp.rl.rlgames.record import checkpoint_dir as nn_dir
+from gmiexp.rl.rslrl import config as rslrl
 
 #: the Plan fields that make two attempts "the same training" (see the module docstring)
 SAME_TRAINING = ("task", "train", "layout", "role", "seed", "trainer_group", "channels", "channel", "async_train")
 GMI_FIELDS = ("id", "node", "device", "roles", "num_envs")
+RSLRL_NAME = re.compile(r"^model_(\d+)\.pt$")  # rsl_rl's model_<iteration>.pt (train=rslrl), 0-based
 EPOCH_IN_NAME = re.compile(r"_ep_(\d+)_")  # rl-games names periodic and final checkpoints ..._ep_<epoch>_rew_...
 
 
@@ -65,6 +67,8 @@ def checkpoint_dir(plan: Plan) -> Path:
 
     if plan.nnodes > 1 and plan.node_rank != 0:  # plan.run_dir is <run_dir>/node<R>
         plan = dataclasses.replace(plan, run_dir=str(Path(plan.run_dir).parent / "node0"))
+    if plan.role == rslrl.ROLE:
+        return Path(plan.run_dir) / rslrl.CHECKPOINT_DIR
     return nn_dir(build_params(plan, plan.gmis[0]))
 
 
@@ -75,7 +79,13 @@ def previous_plan(run_dir: Path) -> Plan | None:
 
 
 def epoch_of(path: Path) -> int:
-    """A checkpoint's epoch: from rl-games' file name, else (the best-reward file) from inside it."""
+    """A checkpoint's epoch: from rl-games' file name, else (the best-reward file) from inside it.
+
+    rsl_rl's ``model_<it>.pt`` holds iterations 0..it: ``it + 1`` epochs.
+    """
+    r = RSLRL_NAME.match(path.name)
+    if r:
+        return int(r.group(1)) + 1
     m = EPOCH_IN_NAME.search(path.name)
     return int(m.group(1)) if m else int(read(path).get("epoch", 0))
 
@@ -100,7 +110,7 @@ def latest_checkpoint(nn_dir: Path) -> tuple[Path, int] | None:
     beside each checkpoint (:func:`gmiexp.rl.rlgames.checkpoint.checksummed`).
     """
     found = []
-    for p in nn_dir.glob("*.pth") if nn_dir.is_dir() else []:
+    for p in [*nn_dir.glob("*.pth"), *nn_dir.glob("model_*.pt")] if nn_dir.is_dir() else []:
         try:
             found.append((epoch_of(p), p.stat().st_mtime, p))
         except Exception as e:  # noqa: BLE001 - unreadable: torch and pickle raise many kinds

@@ -18,7 +18,7 @@ from gmiexp.backends.backend import Backend
 from gmiexp.comm import reduction as reductions
 from gmiexp.config import Config
 from gmiexp.config.checks import validate
-from gmiexp.config.support import refused, refused_policy
+from gmiexp.config.support import refusal_message, refused, refused_policy
 from gmiexp.costmodel.templates import cost_model, terms_for
 from gmiexp.device import check_device, check_device_task
 from gmiexp.envs import check_task
@@ -32,6 +32,7 @@ from gmiexp.planner.footprint import check_footprint
 from gmiexp.planner.nodes import replicate, resolve_nodes
 from gmiexp.planner.partition import apply, fits, global_batch, per_gmi, refusal
 from gmiexp.rl.rlgames.params import policy_param_count
+from gmiexp.rl.rslrl.config import check_plan as check_rslrl
 from gmiexp.role import check_role
 
 if TYPE_CHECKING:
@@ -44,20 +45,25 @@ if TYPE_CHECKING:
     Replan = Callable[[Plan, Partition], tuple[Plan, Backend]]
 
 
-def check_rlgames_only(cfg: Config) -> None:
-    """Settings only rl-games' own agent (layout tcg_ex) applies; gmiexp's experience trainer would ignore them.
+def check_rlgames_only(cfg: Config, trainers: int | None = None) -> None:
+    """Settings an experience layout's trainer would not apply (all at once, each with its reason).
 
-    Also the policy kinds (CNN, RNN) a layout cannot run (``gmiexp.config.support.refused_policy``).
+    ``trainers``: the plan's trainer GMIs (tdg_ex with one and no replay trains with rl-games' own agent);
+    None before the layout is built (policy kinds only). Also the policy kinds (CNN, RNN) a layout cannot run
+    (``gmiexp.config.support.refused_policy``).
     """
-    experience = layouts.get(cfg.layout.name).experience
+    layout = layouts.get(cfg.layout.name)
+    experience = layout.experience
     why = refused_policy(cfg.layout.name, experience, cfg.task, cfg.train, cfg.async_train.replay_ratio)
     if why:
         raise ConfigError(why)
-    if not experience:
+    if not experience or trainers is None:
         return
-    for key in refused(cfg.train):  # gmiexp.config.support lists what the learner does not apply
-        raise ConfigError(f"invalid {key} with layout={cfg.layout.name}: only rl-games' own agent (layout "
-                          f"tcg_ex) applies it; drop it (for an imported file: {key}=<rl-games default>)")
+    rlgames_agent = (layout.kind == LayoutKind.SYNC and trainers == 1 and cfg.async_train.replay_ratio == 0
+                     and not cfg.task.central_value)  # as gmiexp.rl.experience.fed_update.applies
+    keys = refused(cfg.train, rlgames_agent)  # gmiexp.config.support: what the trainer does not apply, and why
+    if keys:
+        raise ConfigError(refusal_message(cfg.layout.name, keys))
 
 
 def check_config(cfg: Config) -> None:
@@ -226,6 +232,7 @@ def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> 
     req = LayoutRequest(layout=cfg.layout, hardware=hw, num_gpus=cfg.num_gpus,
                         gmis_per_gpu=cfg.gmis_per_gpu, num_envs=cfg.num_envs)
     plan = layouts.get(cfg.layout.name).build(req)
+    check_rlgames_only(cfg, len(plan.trainer_group))
     check_task(cfg.task)
     check_device_task(cfg.train.device, bool(cfg.task.rnn))
     check_role(layouts.choose_role(cfg.layout.name, cfg.role))
@@ -234,6 +241,9 @@ def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> 
     plan.hardware = hw.summary()
     plan.seed, plan.max_iterations = cfg.seed, cfg.max_iterations
     share_global_batch(plan, cfg, hw)
+    if layouts.choose_role(cfg.layout.name, cfg.role) == "rslrl":
+        check_rslrl(cfg.layout.name, cfg.train.file, cfg.train.rslrl, plan.gmis[0].num_envs, len(plan.gmis),
+                    cfg.task.simulator)
     if cfg.capture_video and cfg.mode == "train":  # filmed by GMI 0's rl-games agent (gmiexp.rl.rlgames.filming)
         plan.video = {"every": int(cfg.capture_video_freq), "steps": int(cfg.eval.video_steps),
                       "width": int(cfg.eval.video_width), "height": int(cfg.eval.video_height)}

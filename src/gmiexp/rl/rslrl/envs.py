@@ -1,0 +1,81 @@
+"""rsl_rl VecEnvs for the GMIs: mjlab's own by task id, or any ``module:function`` factory a task names.
+
+A factory is called as ``factory(env_id, num_envs=..., device=..., seed=..., **task.env_config)`` in each GMI,
+with that GMI's share of the global batch and its own device, and returns an rsl_rl ``VecEnv`` (mjlab's
+``RslRlVecEnvWrapper`` over ``ManagerBasedRlEnv``; Isaac Lab's ``RslRlVecEnvWrapper`` over
+``gym.make(task, cfg=env_cfg)``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from gmiexp.envs.mjlab_env import sim_device, stdout_to_stderr
+from gmiexp.envs.warp_cache import configure_warp_cache
+from gmiexp.errors import ConfigError
+
+#: the factory of ``task.simulator=mjlab`` when the task names none
+MJLAB_FACTORY = "gmiexp.rl.rslrl.envs:mjlab_vec_env"
+
+
+def load_factory(spec: str) -> Callable[..., Any]:
+    """The ``module:function`` a task names (exit 2 naming the problem when it does not resolve)."""
+    mod_name, _, attr = spec.partition(":")
+    if not mod_name or not attr:
+        raise ConfigError(f"invalid task.vec_env: {spec!r}; valid: <module>:<function> returning an rsl_rl VecEnv")
+    try:
+        fn = getattr(importlib.import_module(mod_name), attr)
+    except (ImportError, AttributeError) as e:
+        raise ConfigError(f"invalid task.vec_env: {spec!r}; cannot import it ({e})") from e
+    if not callable(fn):
+        raise ConfigError(f"invalid task.vec_env: {spec!r}; {attr!r} is not callable")
+    return fn
+
+
+def set_path(obj: Any, dotted: str, value: Any) -> None:
+    """``obj.a.b = value`` for ``dotted`` ``a.b`` (mjlab's environment config is nested dataclasses)."""
+    *parents, last = dotted.split(".")
+    for p in parents:
+        obj = obj[p] if isinstance(obj, dict) else getattr(obj, p)
+    if isinstance(obj, dict):
+        obj[last] = value
+    elif hasattr(obj, last):
+        setattr(obj, last, value)
+    else:
+        raise ConfigError(f"invalid task.env_config key: {dotted!r}; the environment config has no {last!r}")
+
+
+def mjlab_vec_env(env_id: str, *, num_envs: int, device: str, seed: int, **env_config: Any) -> Any:
+    """The mjlab training path for one GMI: the registered env config, ``ManagerBasedRlEnv``, ``RslRlVecEnvWrapper``.
+
+    ``env_config`` sets fields of mjlab's env config by dotted path (``episode_length_s``, ``scene.env_spacing``).
+    mjlab steps on the GMI's GPU, else on the CPU (a stand-in model device such as ``lazy`` included).
+    """
+    configure_warp_cache()
+    import mjlab.tasks  # noqa: F401  (registers the tasks)
+    from mjlab.envs import ManagerBasedRlEnv
+    from mjlab.rl import RslRlVecEnvWrapper
+    from mjlab.tasks.registry import load_env_cfg, load_rl_cfg
+
+    cfg = load_env_cfg(env_id)
+    cfg.scene.num_envs = int(num_envs)
+    cfg.seed = int(seed)
+    for k, v in env_config.items():
+        set_path(cfg, k, v)
+    with stdout_to_stderr():
+        env = ManagerBasedRlEnv(cfg=cfg, device=sim_device(device))
+    return RslRlVecEnvWrapper(env, clip_actions=load_rl_cfg(env_id).clip_actions)
+
+
+def mjlab_recipe(env_id: str) -> tuple[dict[str, Any], type]:
+    """The registered mjlab rsl_rl config for ``env_id`` (as ``mjlab train`` passes it) and the task's runner class."""
+    import mjlab.tasks  # noqa: F401
+    from mjlab.rl import MjlabOnPolicyRunner
+    from mjlab.tasks.registry import list_tasks, load_rl_cfg, load_runner_cls
+
+    if env_id not in list_tasks():
+        raise ConfigError(f"invalid task.env_id: {env_id!r}; valid mjlab tasks: {', '.join(sorted(list_tasks()))}")
+    return asdict(load_rl_cfg(env_id)), (load_runner_cls(env_id) or MjlabOnPolicyRunner)

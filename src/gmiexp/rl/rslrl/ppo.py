@@ -1,0 +1,131 @@
+"""rsl_rl's PPO in a GMI: its own update, with the group steps rsl_rl leaves to NCCL done by gmiexp.
+
+rsl_rl calls :meth:`PPO.broadcast_parameters` before the first rollout and :meth:`PPO.reduce_parameters`
+after every backward pass when it runs multi-GPU; :class:`GMIPPO` overrides both (the Plan's reduction, several
+GMIs per GPU), merges the observation normalisers and normalises advantages over the group in
+:meth:`compute_returns`. The adaptive schedule's KL goes through rsl_rl's own ``all_reduce`` on gmiexp's gloo
+default group (the actor returns it on the host where gloo cannot reduce the device).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from itertools import chain
+from typing import Any
+
+import torch
+from rsl_rl.algorithms import PPO
+from rsl_rl.utils import resolve_callable
+from tensordict import TensorDict
+
+from gmiexp.device import host_staging, step_boundary
+from gmiexp.rl.rlgames.lazy import lazy_scalar_guard
+from gmiexp.rl.rslrl.sync import GroupSync, normalisers
+
+
+@contextlib.contextmanager
+def eager_on_lazy(device: torch.device | str) -> Iterator[None]:
+    """Leave rsl_rl's ``torch.inference_mode`` on the lazy stand-in device (no-op elsewhere).
+
+    The lazy backend has no view ops in inference mode (``aten::as_strided``); ``no_grad`` gives the
+    rollout the same semantics there: nothing recorded for backward.
+    """
+    if torch.device(device).type != "lazy":
+        yield
+        return
+    with torch.inference_mode(False), torch.no_grad():
+        yield
+
+
+def host_kl(base: type) -> type:
+    """``base`` (the config's actor class) returning its KL divergence on the host, where gloo reduces it."""
+
+    class HostKL(base):  # type: ignore[misc, valid-type]
+        def get_kl_divergence(self, old: Any, new: Any) -> torch.Tensor:
+            with eager_on_lazy(new[0].device):
+                return super().get_kl_divergence(old, new).cpu()
+
+    HostKL.__name__ = HostKL.__qualname__ = base.__name__  # same state dict, same printed name
+    return HostKL
+
+
+def host_tensors(obj: Any) -> Any:
+    """``obj`` (nested dicts, lists, tuples) with every tensor copied to the host."""
+    if isinstance(obj, torch.Tensor):
+        return obj.cpu()
+    if isinstance(obj, dict):
+        return {k: host_tensors(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return type(obj)(host_tensors(v) for v in obj)
+    return obj
+
+
+class GMIPPO(PPO):
+    """rsl_rl's PPO whose group steps (broadcast, gradient reduction, normalisers, advantages) are gmiexp's."""
+
+    def __init__(self, *args: Any, group: GroupSync | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.group = group
+        # rsl_rl steps the adaptive schedule on rank 0 only and broadcasts the lr; every GMI sees the group's KL,
+        # so each takes the same step itself (the broadcast then changes nothing, and gloo cannot broadcast lazy)
+        self.gpu_global_rank = 0
+
+    @staticmethod
+    def construct_algorithm(obs: TensorDict, env: Any, cfg: dict, device: str) -> PPO:
+        """rsl_rl's construction; on a device gloo cannot reduce, the actor hands the KL to the host."""
+        if cfg.get("multi_gpu") and host_staging(torch.device(device)):
+            cfg["actor"]["class_name"] = host_kl(resolve_callable(cfg["actor"]["class_name"]))
+        return PPO.construct_algorithm(obs, env, cfg, device)
+
+    def models(self) -> list[torch.nn.Module]:
+        """Every model the algorithm trains or normalises with: actor, critic, and RND when configured."""
+        return [self._raw_actor, self._raw_critic, *([self.rnd] if self.rnd else [])]
+
+    def act(self, obs: TensorDict) -> torch.Tensor:
+        with eager_on_lazy(self.device):
+            return super().act(obs)
+
+    def process_env_step(self, obs: TensorDict, rewards: torch.Tensor, dones: torch.Tensor,
+                         extras: dict[str, torch.Tensor]) -> None:
+        with eager_on_lazy(self.device):
+            super().process_env_step(obs, rewards, dones, extras)
+            step_boundary(self.storage.rewards)  # the lazy device's graph ends with the step
+
+    def update(self) -> dict[str, float]:
+        """rsl_rl's update; on the lazy device its scalar products run eagerly (see gmiexp.rl.rlgames.lazy)."""
+        with lazy_scalar_guard(self._raw_actor):
+            return super().update()
+
+    def save(self) -> dict:
+        """rsl_rl's checkpoint dict; on a stand-in device its tensors on the host (lazy storage cannot be pickled)."""
+        saved = super().save()
+        return host_tensors(saved) if torch.device(self.device).type == "lazy" else saved
+
+    def broadcast_parameters(self) -> None:
+        """Group rank 0's models, normalisers included, on every GMI (rsl_rl pickles state dicts over NCCL)."""
+        if self.group is None:
+            return
+        self.group.broadcast(self.models())
+        self.group.snapshot(normalisers(self.models()))
+
+    def reduce_parameters(self) -> None:
+        """Average the gradients of actor, critic and RND over the group with the Plan's reduction."""
+        if self.group is None:
+            return
+        params = chain(self.actor.parameters(), self.critic.parameters(),
+                       self.rnd.parameters() if self.rnd else ())
+        self.group.reduce_gradients(params)
+        step_boundary(self.storage.rewards)
+
+    def compute_returns(self, obs: TensorDict) -> None:
+        """rsl_rl's returns, after merging the normalisers; advantages normalised over the whole group's batch."""
+        with eager_on_lazy(self.device):
+            if self.group is None:
+                return super().compute_returns(obs)
+            self.group.merge_normalisers(normalisers(self.models()))
+            super().compute_returns(obs)
+            if not self.normalize_advantage_per_mini_batch:
+                st = self.storage
+                st.advantages = self.group.normalise(st.returns - st.values)
+        return None

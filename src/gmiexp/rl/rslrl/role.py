@@ -1,0 +1,77 @@
+"""``train=rslrl``: rsl_rl's OnPolicyRunner and PPO in every GMI of tcg_ex, one group over the Plan's reduction.
+
+Each GMI builds its own rsl_rl VecEnv (its share of ``batch.total_envs``, its device), the runner config
+(mjlab's registered recipe for an mjlab task, then ``train.file``, then ``train.rslrl``), and the task's runner
+class under :class:`gmiexp.rl.rslrl.runner.GMIRunnerMixin`. Group rank 0 keeps rsl_rl's checkpoints
+(``<run_dir>/rsl_rl/model_<it>.pt``, rsl_rl's format) and its TensorBoard log.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from rsl_rl.runners import OnPolicyRunner
+
+from gmiexp.rl.rslrl.config import CHECKPOINT_DIR, fit_batch, runner_config
+from gmiexp.rl.rslrl.envs import MJLAB_FACTORY, load_factory, mjlab_recipe
+from gmiexp.rl.rslrl.runner import StopTraining, gmi_runner
+from gmiexp.rl.rslrl.sync import GroupSync
+from gmiexp.role import Role
+
+
+class RslRlRole(Role):
+    """Holistic training GMI running rsl_rl: simulator + rsl_rl's rollout + rsl_rl's PPO update."""
+
+    stops_gracefully = True  # the logger ends rsl_rl's loop after the iteration; group rank 0 checkpoints
+
+    def run(self) -> dict[str, Any]:
+        plan, gmi = self.plan, self.ctx.gmi
+        task, device = plan.task, str(self.device)
+        group_ids = list(plan.trainer_group)
+        rank, world = group_ids.index(gmi.id), len(group_ids)
+        recipe, runner_base = mjlab_recipe(task.env_id) if task.simulator == "mjlab" else ({}, OnPolicyRunner)
+        cfg = runner_config(recipe, plan.train.file, plan.train.rslrl)
+        warning = fit_batch(cfg, gmi.num_envs, world)
+        if warning and rank == 0:
+            print(f"gmiexp: warning: {warning}", file=sys.stderr, flush=True)
+        seed = int(plan.seed) + gmi.id  # mjlab's and rsl_rl's habit: seed + rank
+        cfg["seed"] = seed
+        cfg["logger"] = "tensorboard"  # W&B is written by the launcher from the history rows
+        factory = load_factory(task.vec_env or MJLAB_FACTORY)
+        env = factory(task.env_id, num_envs=gmi.num_envs, device=device, seed=seed, **dict(task.env_config))
+        group = GroupSync(self.ctx.mgr, self.ctx.reduction, rank, world) if world > 1 else None
+        log_dir = self.ctx.run_dir / CHECKPOINT_DIR if rank == 0 else None
+        runner = gmi_runner(runner_base)(env, cfg, str(log_dir) if log_dir else None, device,  # type: ignore[call-arg]
+                                         status=self.ctx.status, group=group, check_sync=plan.train.check_sync)
+        if plan.checkpoint:
+            runner.load(plan.checkpoint, map_location="cpu")  # load_state_dict copies onto the device
+            # the checkpoint's ``iter`` is the last iteration it holds: go on after it, so frames count once
+            # (rsl_rl's own resume repeats that iteration)
+            runner.current_learning_iteration += 1
+        start = int(runner.current_learning_iteration)
+        todo = max(0, int(plan.max_iterations) - start)
+        self.ctx.status.beat(force=True, stage="training")
+        t0 = time.perf_counter()
+        stopped = False
+        try:
+            runner.learn(todo, init_at_random_ep_len=True)
+        except StopTraining:
+            stopped = True
+            if log_dir is not None:  # keep what was trained, in rsl_rl's format
+                runner.save(str(log_dir / f"model_{runner.current_learning_iteration}.pt"))
+        finally:
+            runner.close_writer()
+            if callable(getattr(env, "close", None)):  # rsl_rl's VecEnv does not require one
+                env.close()
+        log, done = runner.logger, int(runner.current_learning_iteration) + 1 - start
+        return {
+            "wall_s": time.perf_counter() - t0,
+            "frames_local": done * int(cfg["num_steps_per_env"]) * gmi.num_envs,  # this GMI, this attempt
+            "epochs": done,
+            "reward/mean": (sum(log.finished) / len(log.finished)) if log.finished else None,
+            "interrupted": stopped,
+            "checkpoint_dir": str(log_dir) if log_dir else "",
+        }
+

@@ -1,0 +1,93 @@
+"""rsl_rl runner configs as users keep them: the pre-4.0 format imported, unsupported keys refused all at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from gmitest import run_cli
+from rsl_rl.models import MLPModel
+from tensordict import TensorDict
+
+from gmiexp.errors import ConfigError
+from gmiexp.rl.rslrl.config import check, fit_batch, merge, runner_config, upgrade_legacy
+
+#: rsl_rl 3.x / Isaac Lab 2.x style: one ActorCritic ``policy`` block and ``empirical_normalization``
+LEGACY = {
+    "num_steps_per_env": 24, "max_iterations": 1500, "save_interval": 50, "experiment_name": "anymal",
+    "empirical_normalization": True,
+    "policy": {"class_name": "ActorCritic", "init_noise_std": 0.8, "actor_hidden_dims": [128, 64],
+               "critic_hidden_dims": [256, 128], "activation": "elu"},
+    "algorithm": {"class_name": "PPO", "value_loss_coef": 1.0, "use_clipped_value_loss": True, "clip_param": 0.2,
+                  "entropy_coef": 0.005, "num_learning_epochs": 5, "num_mini_batches": 4, "learning_rate": 1e-3,
+                  "schedule": "adaptive", "gamma": 0.99, "lam": 0.95, "desired_kl": 0.01, "max_grad_norm": 1.0},
+}
+
+
+def test_pre_4_0_policy_block_becomes_current_actor_and_critic_models(tmp_path: Path) -> None:
+    f = tmp_path / "agent.yaml"
+    f.write_text(yaml.safe_dump(LEGACY))
+    cfg = runner_config({}, str(f), {})
+    assert "policy" not in cfg and "empirical_normalization" not in cfg
+    assert cfg["actor"] == {"class_name": "MLPModel", "hidden_dims": [128, 64], "activation": "elu",
+                            "obs_normalization": True,
+                            "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": 0.8,
+                                                 "std_type": "scalar"}}
+    assert cfg["critic"] == {"class_name": "MLPModel", "hidden_dims": [256, 128], "activation": "elu",
+                             "obs_normalization": True}
+    assert cfg["algorithm"]["desired_kl"] == 0.01 and cfg["num_steps_per_env"] == 24
+
+
+def test_the_imported_legacy_config_builds_rsl_rl_s_own_models() -> None:
+    """What the import writes is what rsl_rl's current models take (their constructor keywords)."""
+    cfg = upgrade_legacy(LEGACY)
+    obs = TensorDict({"policy": torch.zeros(2, 5)}, batch_size=[2])
+    groups = {"actor": ["policy"], "critic": ["policy"]}
+    actor = MLPModel(obs, groups, "actor", 3, **{k: v for k, v in cfg["actor"].items() if k != "class_name"})
+    assert float(actor.distribution.std_param.detach().mean()) == pytest.approx(0.8)
+    assert actor.obs_normalizer.__class__.__name__ == "EmpiricalNormalization"
+
+
+def test_overrides_merge_key_by_key_over_the_recipe() -> None:
+    recipe = {"algorithm": {"learning_rate": 1e-3, "gamma": 0.99}, "num_steps_per_env": 32}
+    cfg = runner_config(recipe, "", {"algorithm": {"gamma": 0.9}})
+    assert cfg["algorithm"] == {"class_name": "PPO", "learning_rate": 1e-3, "gamma": 0.9}
+    assert recipe["algorithm"]["gamma"] == 0.99  # the caller's dict is left alone
+    assert merge({"a": {"b": 1}}, {"a": {"c": 2}}) == {"a": {"b": 1, "c": 2}}
+
+
+def test_unsupported_keys_are_refused_all_at_once_with_their_reasons() -> None:
+    distill = {"class_name": "DistillationRunner", "num_steps_per_env": 24, "multi_gpu": {"world_size": 2},
+               "policy": {"class_name": "StudentTeacher", "student_hidden_dims": [64]},
+               "algorithm": {"class_name": "Distillation", "gradient_length": 15}, "typo_key": 1}
+    with pytest.raises(ConfigError) as e:
+        check(distill, "train.file=distill.yaml")
+    msg = str(e.value)
+    for reason in ("class_name: 'DistillationRunner'", "multi_gpu: gmiexp owns the process group",
+                   "policy.class_name: 'StudentTeacher'", "policy.student_hidden_dims",
+                   "algorithm.class_name: 'Distillation'", "algorithm.gradient_length", "typo_key"):
+        assert reason in msg, reason
+    assert "7 key(s)" in msg
+
+
+def test_a_partition_that_cannot_split_the_minibatches_is_refused_naming_valid_counts() -> None:
+    cfg = runner_config({}, "", {"num_steps_per_env": 3, "algorithm": {"num_mini_batches": 4}})
+    assert fit_batch(cfg, 4, 2) == ""  # 4 envs x 3 steps = 12 samples per GMI: 4 minibatches of 3
+    warning = fit_batch(cfg, 1, 2)  # 6 samples in all: even one process drops 2, rsl_rl's own behaviour
+    assert "drops the remainder" in warning and warning.endswith("divide each GMI's share: 1, 3")
+    with pytest.raises(ConfigError, match=r"4 GMIs of 2 environments .* valid GMI counts for 8 environments: 1, 2$"):
+        fit_batch(cfg, 2, 4)  # 6 samples per GMI cannot make 4 equal minibatches
+
+
+def test_cli_refuses_a_distillation_file_and_other_layouts_before_launch(tmp_path: Path) -> None:
+    f = tmp_path / "distill.yaml"
+    f.write_text(yaml.safe_dump({"class_name": "DistillationRunner", "algorithm": {"class_name": "Distillation"}}))
+    r = run_cli("mode=plan", "train=rslrl", "task=Mjlab-Cartpole-Balance", f"train.file={f}",
+                f"hydra.run.dir={tmp_path / 'a'}")
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "DistillationRunner" in r.stderr and "algorithm.class_name: 'Distillation'" in r.stderr
+    r = run_cli("mode=plan", "train=rslrl", "task=Mjlab-Cartpole-Balance", "layout=tdg_ex",
+                f"hydra.run.dir={tmp_path / 'b'}")
+    assert r.returncode == 2 and "valid: tcg_ex" in r.stderr, r.stderr[-2000:]
