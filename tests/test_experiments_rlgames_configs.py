@@ -26,7 +26,7 @@ def run_table(tmp_path, *overrides, timeout=900):
 
 
 def test_refused_files_are_tabled_with_every_reason_the_importer_gave(tmp_path):
-    stdout, text, rows = run_table(tmp_path, "files=[brax/sac_ant.yaml,ppo_smac.yaml]", "jobs=2")
+    stdout, text, rows = run_table(tmp_path, "files=[brax/sac_ant.yaml,ppo_smac.yaml]", "jobs=2", "layouts=[]")
     family, result, reason = rows["brax/sac_ant.yaml"]
     assert (family, result) == ("brax", "refused")
     assert reason.startswith("params.config.env_name='brax': Brax/JAX is not a gmiexp simulator") \
@@ -44,6 +44,18 @@ def test_only_filters_the_shipped_files_and_an_unknown_file_is_named():
         table.select(["nope.yaml"], "")
 
 
+def test_the_layout_columns_name_each_result_and_its_reason():
+    rows = [{"file": "a.yaml", "result": "runs", "reason": "trained 2 epochs",
+             "layouts": {"tdg_ex": {"result": "runs", "reason": "trained 2 epochs"},
+                         "decoupled_async": {"result": "refused", "reason": "invalid x"}}},
+            {"file": "b/c.yaml", "result": "refused", "reason": "no"}]
+    text = table.markdown(rows, ["max_iterations=2"], 157, ["tdg_ex", "decoupled_async"])
+    assert "| file | family | result | reason | tdg_ex | decoupled_async |" in text
+    assert "| `a.yaml` | top level | runs | trained 2 epochs | runs | refused: invalid x |" in text
+    assert "| `b/c.yaml` | b | refused | no | - | - |" in text
+    assert "tdg_ex: 1 runs, 0 refused, 0 failed; decoupled_async: 0 runs, 1 refused, 0 failed" in text
+
+
 def test_a_failure_is_tabled_with_its_last_error_line():
     log = "noise\nTraceback (most recent call last):\n  File x\nTypeError: boom\n"
     assert table.reasons(log) == "TypeError: boom"
@@ -57,6 +69,7 @@ def test_one_file_runs_and_one_is_refused(tmp_path):
                               'overrides=["max_iterations=2","num_envs=8","gmis_per_gpu=1",'
                               '"train.horizon_length=16","launch.progress=false","logger=none"]')
     assert rows["mujoco/hopper_envpool.yaml"] == ["mujoco", "runs", "trained 2 epochs"]
+    assert "| trained 2 epochs | runs | runs |" in text  # tdg_ex and decoupled_async too
     assert rows["mujoco/sac_ant_envpool.yaml"][1] == "refused"
     assert rows["mujoco/sac_ant_envpool.yaml"][2].startswith("params.algo.name='sac': SAC is not run by gmiexp")
     assert "1 runs, 1 refused, 0 failed" in text

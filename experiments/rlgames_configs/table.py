@@ -5,7 +5,8 @@ plus tiny-run overrides (config.yaml), in its own run directory with a timeout (
 A run that writes its summary *runs*; exit 2 is *refused*, with the reasons the importer (or the planner)
 gave; anything else *failed*, with the last error line. The markdown table and the counts go to
 ``output`` (docs/rlgames-configs.md, linked from the README). ``files=[...]`` / ``only=`` pick a subset,
-``jobs=`` runs that many files at a time.
+``jobs=`` runs that many files at a time. Every file that runs (in the default layout, tcg_ex) runs again in each
+of ``layouts`` (the experience layouts), one column each: runs, or refused / failed with the reason.
 """
 
 from __future__ import annotations
@@ -57,10 +58,11 @@ def reasons(log: str) -> str:
     return tail[-1] if tail else "no output"
 
 
-def run_one(name: str, overrides: list[str], work: Path, timeout_s: float) -> dict:
-    run_dir = work / re.sub(r"[^\w.-]", "_", name)
+def run_one(name: str, overrides: list[str], work: Path, timeout_s: float, layout: str = "") -> dict:
+    run_dir = work / (re.sub(r"[^\w.-]", "_", name) + (f"@{layout}" if layout else ""))
     shutil.rmtree(run_dir, ignore_errors=True)
-    cmd = ["train=rlgames", f"train.file=rl_games:configs/{name}", *overrides]
+    layout_arg = [f"layout={layout}"] if layout else []
+    cmd = ["train=rlgames", f"train.file=rl_games:configs/{name}", *overrides, *layout_arg]
     try:
         summary = run_gmiexp(cmd, run_dir, timeout_s=timeout_s, cwd=ROOT)
         return {"file": name, "result": "runs", "reason": f"trained {len(summary.get('history', []))} epochs"}
@@ -70,7 +72,24 @@ def run_one(name: str, overrides: list[str], work: Path, timeout_s: float) -> di
         return {"file": name, "result": result, "reason": why}
 
 
-def markdown(rows: list[dict], overrides: list[str], shipped_count: int) -> str:
+def cell(r: dict | None) -> str:
+    """A layout's column: its result, with the reason unless it ran."""
+    if r is None:
+        return "-"
+    return r["result"] if r["result"] == "runs" else f"{r['result']}: {r['reason']}"
+
+
+def layout_counts(rows: list[dict], layouts: list[str]) -> str:
+    """``<layout>: N runs, N refused, N failed`` for each layout, over the files that run in tcg_ex."""
+    out = []
+    for lay in layouts:
+        c = collections.Counter(r["layouts"][lay]["result"] for r in rows if lay in r.get("layouts", {}))
+        out.append(f"{lay}: " + ", ".join(f"{c[k]} {k}" for k in RESULTS))
+    return "; ".join(out)
+
+
+def markdown(rows: list[dict], overrides: list[str], shipped_count: int, layouts: list[str] | None = None) -> str:
+    layouts = layouts or []
     counts = collections.Counter(r["result"] for r in rows)
     subset = "" if len(rows) == shipped_count else f" (a subset: {len(rows)} of the {shipped_count} shipped files)"
     head = [
@@ -83,10 +102,14 @@ def markdown(rows: list[dict], overrides: list[str], shipped_count: int) -> str:
         "",
         f"**{len(rows)} files{subset}: " + ", ".join(f"{counts[k]} {k}" for k in RESULTS) + "**",
         "",
-        "| file | family | result | reason |",
-        "| --- | --- | --- | --- |",
     ]
+    if layouts:
+        head += [f"The files that run (layout tcg_ex, rl-games' own agent) ran again with `layout=<name>` for each "
+                 f"of {', '.join(layouts)}: **{layout_counts(rows, list(layouts))}**.", ""]
+    head += ["| file | family | result | reason |" + "".join(f" {lay} |" for lay in layouts),
+             "| --- | --- | --- | --- |" + " --- |" * len(layouts)]
     body = [f"| `{r['file']}` | {family(r['file'])} | {r['result']} | {r['reason'].replace('|', '/')} |"
+            + "".join(f" {cell(r.get('layouts', {}).get(lay)).replace('|', '/')} |" for lay in layouts)
             for r in rows]
     return "\n".join(head + body) + "\n"
 
@@ -96,6 +119,7 @@ def main(cfg: DictConfig) -> None:
     names = select(list(cfg.files), cfg.only)
     work = Path(cfg.work_dir)
     overrides = list(cfg.overrides)
+    layouts = list(cfg.layouts)
     with ThreadPoolExecutor(max_workers=max(1, cfg.jobs)) as pool:
         futures = [pool.submit(run_one, n, overrides, work, cfg.timeout_s) for n in names]
         rows = []
@@ -103,9 +127,18 @@ def main(cfg: DictConfig) -> None:
             rows.append(f.result())
             r = rows[-1]
             print(f"{r['result']:8} {r['file']}: {r['reason'][:160]}", flush=True)
+        again = {(r["file"], lay): pool.submit(run_one, r["file"], overrides, work, cfg.timeout_s, lay)
+                 for r in rows if r["result"] == "runs" for lay in layouts}
+        for (name, lay), f in again.items():
+            r = next(x for x in rows if x["file"] == name)
+            r.setdefault("layouts", {})[lay] = f.result()
+            print(f"{r['layouts'][lay]['result']:8} {name} layout={lay}: {r['layouts'][lay]['reason'][:160]}",
+                  flush=True)
     out = Path(cfg.output) if Path(cfg.output).is_absolute() else ROOT / cfg.output
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(markdown(rows, overrides, len(select([], ""))))
+    out.write_text(markdown(rows, overrides, len(select([], "")), layouts))
+    if layouts:
+        print(layout_counts(rows, layouts), flush=True)
     counts = collections.Counter(r["result"] for r in rows)
     print(f"{len(rows)} files: " + ", ".join(f"{counts[k]} {k}" for k in RESULTS) + f"; table in {out}")
 

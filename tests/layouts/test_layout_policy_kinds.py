@@ -32,12 +32,12 @@ CASES = {
     "decoupled_async-cnn-separate-lazy": ["layout=decoupled_async", "task=pixels", "task.separate=true",
                                           "role=pixel_sim:PixelA3C", "train.device=lazy", "train.horizon_length=8",
                                           *TWO_TRAINERS["decoupled_async"]],
-    "tdg_ex-rnn-gru": ["layout=tdg_ex", "task=Cartpole", GRU, "train.device=cpu", "train.horizon_length=9",
+    "tdg_ex-rnn-gru": ["layout=tdg_ex", "task=Cartpole", GRU, "train.device=cpu", "train.horizon_length=8",
                        "train.seq_length=4", *TWO_TRAINERS["tdg_ex"]],
     # rl-games' multi-discrete head splits its actions (torch.split), a multi-output view the lazy backend lacks
     "decoupled_async-cnn-rnn-lstm-separate-multi_discrete": [
         "layout=decoupled_async", "task=pixels_multi", LSTM, "task.separate=true", "role=pixel_sim:PixelA3C",
-        "train.device=cpu", "train.horizon_length=9", "train.seq_length=4", *TWO_TRAINERS["decoupled_async"]],
+        "train.device=cpu", "train.horizon_length=8", "train.seq_length=4", *TWO_TRAINERS["decoupled_async"]],
     "tcg-cnn-rnn": ["layout=tcg", "task=pixels", GRU, "role=pixel_sim:PixelServe", "train.device=cpu",
                     "gmis_per_gpu=1", "train.horizon_length=8"],
     "tdg-rnn": ["layout=tdg", "task=Cartpole", LSTM, "train.device=cpu", "gmis_per_gpu=2", "train.horizon_length=8"],

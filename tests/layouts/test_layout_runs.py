@@ -53,13 +53,13 @@ def check_integrity(s: dict, plan: Plan, horizon: int = 16, iters: int = 4) -> t
     agents = [s["gmis"][str(g.id)] for g in plan.gmis if g.has("agent")]
     trainers = [s["gmis"][str(g.id)] for g in plan.gmis if g.has("trainer")]
     envs = plan.gmis[0].num_envs
-    for a in agents:  # every record sent once, plus the bootstrap records that open each later rollout
-        assert a["rows_sent"] == (horizon + (iters - 1) * (horizon - 1)) * envs
-    assert sum(t["seq_errors"] for t in trainers) == 0
-    assert sum(t["rows_received"] for t in trainers) == len(agents) * iters * horizon * envs
+    for a in agents:  # every step once: rl-games' horizon_length steps per rollout
+        assert a["rows_sent"] == iters * horizon * envs
+    assert sum(t["seq_errors"] for t in trainers) == 0  # each rollout also carries its bootstrap record
+    assert sum(t["rows_received"] for t in trainers) == len(agents) * iters * (horizon + 1) * envs
     trained_or_stale = sum(t["train_samples"] for t in trainers) + sum(t["stale_rows"] for t in trainers) * (
-        horizon - 1) // horizon
-    assert trained_or_stale == len(agents) * iters * (horizon - 1) * envs
+        horizon) // (horizon + 1)
+    assert trained_or_stale == len(agents) * iters * horizon * envs
     # the checkpoint's epoch counts the agents' iterations, not updates (stale rollouts, several agents per trainer)
     assert {t["epoch"] for t in trainers} == {iters}
     return agents, trainers
@@ -87,7 +87,7 @@ def test_decoupled_async_moves_every_row_intact(channel: str, tmp_path: Path, no
 def test_decoupled_async_ppo_trains(tmp_path: Path, no_orphans: None) -> None:
     s, plan = run_layout(tmp_path, "decoupled_async", "async_train.algo=ppo", "async_train.max_policy_lag=100")
     _, trainers = check_integrity(s, plan)
-    assert all(t["train_samples"] == 2 * 4 * 15 * 32 and t["updates"] > 0 for t in trainers)  # nothing stale
+    assert all(t["train_samples"] == 2 * 4 * 16 * 32 and t["updates"] > 0 for t in trainers)  # nothing stale
     assert s["metrics"]["async/train_samples_per_s"] > 0
     assert all("replay/batches" not in t for t in trainers)  # replay off: no store
 
@@ -110,10 +110,15 @@ def test_decoupled_async_spreads_rollouts_over_several_trainers(tmp_path: Path, 
     agents, trainers = check_integrity(s, plan, iters=iters)
     assert all(t["train_samples"] > 0 and t["seq_errors"] == 0 for t in trainers)  # every trainer trained
     assert len({t["updates"] for t in trainers}) == 1  # collective updates: the same count everywhere
-    assert sum(t["train_samples"] for t in trainers) == len(agents) * iters * 15 * 32
+    assert sum(t["train_samples"] for t in trainers) == len(agents) * iters * 16 * 32
     merged = rollouts_by_agent(trainers)
     assert sorted(merged) == [str(g.id) for g in plan.gmis if g.has("agent")]
     assert all(sorted(ids) == list(range(iters)) for ids in merged.values())  # none lost, none twice
+    # the return is every agent's last episodes (each agent's own window stays under gmi/<id>/)
+    m = s["metrics"]
+    assert {k for k in m if k.startswith("gmi/") and k.endswith("/reward/mean")} == \
+        {f"gmi/{a}/reward/mean" for a in merged}
+    assert m["reward/mean"] == s["history"][-1]["reward/mean"] > 0
 
 
 @pytest.mark.parametrize(("layout", "extra"), [
@@ -128,10 +133,10 @@ def test_replay_trains_on_stored_rollouts(layout: str, extra: list[str], tmp_pat
                          iters=iters)
     _, trainers = check_integrity(s, plan, iters=iters)  # fresh rows still arrive and train exactly once
     for t in trainers:
-        assert t["replay/batches"] > 0 and t["replay/rows"] >= t["replay/batches"] * 15 * 32
+        assert t["replay/batches"] > 0 and t["replay/rows"] >= t["replay/batches"] * 16 * 32
         assert 0 < t["replay/stored"] <= t["replay/capacity"] and t["replay/added"] == 2 * iters
-    if layout == "decoupled_async":  # 2048 records hold 4 rollouts of 16 x 32: FIFO eviction made room
-        assert trainers[0]["replay/capacity"] == 4 and trainers[0]["replay/stored"] == 4
+    if layout == "decoupled_async":  # 2048 records hold 3 rollouts of 17 x 32 (16 steps, 1 bootstrap): FIFO evicted
+        assert trainers[0]["replay/capacity"] == 3 and trainers[0]["replay/stored"] == 3
     rows = read_history(Path(s["run_dir"]), plan.trainer_group[0])
     assert sum(r["replay/batches"] for r in rows) == trainers[0]["replay/batches"]
 

@@ -62,7 +62,7 @@ def test_a_plans_channel_estimate_is_the_rings_its_agents_create(tag: str, tmp_p
             sets.append(make_channel_set(plan.channel.name, fields, rows_per_step=n,
                                          target_bytes=plan.channel.target_bytes, n_slots=plan.channel.slots,
                                          name=f"exp{a}to{t}", tag=tag, on_full=plan.channel.on_full,
-                                         batch_rows=horizon * n))
+                                         batch_rows=(horizon + 1) * n))  # the steps and the bootstrap record
         assert shm_need(plan).items["channels"] == sum(taken(r.spec.name) for cs in sets for r in cs.rings)
     finally:
         for cs in sets:

@@ -1,13 +1,15 @@
-"""Which ``train.*`` settings and policy kinds gmiexp's learner and the serving layouts refuse (exit 2 at plan time).
+"""Which ``train.*`` settings and policy kinds the experience and serving layouts refuse (exit 2 at plan time).
 
-A fact about the config (which fields only rl-games' own agent applies), so it lives beside the
-schema: the planner reads it without importing the learner it refuses for.
+A fact about the config (which fields which trainer applies), so it lives beside the schema: the planner reads
+it without importing the trainers it refuses for.
 
-The learner applies the PPO/A2C hyper-parameters, the normalisers and ``lr_schedule`` with
-``kl_threshold`` (:mod:`gmiexp.rl.learner.schedule`). The settings below belong to rl-games' own
-agent and runner (layout tcg_ex); with an experience layout any value but the default is refused
-rather than silently ignored. :func:`refused_policy` names the policy kinds (``task.cnn``,
-``task.rnn``) a layout cannot run and the layouts that can.
+Layout tdg_ex with one trainer GMI and no replay trains with rl-games' own agent
+(:mod:`gmiexp.rl.experience.fed_update`), which applies every key rl-games' agent honours. Several tdg_ex
+trainers, replay and decoupled async train with gmiexp's learner (:mod:`gmiexp.rl.learner`), which applies every
+``train.*`` field rl-games' agent reads; the keys an imported file passes through that it does not apply
+(:data:`RLGAMES_CONFIG_WHY`) are refused rather than silently ignored, all in one message, each with its reason.
+:func:`refused_policy` names the policy kinds (``task.cnn``, ``task.rnn``) a layout cannot run and the layouts
+that can.
 """
 
 from __future__ import annotations
@@ -20,18 +22,39 @@ RUNS = {"cnn": ("tcg", "tcg_ex", "tdg_ex", "decoupled_async"),
 #: Why a built-in layout does not run a kind.
 WHY_NOT = {("tdg", "cnn"): "its state ring carries each environment's observation as one flat float32 row"}
 
-#: Fields only rl-games' own agent applies: its bounds-loss variant, smooth clamp, early stop, mixed
-#: precision, torch.compile, periodic checkpoints (the experience trainer saves one at the end), its
-#: per-epoch digest check (the experience trainers report their digests in result.json instead) and the
-#: further rl-games keys an imported file passes to it verbatim (``rlgames_config``).
-RLGAMES_ONLY = ("bound_loss_type", "use_smooth_clamp", "score_to_win", "mixed_precision", "torch_compile",
-                "save_frequency", "check_sync", "rlgames_config")
+_AGENT = "rl-games' agent (tcg_ex, or tdg_ex with one trainer and no replay) applies it"
+#: The keys an imported file passes to rl-games' agent (``train.rlgames_config``) that change what the learner
+#: would train, with rl-games' default (a file may state it) and why. The others have no effect on training
+#: there: ``bptt_length`` (rl-games uses it nowhere), ``schedule_type`` (the learner has both), and
+#: ``save_best_after``, ``games_to_track``, ``use_diagnostics`` (reporting: the agent GMIs report returns over
+#: their last 100 episodes, and the trainers write their periodic and last checkpoints, no best one).
+RLGAMES_CONFIG_WHY = {
+    "epochs_between_resets": (0, f"the agent GMIs do not reset their environments every N epochs; {_AGENT}"),
+    "normalize_rms_advantage": (False, f"the learner normalises advantages over each batch; {_AGENT}"),
+    "schedule_entropy": (False, f"the learner keeps train.entropy_coef; {_AGENT}"),
+    "zero_rnn_on_done": (True, "the agent GMIs always zero a finished episode's recurrent states"),
+}
 
 
-def refused(train: TrainConfig) -> list[str]:
-    """The ``train.<field>`` keys set away from their default that the learner would not apply."""
-    default = TrainConfig()
-    return [f"train.{k}" for k in RLGAMES_ONLY if getattr(train, k) != getattr(default, k)]
+def refused(train: TrainConfig, rlgames_agent: bool = False) -> dict[str, str]:
+    """``train.<key>`` -> why, for the settings the trainer would not apply (none with rl-games' own agent).
+
+    ``rlgames_agent``: the trainer runs rl-games' own agent (tdg_ex, one trainer, no replay), which applies
+    every key; gmiexp's learner applies every ``train.*`` field rl-games' agent reads (``score_to_win``,
+    ``save_frequency`` and ``check_sync`` are the layouts' own), but not every key an imported file passes
+    through (:data:`RLGAMES_CONFIG_WHY`).
+    """
+    if rlgames_agent:
+        return {}
+    return {f"train.rlgames_config.{k}": RLGAMES_CONFIG_WHY[k][1] for k, v in train.rlgames_config.items()
+            if k in RLGAMES_CONFIG_WHY and v != RLGAMES_CONFIG_WHY[k][0]}
+
+
+def refusal_message(layout: str, keys: dict[str, str]) -> str:
+    """One exit-2 message naming every refused key and its reason."""
+    parts = "; ".join(f"{k} ({why})" for k, why in keys.items())
+    return (f"invalid {', '.join(keys)} with layout={layout}: {parts}; drop them "
+            f"(for an imported file: <key>=<rl-games default>)")
 
 
 def policy_kinds(task: TaskConfig) -> list[str]:
@@ -54,8 +77,8 @@ def refused_policy(layout: str, experience: bool, task: TaskConfig, train: Train
                     f"layout={layout}: replay re-estimates a stored rollout's values without its recurrent states; "
                     "valid: 0 (layouts that run rnn policies, without replay: " + ", ".join(RUNS["rnn"]) + ")")
         h, s = train.horizon_length, train.seq_length
-        if (h - 1) % s:
+        if h % s:
             return (f"invalid train.horizon_length={h} with a recurrent policy (task.rnn) and layout={layout}: "
-                    f"the {h - 1} trained steps of a rollout (the last one bootstraps) must be whole sequences of "
-                    f"train.seq_length={s}; valid: k x {s} + 1, e.g. {s + 1}, {2 * s + 1}, {4 * s + 1}")
+                    f"the {h} trained steps of a rollout must be whole sequences of train.seq_length={s} "
+                    f"(as rl-games asks); valid: k x {s}, e.g. {s}, {2 * s}, {4 * s}")
     return None

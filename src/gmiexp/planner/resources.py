@@ -81,6 +81,8 @@ def _row_bytes(plan: Plan) -> dict[str, int]:
     known = {"obs": 4 * obs, "actions": 4 * act if plan.task.continuous else 8, "rewards": 4, "values": 4,
              "dones": 1, "neglogp": 4}
     rows = {n: known[n] for n in plan.channel.fields if n in known}
+    if plan.task.continuous:  # the behaviour's Gaussian, for rl-games' KL
+        rows.update(mus=4 * act, sigmas=4 * act)
     rows.update(seq=8, version=8)
     return rows
 
@@ -95,7 +97,7 @@ def shm_need(plan: Plan) -> Need:
     """What this node's GMIs put in ``/dev/shm`` at once (the segments live for the whole run)."""
     need = Need("/dev/shm")
     local = {g.id for g in plan.local_gmis}
-    horizon = int(plan.train.horizon_length)
+    horizon = int(plan.train.horizon_length) + 1  # records per rollout: the steps and the bootstrap record
     experience = plan.channel is not None and plan.async_train is not None
     if experience:
         rows = _row_bytes(plan)

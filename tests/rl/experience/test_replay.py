@@ -143,7 +143,7 @@ def test_truncated_importance_weight() -> None:
 
 
 def coin_update(ppo: bool) -> Learner:
-    train = TrainConfig(mini_epochs=1, learning_rate=1e-3, horizon_length=H, e_clip=0.2, critic_coef=0.0,
+    train = TrainConfig(mini_epochs=1, learning_rate=1e-3, horizon_length=H - 1, e_clip=0.2, critic_coef=0.0,
                         entropy_coef=0.0, bounds_loss_coef=0.0, clip_value=False)
     model = Coin()
     return Learner(model, make_optimiser(model, train), train, lambda t: t, ppo=ppo, num_minibatches=1, world=1,
@@ -173,7 +173,7 @@ def test_off_policy_a2c_weights_the_gradient_ppo_keeps_its_clipped_ratio(ppo: bo
 
 def loop(shared: bool) -> TrainLoop:
     channels = [[0, 2], [1, 2]] + ([[0, 3], [1, 3]] if shared else [])
-    plan = SimpleNamespace(train=SimpleNamespace(horizon_length=H), channels=channels,
+    plan = SimpleNamespace(train=SimpleNamespace(horizon_length=H - 1), channels=channels,
                            gmi=lambda a: SimpleNamespace(num_envs=N))
     role = SimpleNamespace(plan=plan)
     return TrainLoop(role, None, None, {0: None, 1: None})  # type: ignore[arg-type]

@@ -85,7 +85,7 @@ def update(world: int, train: TrainConfig) -> list[tuple[Linear, Learner]]:
 @pytest.mark.parametrize("world", [2, 4])
 @pytest.mark.parametrize("normalize_advantage", [True, False])
 def test_g_trainers_make_the_update_of_one(world: int, normalize_advantage: bool) -> None:
-    train = TrainConfig(horizon_length=HORIZON, mini_epochs=1, learning_rate=0.01, lr_schedule="adaptive",
+    train = TrainConfig(horizon_length=HORIZON - 1, mini_epochs=1, learning_rate=0.01, lr_schedule="adaptive",
                         kl_threshold=1e-6, normalize_advantage=normalize_advantage, normalize_value=False,
                         truncate_grads=True, grad_norm=0.5)
     (one, l1), = update(1, train)

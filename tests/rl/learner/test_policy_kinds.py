@@ -41,7 +41,7 @@ HORIZON, SEQ, N = 9, 4, 3
 
 def make_plan(tmp_path: Path, task: dict[str, Any]) -> Plan:
     cfg = compose_config("layout=tdg_ex", "task=Cartpole", "gmis_per_gpu=1", f"num_envs={N}", "train.device=cpu",
-                         f"train.horizon_length={HORIZON}", f"train.seq_length={SEQ}", "train.mini_epochs=1",
+                         f"train.horizon_length={HORIZON - 1}", f"train.seq_length={SEQ}", "train.mini_epochs=1",
                          "train.lr_schedule=identity", "train.normalize_input=false", "train.normalize_value=false",
                          "train.normalize_advantage=false", "train.truncate_grads=false", "train.entropy_coef=0.01")
     plan, _ = build_plan(cfg, tmp_path)

@@ -23,7 +23,7 @@ LR0 = 1e-3
 
 def learner(schedule: str, kl_threshold: float = 0.008, mini_epochs: int = 2, max_frames: int = 8,
             reduce_sum=lambda t: t, world: int = 1, leader: bool = True, ppo: bool = True) -> Learner:
-    train = TrainConfig(horizon_length=2, mini_epochs=mini_epochs, learning_rate=LR0, lr_schedule=schedule,
+    train = TrainConfig(horizon_length=1, mini_epochs=mini_epochs, learning_rate=LR0, lr_schedule=schedule,
                         kl_threshold=kl_threshold)
     model = Coin()
     return Learner(model, make_optimiser(model, train), train, reduce_sum, ppo=ppo, num_minibatches=1, world=world,

@@ -45,9 +45,9 @@ def test_update_step_keeps_the_row_count_on_the_gradients_device(tmp_path: Path)
     role = OneTrainer(tmp_path)
     tr = role.plan.train
     update = Learner(role.model, make_optimiser(role.model, tr), tr, role.allreduce, ppo=True, num_minibatches=2,
-                     world=1, leader=True, device=role.device, seed=0, max_frames=24)
+                     world=1, leader=True, device=role.device, seed=0, max_frames=32)
     before = [p.detach().cpu().clone() for p in role.model.parameters()]
-    n, total, done = update.step([(8, rollout(4, 8))], done=True)
-    assert (n, total, done) == (24, 24, True)  # (horizon - 1) x envs rows trained
+    n, total, done = update.step([(8, rollout(5, 8))], done=True)  # horizon_length steps and the bootstrap
+    assert (n, total, done) == (32, 32, True)  # horizon_length x envs rows trained
     assert any(not torch.equal(b, p.detach().cpu()) for b, p in zip(before, role.model.parameters(), strict=True))
     assert any(d.type == "lazy" for d in role.reduced)  # gradients (and their row count) reduced on the device

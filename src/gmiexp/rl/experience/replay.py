@@ -1,10 +1,10 @@
 """Off-policy replay on trainer GMIs, backed by the shared-memory :class:`~gmiexp.comm.store.ExperienceStore`.
 
-One store row is one whole rollout (``horizon x num_envs`` records of every experience field, plus
-how many environments it has), so a replayed rollout still carries its bootstrap record and its
-returns and advantages can be recomputed with the current critic; eviction (FIFO/LIFO) therefore
-drops whole rollouts too. ``channel.store_capacity`` counts records, as the channels do; the store
-holds ``store_capacity // (horizon x num_envs)`` rollouts.
+One store row is one whole rollout (``records x num_envs`` records of every experience field, ``records =
+train.horizon_length + 1``, plus how many environments it has), so a replayed rollout still carries its
+bootstrap record and its returns and advantages can be recomputed with the current critic; eviction
+(FIFO/LIFO) therefore drops whole rollouts too. ``channel.store_capacity`` counts records, as the channels do; the store
+holds ``store_capacity // (records x num_envs)`` rollouts.
 
 Each trainer keeps its own store (what it received): a trainer reads only rows it wrote itself, so
 no row can be evicted by another process between ``sample`` and ``gather``.

@@ -58,8 +58,7 @@ class ServeRole(Role):
                 stats.update(as_tensor(rew), as_tensor(done))
                 policy.reset_done(as_tensor(done))
             n = plan.train.horizon_length * gmi.num_envs
-            meter.row(it, n, n, **{"reward/mean": stats.mean(), "episode/length": stats.mean_length(),
-                                   "time/sim_s": sim_s, "time/inference_s": inf_s})
+            meter.row(it, n, n, **{**stats.fields(), "time/sim_s": sim_s, "time/inference_s": inf_s})
         return {"wall_s": meter.wall_s, "frames_local": meter.frames, "predictions": policy.predictions,
                 "reward/mean": stats.mean(), "time/sim_s": sim_s, "time/inference_s": inf_s}
 
@@ -118,7 +117,7 @@ class TDGRole(Role):
                 sim_s += time.perf_counter() - t1
                 wait_s += t1 - t0
                 stats.update(rew, done)
-            meter.row(it, plan.train.horizon_length * gmi.num_envs, 0, **{"reward/mean": stats.mean()})
+            meter.row(it, plan.train.horizon_length * gmi.num_envs, 0, **stats.fields())
         state.close_writer()
         return {"wall_s": meter.wall_s, "frames_local": meter.frames, "reward/mean": stats.mean(),
                 "time/sim_s": sim_s, "time/comm_s": wait_s}

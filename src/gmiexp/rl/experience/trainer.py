@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from gmiexp.comm.channels import Batcher
-from gmiexp.rl.experience import links
+from gmiexp.rl.experience import fed_update, links
+from gmiexp.rl.experience.fed_update import FedUpdate
 from gmiexp.rl.experience.meter import Meter
 from gmiexp.rl.experience.replay import ReplayStore
 from gmiexp.rl.experience.seat import ExperienceSeat
@@ -42,19 +43,26 @@ def minibatches(plan: Plan, sync: bool, minibatch_size: int, horizon: int) -> in
     per_trainer = []
     for t in plan.trainer_group:
         envs = [plan.gmi(a).num_envs for a, tt in plan.channels if tt == t]
-        per_trainer.append((sum(envs) if sync else min(envs, default=1)) * (horizon - 1))
+        per_trainer.append((sum(envs) if sync else min(envs, default=1)) * horizon)
     return max(1, max(1, min(per_trainer)) // minibatch_size)
 
 
 def planned_frames(plan: Plan, horizon: int) -> int:
     """Rows the trainer group trains in this run if nothing is dropped: every agent's rollouts."""
     agents = {a for a, _ in plan.channels}
-    return sum(plan.max_iterations * (horizon - 1) * plan.gmi(a).num_envs for a in agents)
+    return sum(plan.max_iterations * horizon * plan.gmi(a).num_envs for a in agents)
 
 
-def make_learner(role: ExperienceSeat) -> Learner:
-    """PPO for TDG_EX; ``async_train.algo`` (a2c by default) for decoupled async."""
+def make_learner(role: ExperienceSeat) -> Learner | FedUpdate:
+    """rl-games' own agent for TDG_EX with one trainer (:mod:`.fed_update`); else the learner.
+
+    The learner runs PPO for TDG_EX with several trainers or replay, ``async_train.algo`` (a2c by default)
+    for decoupled async.
+    """
     plan, tr = role.plan, role.train_cfg
+    if fed_update.applies(role):
+        me = role.gmi_id
+        return FedUpdate(role, {a: plan.gmi(a).num_envs for a, t in plan.channels if t == me})
     return Learner(role.model, make_optimiser(role.model, tr), tr, role.allreduce,
                    ppo=role.sync or role.acfg.algo == "ppo",
                    num_minibatches=minibatches(plan, role.sync, tr.minibatch_size, tr.horizon_length),
@@ -71,7 +79,7 @@ def train(role: ExperienceSeat, owned: list[Any]) -> dict[str, Any]:
     handles = links.exchange(role.ctx.mgr, {links.board_key(me): board})
     agents = [a for a, t in plan.channels if t == me]
     tr = role.train_cfg
-    horizon = tr.horizon_length
+    records = tr.horizon_length + 1  # a rollout: its steps and the bootstrap record
     batchers = {}
     # multi: batches are views into the rings (transfers are aligned with them, see gmiexp.rl.experience.agent_loop);
     # synchronous agents flush every rollout, so a view held past the publish blocks nobody
@@ -79,12 +87,12 @@ def train(role: ExperienceSeat, owned: list[Any]) -> dict[str, Any]:
     for a in agents:
         cs = links.attach(handles, links.route_key(a, me))
         owned.append(cs)
-        batchers[a] = Batcher([cs], horizon * plan.gmi(a).num_envs, zero_copy=zero_copy)
+        batchers[a] = Batcher([cs], records * plan.gmi(a).num_envs, zero_copy=zero_copy)
     links.barrier(role.ctx.mgr)
     board.seal()
     replay = None
     if role.acfg.replay_ratio > 0:
-        replay = ReplayStore(role.fields, horizon, max((plan.gmi(a).num_envs for a in agents), default=1),
+        replay = ReplayStore(role.fields, records, max((plan.gmi(a).num_envs for a in agents), default=1),
                              int(role.channel.store_capacity), role.acfg.replay_selection,
                              role.acfg.replay_eviction, tr.gamma, tr.tau,
                              seed=plan.seed + 7919 * me, name=f"replay{me}", tag=role.tag)
@@ -114,12 +122,12 @@ def spans(ids: list[int]) -> list[list[int]]:
 class TrainLoop:
     """Rounds of: take rollouts, check them, update (collectively over the trainer group), replay, publish."""
 
-    def __init__(self, role: ExperienceSeat, update: Learner, board: WeightBoard,
+    def __init__(self, role: ExperienceSeat, update: Learner | FedUpdate, board: WeightBoard,
                  batchers: dict[int, Batcher], replay: ReplayStore | None = None) -> None:
         self.role, self.update, self.board, self.batchers = role, update, board, batchers
         self.replay = replay
         self.plan = role.plan
-        self.horizon = self.plan.train.horizon_length
+        self.records = self.plan.train.horizon_length + 1  # per rollout: the steps and the bootstrap record
         self.next_seq = dict.fromkeys(batchers, 0)
         # agents whose Migrator may send a rollout to another trainer: this one sees a subsequence
         self.shared = {a for a in batchers if sum(1 for aa, _ in self.plan.channels if aa == a) > 1}
@@ -141,9 +149,9 @@ class TrainLoop:
         trainers together must then cover each agent's rollouts exactly once).
         """
         n = self.plan.gmi(agent).num_envs
-        seq = batch["seq"].reshape(self.horizon, n)
-        base, stride = int(seq[0, 0]), (self.horizon - 1) * n
-        want = base + torch.arange(self.horizon * n).reshape(self.horizon, n)
+        seq = batch["seq"].reshape(self.records, n)
+        base, stride = int(seq[0, 0]), (self.records - 1) * n
+        want = base + torch.arange(self.records * n).reshape(self.records, n)
         expected = self.next_seq[agent]
         in_order = base >= expected and base % stride == 0 if agent in self.shared else base == expected
         if not (in_order and torch.equal(seq, want)):
@@ -205,7 +213,7 @@ class TrainLoop:
         group = self.plan.trainer_group
         mine = torch.zeros(len(group), dtype=torch.float64)
         mine[group.index(self.role.gmi_id)] = max(
-            (seq // ((self.horizon - 1) * self.plan.gmi(a).num_envs) for a, seq in self.next_seq.items()), default=0)
+            (seq // ((self.records - 1) * self.plan.gmi(a).num_envs) for a, seq in self.next_seq.items()), default=0)
         self.role.allreduce(mine)
         return int(mine.max().item())
 
@@ -227,6 +235,33 @@ class TrainLoop:
                 rows += n
         return batches, rows
 
+    def periodic(self, updates: int) -> None:
+        """After an update: ``train.check_sync`` (the trainer group's weights bit-identical) and ``save_frequency``.
+
+        Collective when ``check_sync`` is on: every trainer updates in the same rounds (the learner's step is
+        collective too). The periodic checkpoint is rl-games' format (:func:`gmiexp.rl.rlgames.checkpoint.save`),
+        named as rl-games names its ``last_`` checkpoints, so any layout resumes it.
+        """
+        tr = self.plan.train
+        if tr.check_sync:
+            self.check_sync()
+        freq = int(tr.save_frequency)
+        if freq > 0 and updates % freq == 0 and self.role.gmi_id == min(self.plan.trainer_group):
+            epoch = self.update.epoch0 + updates
+            nn_dir = Path(self.plan.run_dir) / "rl_games" / "run" / "nn"
+            checkpoint.save(nn_dir / f"last_{self.plan.task.name}_ep_{epoch}", self.role.model, self.update.opt,
+                            epoch, self.update.frame0 + self.update.frames)
+
+    def check_sync(self) -> None:
+        """Raise unless every trainer holds bit-identical weights and normalisers (their digests agree)."""
+        digest = model_digest(self.role.model)
+        x = torch.tensor([float(int(digest[i:i + 6], 16)) for i in (0, 6)], dtype=torch.float64)  # < 2**24 each
+        sums = torch.cat([x, x * x])
+        self.role.allreduce(sums)
+        g = len(self.plan.trainer_group)
+        if not torch.equal(sums, torch.cat([x * g, x * x * g])):  # equal sums and squares: all equal
+            raise RuntimeError(f"trainer GMI {self.role.gmi_id}: the trainers' weights diverged (digest {digest})")
+
     def run(self) -> dict[str, Any]:
         role, acfg = self.role, self.role.acfg
         meter = Meter(role)
@@ -242,11 +277,11 @@ class TrainLoop:
             got = self.take(sync)
             wait_s += time.perf_counter() - t0
             fresh = []
-            for a, batch in got:
+            for a, batch in sorted(got, key=lambda x: x[0]):  # agent order: one rl-games batch of their environments
                 rows = int(batch["seq"].numel())
                 self.rows_received += rows
                 self.check(a, batch)
-                lag = self.board.version - int(batch["version"].max())  # record 0 is the older bootstrap
+                lag = self.board.version - int(batch["version"].max())
                 self.lags.append(lag)
                 if lag > bound and not sync:
                     self.stale_rows += rows
@@ -272,6 +307,9 @@ class TrainLoop:
                     replay_rows += rr
                 if updates % k == 0:
                     self.board.publish(role.model)
+                self.periodic(updates)
+            elif got and sync:  # a round short of an agent that stopped: the others still wait for a version
+                self.board.publish(role.model)
             if got or total:
                 now = time.perf_counter()
                 lag = max(self.lags[-len(got):]) if got else 0

@@ -17,7 +17,7 @@ def gae(batch: dict[str, torch.Tensor], horizon: int, n: int, gamma: float, tau:
         last = delta + gamma * tau * nd[t] * last
         adv[t] = last
     k = (horizon - 1) * n
-    out = {f: batch[f][:k] for f in ("obs", "actions", "values") if f in batch}
+    out = {f: batch[f][:k] for f in ("obs", "actions", "values", "mus", "sigmas") if f in batch}
     if "neglogp" in batch:
         out["neglogp"] = batch["neglogp"][:k]
     out["advantages"] = adv[:-1].reshape(-1)

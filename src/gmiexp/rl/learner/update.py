@@ -32,8 +32,9 @@ Rollouts = list[tuple[int, dict[str, torch.Tensor]]]
 
 
 def make_optimiser(model: nn.Module, train: TrainConfig) -> torch.optim.Optimizer:
-    """Adam as rl-games builds it (unfused: the lazy stand-in device has no fused kernel)."""
-    return torch.optim.Adam(model.parameters(), lr=float(train.learning_rate), eps=1e-8)
+    """Adam as rl-games builds it, with its ``weight_decay`` (unfused: the lazy stand-in has no fused kernel)."""
+    return torch.optim.Adam(model.parameters(), lr=float(train.learning_rate), eps=1e-8,
+                            weight_decay=float(train.rlgames_config.get("weight_decay", 0.0)))
 
 
 class Learner:
@@ -60,6 +61,13 @@ class Learner:
         self._counts: dict[int, float] = {}
         self._before: tuple[torch.Tensor, torch.Tensor] | None = None  # rows and neglogp of the last loss
         self._gen = torch.Generator().manual_seed(seed)
+        # rl-games' own mixed precision (autocast and its GradScaler on CUDA; both off elsewhere, as in rl-games)
+        self.mixed_precision = bool(train.mixed_precision) and device.type == "cuda"
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.mixed_precision)
+        self.forward = torch.compile(model) if train.torch_compile else model  # as rl-games' Runner compiles
+        # rl-games' schedule_type: "legacy" (its default) moves the rate after every minibatch on its KL,
+        # "standard" once per mini-epoch on the mini-epoch's mean KL; A2C's one step is the same either way
+        self.legacy = train.rlgames_config.get("schedule_type", "legacy") == "legacy"
         self.epoch0 = self.frame0 = 0  # counters restored from a checkpoint
         self.start_digest = ""
 
@@ -92,9 +100,10 @@ class Learner:
         if not fresh:
             return None
         tr = self.train
-        parts = [gae(b, tr.horizon_length, n, tr.gamma, tr.tau) for n, b in fresh]
+        records = tr.horizon_length + 1  # the rollout's steps and its bootstrap record
+        parts = [gae(b, records, n, tr.gamma, tr.tau) for n, b in fresh]
         if self.states is not None:
-            parts = [as_sequences(p, b, tr.horizon_length, n, self.states)
+            parts = [as_sequences(p, b, records, n, self.states)
                      for p, (n, b) in zip(parts, fresh, strict=True)]
         d = {k: torch.cat([p[k] for p in parts]).to(self.device) for k in parts[0]}
         vms = getattr(self.model, "value_mean_std", None)
@@ -108,7 +117,8 @@ class Learner:
     def loss(self, d: dict[str, torch.Tensor], idx: torch.Tensor, off_policy: bool = False
              ) -> tuple[torch.Tensor, torch.Tensor]:
         """(mean loss, summed KL estimate) of the rows ``idx``."""
-        rows, kl, neglogp = row_losses(self.model, d, idx, self.train, self.ppo, off_policy, self.seq_length)
+        with torch.amp.autocast("cuda", enabled=self.mixed_precision):
+            rows, kl, neglogp = row_losses(self.forward, d, idx, self.train, self.ppo, off_policy, self.seq_length)
         self._before = (idx, neglogp)
         return rows.mean(), kl.sum()
 
@@ -120,7 +130,7 @@ class Learner:
         kl = torch.zeros(1, dtype=params[0].dtype, device=params[0].device)
         if idx.numel():
             mean, kl_sum = self.loss(d, idx, off_policy)
-            mean.backward()
+            self.scaler.scale(mean).backward()
             loss = float(mean.item())
             kl = kl_sum.detach().reshape(1).to(params[0].dtype)
         # the row count and the KL ride with the gradients, so they live on their device
@@ -134,9 +144,12 @@ class Learner:
         for p in params:
             p.grad.copy_(flat[off:off + p.numel()].view_as(p) / rows)
             off += p.numel()
+        # every trainer holds the same reduced gradient, so the scaler finds the same infs and keeps the same scale
+        self.scaler.unscale_(self.opt)
         if self.train.truncate_grads:
             nn.utils.clip_grad_norm_(params, self.train.grad_norm)
-        self.opt.step()
+        self.scaler.step(self.opt)
+        self.scaler.update()
         return rows, kl_total, loss
 
     @torch.no_grad()
@@ -202,7 +215,12 @@ class Learner:
                 rows, kl = rows + r, kl + k
                 if loss is not None:
                     losses.append(loss)
-            if not off_policy:  # rl-games' "standard" schedule: once per mini-epoch, on the group's mean KL
+                if self.legacy and self.ppo and not off_policy and r:  # rl-games' default: after every minibatch
+                    self.last_kl = k / r
+                    lr, _ = self.schedule.update(self.lr, self.train.entropy_coef, self.epoch0 + self.updates,
+                                                 self.frames, self.last_kl)
+                    self.set_lr(lr)
+            if not off_policy and not (self.legacy and self.ppo):  # "standard": once per mini-epoch, on the mean KL
                 if not self.ppo and needs_kl(self.train):
                     rows, kl = self._kl_after_step(d, n)
                 self.last_kl = kl / rows if rows else 0.0

@@ -102,8 +102,9 @@ def build_model(plan: Plan, gmi: GMI, spaces: Spaces, device: torch.device) -> n
 def experience_fields(spaces: Spaces, names: list[str], states: StateLayout | None = None) -> list[FieldSpec]:
     """Per-row specs of the configured fields, then ``seq`` and ``version`` (integrity and policy lag).
 
-    A recurrent policy adds ``rnn_states``: the states at the start of each ``seq_length`` chunk,
-    spread over the chunk's rows (:class:`~gmiexp.rl.learner.sequences.StateLayout`).
+    A continuous policy adds ``mus`` and ``sigmas`` (the behaviour's Gaussian: rl-games' update reads them for
+    its closed-form KL). A recurrent policy adds ``rnn_states``: the states at the start of each
+    ``seq_length`` chunk, spread over the chunk's rows (:class:`~gmiexp.rl.learner.sequences.StateLayout`).
     """
     known = {
         "obs": FieldSpec("obs", spaces.obs_shape, spaces.obs_dtype),
@@ -113,7 +114,8 @@ def experience_fields(spaces: Spaces, names: list[str], states: StateLayout | No
         "dones": FieldSpec("dones", (), torch.uint8),
         "neglogp": FieldSpec("neglogp", (), torch.float32),
     }
-    extra = [states.field] if states is not None else []
+    extra = [FieldSpec(k, (spaces.actions_num,), torch.float32) for k in ("mus", "sigmas") if spaces.continuous]
+    extra += [states.field] if states is not None else []
     return [known[n] for n in names] + extra + [FieldSpec("seq", (), torch.int64),
                                                  FieldSpec("version", (), torch.int64)]
 
@@ -143,8 +145,11 @@ class Policy:
         if self.layout is not None:
             self.states = tuple(res["rnn_states"])
         self.predictions += obs.shape[0]
-        return {"actions": res["actions"], "values": res["values"].reshape(-1),
-                "neglogp": res["neglogpacs"].reshape(-1)}
+        out = {"actions": res["actions"], "values": res["values"].reshape(-1),
+               "neglogp": res["neglogpacs"].reshape(-1)}
+        if "mus" in res:  # continuous: the behaviour's Gaussian, for rl-games' closed-form KL on the trainers
+            out["mus"], out["sigmas"] = res["mus"], res["sigmas"]
+        return out
 
     def reset_done(self, dones: torch.Tensor) -> None:
         """Zero the recurrent states of the environments whose episode just ended."""
@@ -163,7 +168,11 @@ class Policy:
 
 
 class EpisodeStats:
-    """Running episode returns per environment; ``mean()`` over the last finished episodes."""
+    """Running episode returns per environment; ``mean()`` over this GMI's last finished episodes.
+
+    :meth:`fields` also lists the episodes finished since the previous row, from which the launcher takes the
+    run-wide return over every GMI (:func:`gmiexp.stats.last_episodes`).
+    """
 
     def __init__(self, num_envs: int, window: int = 100) -> None:
         self.ret = torch.zeros(num_envs)
@@ -171,16 +180,18 @@ class EpisodeStats:
         self.done: list[float] = []
         self.lengths: list[float] = []
         self.window = window
+        self.new: tuple[list[float], list[float]] = ([], [])
 
     def update(self, rewards: torch.Tensor, dones: torch.Tensor) -> None:
         self.ret += rewards.detach().float().cpu().reshape(-1)
         self.steps += 1
         d = dones.detach().cpu().reshape(-1).bool()
         if d.any():
-            self.done.extend(self.ret[d].tolist())
-            self.done = self.done[-self.window:]
-            self.lengths.extend(self.steps[d].tolist())
-            self.lengths = self.lengths[-self.window:]
+            returns, lengths = self.ret[d].tolist(), self.steps[d].tolist()
+            self.new[0].extend(returns)
+            self.new[1].extend(lengths)
+            self.done = (self.done + returns)[-self.window:]
+            self.lengths = (self.lengths + lengths)[-self.window:]
             self.ret[d] = 0.0
             self.steps[d] = 0.0
 
@@ -190,3 +201,10 @@ class EpisodeStats:
 
     def mean(self) -> float | None:
         return sum(self.done) / len(self.done) if self.done else None
+
+    def fields(self) -> dict[str, Any]:
+        """A history row's episode fields: this GMI's window, and the episodes finished since the last row."""
+        out = {"reward/mean": self.mean(), "gmi/reward/mean": self.mean(), "episode/length": self.mean_length(),
+               "episodes/returns": self.new[0], "episodes/lengths": self.new[1]}
+        self.new = ([], [])
+        return out
