@@ -7,6 +7,9 @@ TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 # pins the torch the venv already has while extras install (mjlab would otherwise pull a CUDA torch)
 CONSTRAINTS := $(VENV)/torch-constraints.txt
+# prints the installed torch as a pip pin, read from its metadata: importing torch before numpy is installed prints
+# "UserWarning: Failed to initialize NumPy" (a fresh venv); a CUDA build's version (2.5.1+cu124) is kept as is
+TORCH_PIN = $(PY) -c 'import importlib.metadata as m; print("torch==" + m.version("torch"))'
 
 .PHONY: venv renderer run test test-slow test-gpu test-slurm gpu-check lint plan doctor bench clean
 
@@ -15,8 +18,8 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -c "import torch; print('torch==' + torch.__version__)" > $(CONSTRAINTS)
+	$(TORCH_PIN) >/dev/null 2>&1 || $(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(TORCH_PIN) > $(CONSTRAINTS)
 	$(PY) -m pip install -q -c $(CONSTRAINTS) -e ".[test,mjlab]"
 	touch $(STAMP)
 
@@ -42,10 +45,10 @@ FRESH_CACHES = tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	WARP_CACHE_PATH="$(abspath $(VENV))/warp-cache" &&
 
 test: venv
-	$(FRESH_CACHES) $(PY) -m pytest -q; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+	$(FRESH_CACHES) $(PY) -m pytest -q --durations=15; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
 test-slow: venv
-	$(FRESH_CACHES) $(PY) -m pytest -q -m slow
+	$(FRESH_CACHES) $(PY) -m pytest -q --durations=15 -m slow
 
 test-gpu: venv
 	$(PY) -m pytest -q -m gpu

@@ -25,6 +25,7 @@ from gmiexp.launch.summary import one_line, run_config, write_summary
 from gmiexp.planner.build import build_plan, replanner
 from gmiexp.planner.commands import format_commands, node_commands
 from gmiexp.planner.resources import MIB, check_resources, disk_need, free_bytes, shm_need
+from gmiexp.rl.rlgames.fit import check_checkpoint_fits
 from gmiexp.rl.rlgames.params import policy_param_count
 from gmiexp.search import run_search
 from gmiexp.signals import sigterm_raises
@@ -63,6 +64,8 @@ def _train(cfg: Config, run_dir: Path, node_dir: Path) -> dict:
     from gmiexp.launch.segments import run_segments
 
     plan, backend = build_plan(cfg, node_dir)
+    if plan.checkpoint and plan.role != "rslrl":  # the user's: another task's or network's policy is bad input
+        check_checkpoint_fits(Path(plan.checkpoint), plan.task)
     resume(plan, node_dir, cfg.launch.resume)  # a requeued run goes on from its own latest checkpoint
     if backend.hardware.is_preset:
         raise ConfigError(f"invalid hardware={cfg.hardware.name} for mode=train: presets only plan (mode=plan); "

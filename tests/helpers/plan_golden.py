@@ -36,21 +36,25 @@ DOCUMENTED = [
     ["mode=plan", "+preset=cartpole_cpu"],
 ]
 LAYOUTS = ["tcg", "tdg", "tcg_ex", "tdg_ex", "decoupled_async"]
+#: the matrix plans Ant-sized policies and batches (its reductions' costs depend on them), whatever the default
+#: job is (a CartPole that learns in seconds: tests/test_first_run.py)
+ANT = ["task=Ant", "num_envs=64"]
 MATRIX = [
-    ["mode=plan", f"layout={lay}", f"backend={be}", "num_gpus=2", "gmis_per_gpu=2",
+    ["mode=plan", *ANT, f"layout={lay}", f"backend={be}", "num_gpus=2", "gmis_per_gpu=2",
      *(["hardware=h100x8", "hardware.mig=true"] if be == "mig" else DGX)]
     for lay in LAYOUTS for be in ("direct", "mps", "mig", "auto")
 ] + [
-    ["mode=plan", "layout=tcg_ex", f"reduction={r}", "backend=mps", "num_gpus=4", "gmis_per_gpu=2", *DGX]
+    ["mode=plan", *ANT, "layout=tcg_ex", f"reduction={r}", "backend=mps", "num_gpus=4", "gmis_per_gpu=2", *DGX]
     for r in ("allreduce", "mpr", "mrr", "har", "auto")
 ] + [
-    ["mode=plan", "layout=tdg_ex", "batch.total_envs=256", "num_gpus=2", "gmis_per_gpu=2", "backend=mps", *DGX],
-    ["mode=plan", "layout=decoupled_async", "batch.total_envs=256", "gmis_per_gpu=2"],
-    ["mode=plan", "task=Humanoid", "layout=tcg_ex", "backend=mps", *DGX],
-    ["mode=plan", "task=Pong", "gmis_per_gpu=2"],
-    ["mode=plan", "task=Cartpole", "layout=tdg_ex", "gmis_per_gpu=2"],
+    ["mode=plan", "task=Ant", "layout=tdg_ex", "batch.total_envs=256", "num_gpus=2", "gmis_per_gpu=2", "backend=mps",
+     *DGX],
+    ["mode=plan", "task=Ant", "layout=decoupled_async", "batch.total_envs=256", "gmis_per_gpu=2"],
+    ["mode=plan", "task=Humanoid", "num_envs=64", "layout=tcg_ex", "backend=mps", *DGX],
+    ["mode=plan", "task=Pong", "num_envs=64", "gmis_per_gpu=2"],
+    ["mode=plan", "task=Cartpole", "num_envs=64", "layout=tdg_ex", "gmis_per_gpu=2"],
     ["mode=plan", "train=rlgames", "train.file=rl_games:configs/mujoco/ant_envpool.yaml", "gmis_per_gpu=2"],
-    ["mode=plan", "layout=tcg_ex", "backend=mps", "num_gpus=8", "gmis_per_gpu=2", *DGX, "launch.nnodes=2",
+    ["mode=plan", *ANT, "layout=tcg_ex", "backend=mps", "num_gpus=8", "gmis_per_gpu=2", *DGX, "launch.nnodes=2",
      "launch.rdzv_endpoint=node001:29400", "reduction=har"],
 ]
 CASES = DOCUMENTED + MATRIX

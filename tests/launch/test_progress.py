@@ -28,7 +28,8 @@ def test_plain_lines_only_every_interval_and_a_last_one() -> None:
     lines = ProgressLines(total=1000, stream=out, interval_s=10.0, clock=clock)
     for step in range(25):  # 25 updates, one per second
         clock.t = step + 1.0
-        lines.update(frames=40 * (step + 1), rate=40.0, iteration=step + 1, reward=None if step < 5 else 1.5)
+        lines.update(frames=40 * (step + 1), rate=40.0, iteration=step + 1, reward=None if step < 5 else 1.5 + step,
+                     start=None if step < 5 else 6.5)
     lines.close()
     text = out.getvalue()
     assert "\r" not in text
@@ -36,7 +37,7 @@ def test_plain_lines_only_every_interval_and_a_last_one() -> None:
     assert len(rows) == 3  # at 10 s, at 20 s, and the final state at close
     assert rows[0].startswith("gmiexp progress: 400/1,000 frames (40%) | iteration 10 | 40 env steps/s")
     assert rows[-1].startswith("gmiexp progress: 1,000/1,000 frames (100%) | iteration 25")
-    assert "reward 1.50" in rows[-1]
+    assert rows[-1].endswith("| return 6.5 -> 25.5 | 25s")  # the return at the start and now: did it learn?
 
 
 def test_display_follows_the_stream() -> None:
@@ -46,8 +47,10 @@ def test_display_follows_the_stream() -> None:
     bar = make_progress(100, True, 5.0, tty)
     assert isinstance(bar, ProgressBar)
     bar.update(frames=50, rate=10.0, iteration=1, reward=None)
+    bar.update(frames=60, rate=10.0, iteration=2, reward=5.0, start=1.25)
     bar.close()
     assert "\r" in tty.getvalue() and "50.0/100" in tty.getvalue()
+    assert "return=1.2 -> 5.0" in tty.getvalue()  # the bar shows the return at the start and now too
 
 
 def test_redirected_run_logs_plain_lines(tmp_path: Path) -> None:
@@ -60,6 +63,8 @@ def test_redirected_run_logs_plain_lines(tmp_path: Path) -> None:
     assert r.stdout.startswith("gmiexp ok:") and r.stdout.count("\n") == 1  # rl-games' prints went to stderr
     rows = [line for line in r.stderr.splitlines() if line.startswith("gmiexp progress: ")]
     assert rows and rows[-1].startswith("gmiexp progress: 3,072/3,072 frames (100%) | iteration 6")
+    assert " | return " in rows[-1] and " -> " in rows[-1]
+    assert " | return " in r.stdout and " -> " in r.stdout
 
 
 def test_phase_is_the_slowest_gmis() -> None:

@@ -24,6 +24,7 @@ from gmiexp.errors import ConfigError, invalid
 from gmiexp.eval.episodes import Episodes, play
 from gmiexp.eval.policy import check_fits, load_checkpoint, make_player, restore, start_episodes
 from gmiexp.planner.build import build_plan
+from gmiexp.rl.rlgames.fit import check_checkpoint_fits
 from gmiexp.rl.rlgames.params import build_params
 from gmiexp.rl.rlgames.record import RECORD, read_record
 
@@ -83,10 +84,13 @@ def run_eval(cfg: Config, run_dir: Path, asked: dict[str, Any] | None = None) ->
     if (ckpt.parent / RECORD).is_file() or asked is None:
         record = read_record(ckpt)
         task, params = TaskConfig(**record["task"]), record["params"]
+        if asked is not None:  # another task's sizes: one line naming both, before the task names are compared
+            check_checkpoint_fits(ckpt, TaskConfig(**asked))
         check_task_matches(record["task"], asked, ckpt)
     else:  # a checkpoint from elsewhere (vanilla rl-games): the command line's config says what it is
         task, params = policy_from_config(cfg, run_dir)
     check_task(task)
+    check_checkpoint_fits(ckpt, task)  # sizes, in one line, before a simulator is built
     filmer = None
     if e.video:  # opened (and its renderer probed) before anything else runs
         filmer = Filmer(task, task_spaces(task).obs_shape, e.video_width, e.video_height,

@@ -17,6 +17,18 @@ PHASES = {None: "spawning GMIs", "starting": "importing", "rendezvous": "joining
           "running": "building simulators", "training": "first epoch"}
 
 
+def first_return(rows: list[dict[str, Any]]) -> float | None:
+    """The run's return at the start: the first run row's ``reward/mean`` (None before an episode ends)."""
+    return next((float(r["reward/mean"]) for r in rows if r.get("reward/mean") is not None), None)
+
+
+def return_text(start: float | None, now: float | None) -> str:
+    """``return <start> -> <now>``: the progress and the last line show whether the policy learned, not one number."""
+    if now is None:
+        return "return n/a"
+    return f"return {now:.1f}" if start is None else f"return {start:.1f} -> {now:.1f}"
+
+
 def phase_of(stages: list[str | None]) -> str:
     """The phase of the slowest GMI (the run waits for it): the earliest in :data:`PHASES`' order."""
     order = list(PHASES)
@@ -33,8 +45,9 @@ class Progress:
     waits for before its first epoch (None once it trains).
     """
 
-    def update(self, frames: int, rate: float, iteration: int, reward: float | None, phase: str | None = None) -> None:
-        pass
+    def update(self, frames: int, rate: float, iteration: int, reward: float | None, phase: str | None = None,
+               start: float | None = None) -> None:
+        """``reward``: the return now; ``start``: the run's first (:func:`first_return`)."""
 
     def finished(self, frames: int) -> None:
         """Every GMI finished: ``frames`` is the whole run (100%), whatever the planned total was."""
@@ -53,12 +66,13 @@ class ProgressBar(Progress):
                         bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} frames "
                                    "[{elapsed}<{remaining}{postfix}]")
 
-    def update(self, frames: int, rate: float, iteration: int, reward: float | None, phase: str | None = None) -> None:
+    def update(self, frames: int, rate: float, iteration: int, reward: float | None, phase: str | None = None,
+               start: float | None = None) -> None:
         self.bar.n = min(frames, self.bar.total) if self.bar.total else frames
         self.bar.set_description_str(f"gmiexp: {phase}" if phase else "gmiexp", refresh=False)
         post: dict[str, Any] = {"env steps/s": f"{rate:,.0f}", "it": iteration}
         if reward is not None:
-            post["reward"] = f"{reward:.2f}"
+            post["return"] = return_text(start, reward).removeprefix("return ")
         self.bar.set_postfix(post, refresh=False)
         self.bar.refresh()
 
@@ -76,17 +90,18 @@ class ProgressLines(Progress):
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.total, self.stream, self.interval_s, self.clock = total, stream, interval_s, clock
         self.t0 = self.last_t = clock()
-        self.last: tuple[int, float, int, float | None] | None = None
-        self.printed: tuple[int, float, int, float | None] | None = None
+        self.last: tuple[int, float, int, float | None, float | None] | None = None
+        self.printed: tuple[int, float, int, float | None, float | None] | None = None
         self.phase: str | None = None
 
-    def update(self, frames: int, rate: float, iteration: int, reward: float | None, phase: str | None = None) -> None:
+    def update(self, frames: int, rate: float, iteration: int, reward: float | None, phase: str | None = None,
+               start: float | None = None) -> None:
         if phase is not None:  # before the first epoch: say what the run waits for, once per phase
             if phase != self.phase:
                 self.phase = phase
                 print(f"gmiexp progress: {phase} | {self.clock() - self.t0:.0f}s", file=self.stream, flush=True)
             return
-        self.last = (frames, rate, iteration, reward)
+        self.last = (frames, rate, iteration, reward, start)
         if self.clock() - self.last_t >= self.interval_s:
             self._print()
 
@@ -100,9 +115,9 @@ class ProgressLines(Progress):
 
     def _print(self) -> None:
         assert self.last is not None
-        frames, rate, iteration, reward = self.last
+        frames, rate, iteration, reward, start = self.last
         pct = f" ({100 * frames / self.total:.0f}%)" if self.total else ""
-        rtxt = f" | reward {reward:.2f}" if reward is not None else ""
+        rtxt = f" | {return_text(start, reward)}" if reward is not None else ""
         print(f"gmiexp progress: {frames:,}/{self.total:,} frames{pct} | iteration {iteration} | "
               f"{rate:,.0f} env steps/s{rtxt} | {self.clock() - self.t0:.0f}s", file=self.stream, flush=True)
         self.last_t, self.printed = self.clock(), self.last

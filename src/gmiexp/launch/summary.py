@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gmiexp.launch.progress import first_return, return_text
 from gmiexp.plan import Plan
 from gmiexp.stats import steady_rate
 from gmiexp.status import read_history, read_result
@@ -41,7 +42,8 @@ def lead_gmi(histories: dict[int, list[dict[str, Any]]]) -> int:
     return min(histories, default=0)
 
 
-LAST_ROW_PREFIXES = ("frames", "iteration", "episode/", "loss/", "train/")  # the last run row's, in the metrics
+#: the last run row's, in the metrics (its ``reward/mean`` is the run-wide window: :mod:`gmiexp.launch.live`)
+LAST_ROW_PREFIXES = ("frames", "iteration", "reward/", "episode/", "gmi/", "loss/", "train/")
 
 
 def run_config(plan: Plan) -> dict[str, Any]:
@@ -155,7 +157,8 @@ def one_line(summary: dict[str, Any]) -> str:
     per = ", ".join(f"gmi{k.split('/')[2]} {v:,.0f}" for k, v in m.items()
                     if k.startswith("perf/gmi/") and k.endswith("env_steps_per_s"))
     reward = m.get("reward/mean")
-    rtxt = f"{reward:.2f}" if isinstance(reward, (int, float)) else "n/a"
+    rtxt = return_text(first_return(summary.get("history") or []),
+                       float(reward) if isinstance(reward, (int, float)) else None)
     nodes = ""  # a node's own line names it; node 0's (the run's) counts the nodes
     if "node" in summary:
         nodes = f"node={summary['node']} of {c['nnodes']} (its GMIs' figures) "
@@ -163,5 +166,5 @@ def one_line(summary: dict[str, Any]) -> str:
         nodes = f"nodes={c['nnodes']} "
     return (f"gmiexp {summary['status']}: {nodes}task={c['task']} layout={c['layout']} backend={c['backend']} "
             f"reduction={c['reduction']} gmis={c['gmis']} num_envs={c['num_envs']} | "
-            f"env_steps/s={m['perf/env_steps_per_s']:,.0f} ({per}) | reward={rtxt} | "
+            f"env_steps/s={m['perf/env_steps_per_s']:,.0f} ({per}) | {rtxt} | "
             f"wall={summary['wall_s']:.1f}s | {summary['run_dir']}")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gmiexp.config import LaunchConfig
-from gmiexp.launch.progress import Progress, make_progress, phase_of
+from gmiexp.launch.progress import Progress, first_return, make_progress, phase_of
 from gmiexp.status import read_status
 
 
@@ -52,6 +52,7 @@ class Watchdog:
     complete: bool = False  # set by the launcher when every GMI finished: the display ends at 100%
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    _start: float | None = None  # the run's first return, once a run row has one (the display's "return a -> b")
 
     def start(self) -> Watchdog:
         self._thread = threading.Thread(target=self._loop, name="gmiexp-watchdog", daemon=True)
@@ -103,7 +104,13 @@ class Watchdog:
         if self.complete:
             display.finished(frames)
         display.update(frames=frames, rate=float(row.get("perf/env_steps_per_s", 0.0)),
-                       iteration=int(row.get("iteration", 0)), reward=None if reward is None else float(reward))
+                       iteration=int(row.get("iteration", 0)), reward=None if reward is None else float(reward),
+                       start=self._first_return())
+
+    def _first_return(self) -> float | None:
+        if self._start is None:  # scanned until a row has one, then kept: rows only grow
+            self._start = first_return(self.live.all_rows)
+        return self._start
 
     def _check_heartbeats(self, statuses: list[dict | None], t_start: float) -> None:
         """Once a GMI is silent for longer than the timeout, find the one that stopped first and SIGKILL them all.
