@@ -70,10 +70,46 @@ def test_elastic_bench_smallest(tmp_path):
     """Fixed 1 and 2 GMIs and auto from 1, one short repetition (a smoke test of the script, not a measurement)."""
     run(PY, str(EXP / "elastic" / "bench.py"), f"results_dir={tmp_path}", "task=Cartpole", "total_envs=16",
         "duration_s=25", "repetitions=1", "window=2", "budget=1.0", "max_gmis_per_gpu=2", "max_iterations=400",
-        "seeds=[3]")
+        "eval_episodes=2", "seeds=[3]")
     text = (tmp_path / "elastic_bench.md").read_text()
     assert "median auto / best fixed frames" in text and "reward at equal wall time" in text and "seeds=[3]" in text
+    assert "| auto |" in text and "evaluated final policy" in text
     assert len((tmp_path / "elastic_bench.csv").read_text().splitlines()) == 1 + 1
+
+
+@pytest.mark.slow
+def test_time_to_reward_smallest(tmp_path):
+    """Two seeds of a tiny A-B study, interleaved, each final policy evaluated (a smoke test, not a measurement)."""
+    side = "'task=Cartpole','num_envs=64','max_iterations=3'"
+    run(PY, str(EXP / "time_to_reward" / "run.py"), f"results_dir={tmp_path}", "study=fig9_cartpole", "seeds=[1,2]",
+        "eval_episodes=2", f"study.a.args=[{side},'gmis_per_gpu=1']", f"study.b.args=[{side},'gmis_per_gpu=2']")
+    rows = list(csv.DictReader((tmp_path / "fig9_cartpole.csv").open()))
+    assert [r["order"] for r in rows] == ["A-B", "B-A"]
+    assert all(r["a_eval"] and r["b_eval"] and r["a_final"] for r in rows)
+    text = (tmp_path / "fig9_cartpole.md").read_text()
+    assert "evaluated final policies" in text and (tmp_path / "fig9_cartpole.png").is_file()
+
+
+@pytest.mark.slow
+def test_layouts_ant_smallest(tmp_path):
+    """tcg_ex, tdg_ex and decoupled_async on rl-games' Ant file, two seeds, the order rotated (a smoke test)."""
+    run(PY, str(EXP / "layouts_ant" / "run.py"), f"results_dir={tmp_path}", "seeds=[1,2]", "epochs=2",
+        "total_envs=8")
+    rows = list(csv.DictReader((tmp_path / "layouts_ant.csv").open()))
+    assert [r["layout"] for r in rows] == ["tcg_ex", "tdg_ex", "decoupled_async", "tdg_ex", "decoupled_async",
+                                           "tcg_ex"]
+    assert all(r["final"] for r in rows) and (tmp_path / "layouts_ant.png").is_file()
+    assert "decoupled_async: final" in (tmp_path / "layouts_ant.md").read_text()
+
+
+@pytest.mark.slow
+def test_rslrl_bench_smallest(tmp_path):
+    """One short pair of mjlab's own training and train=rslrl (a smoke test of the script, not a measurement)."""
+    pytest.importorskip("mjlab", reason="needs gmiexp[mjlab] (make venv installs it)")
+    run(PY, str(EXP / "rslrl" / "bench.py"), f"results_dir={tmp_path}", "pairs=1", "seconds=40", "num_envs=16")
+    rows = list(csv.DictReader((tmp_path / "rslrl_bench.csv").open()))
+    assert len(rows) == 1 and int(rows[0]["own_frames"]) > 0 and int(rows[0]["gmiexp_frames"]) > 0
+    assert "median time-to-reward ratio" in (tmp_path / "rslrl_bench.md").read_text()
 
 
 @pytest.mark.slow
@@ -218,7 +254,8 @@ SCRIPT_CONFIGS = [("reduction", "config"), ("channels", "config"), ("baseline_rl
                   ("packing", "paper"), ("search_vs_grid", "config"), ("simulators", "config"),
                   ("vectorization_fusion", "config"), ("multinode", "bench"), ("rlgames_configs", "config"),
                   ("workloads", "pong_bench"), ("elastic", "bench"),
-                  ("elastic", "recycle"), ("elastic", "reshape_cost")]
+                  ("elastic", "recycle"), ("elastic", "reshape_cost"), ("time_to_reward", "time_to_reward"),
+                  ("layouts_ant", "config")]
 
 
 @pytest.mark.parametrize(("study", "name"), SCRIPT_CONFIGS)

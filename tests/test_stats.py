@@ -12,9 +12,12 @@ from gmiexp.stats import (
     Z,
     contrast_weights,
     epoch_rates,
+    last_episodes,
     paired_gain,
     remeasured_sd,
     steady_rate,
+    time_to_return,
+    value_at,
 )
 
 
@@ -141,3 +144,19 @@ def test_remeasured_sd_pools_the_differences_with_a_prior() -> None:
     assert remeasured_sd([d], prior=0.1, weight=1.0) == pytest.approx(math.sqrt((0.01 + d * d) / 2))
     assert remeasured_sd([], prior=0.1, weight=1.0) == pytest.approx(0.1)
     assert remeasured_sd([]) == 0.0
+
+
+def test_last_episodes_take_the_newest_across_gmis_in_the_order_they_ended() -> None:
+    hist = {0: [{"episodes/returns": [1.0, 2.0]}, {"episodes/returns": [5.0]}],
+            1: [{"episodes/returns": [3.0]}, {"episodes/returns": []}, {"episodes/returns": [7.0, 8.0]}]}
+    assert last_episodes(hist, 100) == [1.0, 2.0, 3.0, 5.0, 7.0, 8.0]
+    assert last_episodes(hist, 4) == [3.0, 5.0, 7.0, 8.0]
+    assert last_episodes({0: [{}]}, 4) == []
+
+
+def test_time_to_a_return_and_the_return_at_equal_frames() -> None:
+    rows = [{"wall_s": 1.0, "frames": 10, "reward/mean": None}, {"wall_s": 2.0, "frames": 20, "reward/mean": 5.0},
+            {"wall_s": 3.0, "frames": 30, "reward/mean": 9.0}]
+    assert time_to_return(rows, 5.0) == 2.0 and time_to_return(rows, 9.0, x="frames") == 30.0
+    assert time_to_return(rows, 10.0) is None
+    assert value_at(rows, 25) == 5.0 and value_at(rows, 10) is None and value_at(rows, 2.5, x="wall_s") == 5.0

@@ -50,7 +50,7 @@ class RateObserver(AlgoObserver):
             return
         a = self.algo
         reward = float(a.game_rewards.get_mean()[0]) if a.game_rewards.current_size else None
-        self.rows.append({"iteration": epoch_num, "wall_s": time.perf_counter() - self.t0,
+        self.rows.append({"iteration": epoch_num, "wall_s": time.perf_counter() - self.t0, "time": time.time(),
                           "frames": int(a.frame), "reward/mean": reward})
 
 

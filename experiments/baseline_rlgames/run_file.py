@@ -4,7 +4,7 @@ The peer ``python -m gmiexp train=rlgames train.file=<file>`` is compared with: 
 loaded as is and run by rl-games' stock Runner, its own ``envpool`` vec-env and stock agent.
 Only the run's size is changed, and what a CPU host needs: ``num_actors``, ``max_epochs``,
 ``minibatch_size`` and ``horizon_length`` when given, ``env_config`` entries when given (e.g.
-``env_config.max_episode_steps=16``: episodes short enough to end in a small run), ``torch_threads`` when
+``env_config.max_episode_steps=16``: episodes short enough to end in a small run), ``torch_threads`` and ``seed`` when
 given, ``device: cpu`` without CUDA, and ``torch_compile: False`` unless the file sets it (rl-games 1.6.5
 compiles by default; gmiexp does not). Prints the same
 one-line summary as ``python -m gmiexp`` and writes summary.json with the per-epoch history into
@@ -39,10 +39,12 @@ from gmiexp.stats import steady_rate
 
 def file_params(spec: str, num_actors: int | None, max_epochs: int | None, minibatch_size: int | None,
                 train_dir: Path, horizon_length: int | None = None, env_config: dict[str, Any] | None = None,
-                torch_threads: int | None = None) -> dict[str, Any]:
-    """The file's ``params``, with only the run's size and the host's needs changed."""
+                torch_threads: int | None = None, seed: int | None = None) -> dict[str, Any]:
+    """The file's ``params``, with only the run's size, its seed and the host's needs changed."""
     params = deepcopy(yaml.safe_load(locate(spec).read_text())["params"])
     cfg = params["config"]
+    if seed is not None:
+        params["seed"] = seed
     if horizon_length is not None:
         cfg["horizon_length"] = horizon_length
     if env_config:
@@ -65,9 +67,10 @@ def file_params(spec: str, num_actors: int | None, max_epochs: int | None, minib
 
 def run(run_dir: Path, spec: str, num_actors: int | None = None, max_epochs: int | None = None,
         minibatch_size: int | None = None, horizon_length: int | None = None,
-        env_config: dict[str, Any] | None = None, torch_threads: int | None = None) -> dict[str, Any]:
+        env_config: dict[str, Any] | None = None, torch_threads: int | None = None,
+        seed: int | None = None) -> dict[str, Any]:
     params = file_params(spec, num_actors, max_epochs, minibatch_size, run_dir / "rl_games", horizon_length,
-                         env_config, torch_threads)
+                         env_config, torch_threads, seed)
     obs = RateObserver()
     runner = Runner(algo_observer=obs)
     t0 = time.perf_counter()
@@ -93,7 +96,7 @@ def run(run_dir: Path, spec: str, num_actors: int | None = None, max_epochs: int
 @hydra.main(config_path=".", config_name="run_file", version_base=None)
 def main(cfg: DictConfig) -> None:
     run(Path(HydraConfig.get().runtime.output_dir), cfg.file, cfg.num_actors, cfg.max_epochs, cfg.minibatch_size,
-        cfg.horizon_length, OmegaConf.to_container(cfg.env_config), cfg.torch_threads)
+        cfg.horizon_length, OmegaConf.to_container(cfg.env_config), cfg.torch_threads, cfg.seed)
 
 
 if __name__ == "__main__":

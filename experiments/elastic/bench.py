@@ -8,8 +8,9 @@ for ``duration_s`` and is then stopped as Ctrl-C stops it (the GMIs end their ep
 epoch). One repetition runs every fixed partition and the auto run back to back, in an order that rotates each
 repetition, so a drifting host slows all of them alike. Reported per repetition: each run's total frames, the
 auto run's frames over the best fixed run's and over the 1-GMI run's, each run's mean episode reward at equal
-wall time (the shortest run's), and every re-shape the auto run made with its cost; then the medians. Run it on
-a quiet machine: the ratios are timings.
+wall time (the shortest run's; the run-wide return) and its final policy's evaluated return (``mode=eval``,
+``eval_episodes`` deterministic episodes), pooled over repetitions (seeds) with their spread, and every
+re-shape the auto run made with its cost; then the medians. Run it on a quiet machine: the ratios are timings.
 
 Writes results/elastic_bench.csv and results/elastic_bench.md.
 """
@@ -18,13 +19,14 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from statistics import median
+from statistics import fmean, median, stdev
 from typing import Any
 
 import hydra
 from omegaconf import DictConfig
 
-from gmiexp.rundir import RunFailed, results_dir, run_for, write_csv, write_report
+from gmiexp.rundir import RunFailed, evaluate, results_dir, run_for, write_csv, write_report
+from gmiexp.stats import value_at
 
 
 def overrides(args: DictConfig, name: str, rep: int = 0) -> list[str]:
@@ -38,10 +40,12 @@ def overrides(args: DictConfig, name: str, rep: int = 0) -> list[str]:
     return [*base, f"gmis_per_gpu={name.split('=')[1]}"]
 
 
-def reward_at(history: list[dict], wall_s: float) -> float | None:
-    """Mean episode reward of the last epoch finished within ``wall_s`` seconds (None: no episode ended yet)."""
-    seen = [r.get("reward/mean") for r in history if r["wall_s"] <= wall_s and r.get("reward/mean") is not None]
-    return seen[-1] if seen else None
+def pooled(vals: list[float | None]) -> str:
+    """Mean ± standard deviation over the repetitions (seeds) that have the figure."""
+    vals = [v for v in vals if v is not None]
+    if not vals:
+        return "-"
+    return f"{fmean(vals):.2f} ± {stdev(vals) if len(vals) > 1 else 0.0:.2f} (n={len(vals)})"
 
 
 def repetition(rep: int, runs: dict[str, dict[str, Any]], fixed: list[str]) -> tuple[dict[str, Any], list[dict]]:
@@ -51,7 +55,8 @@ def repetition(rep: int, runs: dict[str, dict[str, Any]], fixed: list[str]) -> t
     row: dict[str, Any] = {"rep": rep, "best_fixed": best, "equal_wall_s": equal}
     for k in runs:
         row[f"frames[{k}]"] = frames[k]
-        row[f"reward[{k}]"] = reward_at(runs[k]["history"], equal)
+        row[f"reward[{k}]"] = value_at(runs[k]["history"], equal, x="wall_s")  # the run-wide return
+        row[f"eval[{k}]"] = runs[k].get("eval/return_mean")
     row["auto/best_fixed"] = frames["auto"] / frames[best] if frames[best] else None
     row["auto/fixed1"] = frames["auto"] / frames[fixed[0]] if frames[fixed[0]] else None
     shapes = [{"rep": rep, **{k: r.get(k) for k in ("epoch", "from", "to", "reason", "rate_before", "rate_after",
@@ -74,6 +79,9 @@ def main(args: DictConfig) -> None:
                 runs[name] = run_for(overrides(args, name, rep), run_dir, args.duration_s)
             except RunFailed as e:
                 raise SystemExit(f"failed: {name}\n{e}") from e
+            if args.eval_episodes:  # the final policy, deterministic episodes: the learning, not the reported window
+                ev = evaluate(run_dir, [], args.eval_episodes, args.eval_seed)
+                runs[name]["eval/return_mean"] = ev["metrics"]["eval/return_mean"]
             h = runs[name]["history"]
             print(f"rep {rep} {name}: {h[-1]['frames'] if h else 0:,} frames in {h[-1]['wall_s'] if h else 0:.0f} s, "
                   f"{len(runs[name].get('reshapes', []))} re-shapes ({run_dir})", flush=True)
@@ -109,6 +117,9 @@ def report(rows: list[dict], shapes: list[dict], names: list[str], args: DictCon
         inside = min(fixed_rewards) <= median(auto_rewards) <= max(fixed_rewards)
         lines.append(f"reward at equal wall time: fixed runs {min(fixed_rewards):.2f}..{max(fixed_rewards):.2f}, "
                      f"auto median {median(auto_rewards):.2f} ({'inside' if inside else 'outside'} the fixed spread)")
+    lines += ["", "| run | reward at equal wall time (run-wide) | evaluated final policy |", "|---|---:|---:|"]
+    lines += [f"| {n} | {pooled([r[f'reward[{n}]'] for r in rows])} | {pooled([r[f'eval[{n}]'] for r in rows])} |"
+              for n in names]
     if shapes:
         lines += ["", "| rep | epoch | from | to | reason | rate before | rate after | stop s | plan s | "
                   "start to first epoch s | cost s |", "|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"]

@@ -1,7 +1,8 @@
 """Run gmiexp (or a peer that writes the same summary) in a run directory and read its ``summary.json``.
 
 The one place where experiments, the search's profiler and the rl-games comparison start a run and
-read its result: the summary file, never the human one-line summary the run prints. The child runs
+read its result: the summary file, never the human one-line summary the run prints. :func:`evaluate` plays a
+finished run's final policy (``mode=eval``), the figure comparisons report beside the run-wide return. The child runs
 in its own session, its output goes to a log in the run directory, and a timeout kills the whole
 process group (the GMIs too). A run that exits non-zero, times out or leaves no summary raises
 :class:`RunFailed` with the log's tail. ``write_csv`` is the experiments' one CSV writer.
@@ -136,6 +137,26 @@ def stop_group(proc: subprocess.Popen, grace_s: float = 15.0) -> None:
         proc.wait(timeout=grace_s)
     signal_group(signal.SIGKILL)
     proc.wait()
+
+
+def final_checkpoint(run_dir: Path) -> Path | None:
+    """The newest rl-games checkpoint under ``run_dir`` (a gmiexp run's or a vanilla rl-games run's last policy)."""
+    found = sorted(Path(run_dir).rglob("*.pth"), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
+def evaluate(run_dir: Path, overrides: Sequence[str] = (), episodes: int = 10, seed: int = 0,
+             *, python: str = sys.executable) -> dict[str, Any]:
+    """``mode=eval`` of the run's final policy, ``episodes`` deterministic episodes: the eval summary.
+
+    ``overrides`` say what the policy is where the checkpoint carries no gmiexp record (a vanilla rl-games run:
+    ``train=rlgames train.file=...``). The evaluation runs in ``<run_dir>/eval``.
+    """
+    ckpt = final_checkpoint(run_dir)
+    if ckpt is None:
+        raise RunFailed("no checkpoint to evaluate", Path(run_dir), Path(run_dir) / "console.log", None)
+    return run_gmiexp(["mode=eval", f"checkpoint={ckpt}", f"eval.episodes={episodes}", f"seed={seed}",
+                       *overrides], Path(run_dir) / "eval", python=python)
 
 
 def results_dir(configured: str | None, script: str | Path) -> Path:

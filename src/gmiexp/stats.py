@@ -1,4 +1,6 @@
-"""The run's two statistics, one home each: a steady rate from run rows, and the paired comparison of two rates.
+"""The run's statistics, one home each: a steady rate, the paired comparison of two rates, the episode window.
+
+The episode window is the run-wide return of the layouts whose GMIs report their episodes in their rows.
 
 **Steady rate** (:func:`steady_rate`): frames per second over a run's epochs after its warm-up, from rows that
 carry a frame count and ``wall_s``. The summary's env steps/s, the live rows, a re-shape window's rate and a
@@ -25,6 +27,11 @@ drifts by more than the gains they compare. The one statistic they share:
   (:data:`Z` unless the caller's config says otherwise) and a floor, the smallest gain worth the change
   (``launch.reshape_noise``, pack's ``auto_min_gain``). The search's two-sided rule (decisive, within
   tolerance, futile) reads the same gain and standard error.
+
+**Episode window** (:func:`last_episodes`): the serving and experience layouts' simulator GMIs list the episodes
+they finished in each history row; the run's ``reward/mean`` is the mean of the last ``games_to_track`` of them
+over every GMI, so it does not depend on how many GMIs share the environments. (The PPO layouts' GMIs keep the same
+window themselves, in rl-games' own meter: :mod:`gmiexp.rl.rlgames.episodes`.)
 
 Base layer: plain arithmetic on rows and numbers, importable by search, launch and pack alike.
 """
@@ -190,3 +197,48 @@ def remeasured_sd(diffs: Sequence[float], prior: float = 0.0, weight: float = 0.
     """
     n = weight + len(diffs)
     return math.sqrt((weight * prior**2 + sum(d * d for d in diffs)) / n) if n > 0 else 0.0
+
+
+#: a history row's lists of the episodes a GMI finished since its previous row (serving and experience layouts)
+EPISODE_KEYS = ("episodes/returns", "episodes/lengths")
+
+
+def last_episodes(histories: Mapping[int, Sequence[Mapping[str, Any]]], window: int,
+                  key: str = "episodes/returns") -> list[float]:
+    """The last ``window`` episodes finished anywhere in the run, oldest first, from every GMI's history rows.
+
+    Row ``i`` of every GMI comes before row ``i + 1`` of any, and within one iteration GMIs go in id order:
+    the GMIs write their rows at about the same time, so this is the order the episodes ended in to within an
+    iteration. Reads backwards and stops at ``window`` episodes.
+    """
+    gids = sorted(histories)
+    depth = max((len(histories[g]) for g in gids), default=0)
+    out: list[float] = []
+    for i in range(depth - 1, -1, -1):
+        for g in reversed(gids):
+            rows = histories[g]
+            if i < len(rows):
+                out[:0] = [float(v) for v in rows[i].get(key) or ()]
+        if len(out) >= window:
+            break
+    return out[-window:] if window > 0 else []
+
+
+def time_to_return(rows: Sequence[Mapping[str, Any]], threshold: float, *, x: str = "wall_s",
+                   key: str = "reward/mean") -> float | None:
+    """``x`` (wall seconds, frames) of the first row whose ``key`` reaches ``threshold``; None if none does."""
+    for r in rows:
+        v = r.get(key)
+        if v is not None and float(v) >= threshold and r.get(x) is not None:
+            return float(r[x])
+    return None
+
+
+def value_at(rows: Sequence[Mapping[str, Any]], at: float, *, x: str = "frames",
+             key: str = "reward/mean") -> float | None:
+    """``key`` of the last row with ``x <= at`` (a run's return at equal frames or wall time); None before any."""
+    seen = None
+    for r in rows:
+        if r.get(x) is not None and float(r[x]) <= at and r.get(key) is not None:
+            seen = float(r[key])
+    return seen

@@ -14,7 +14,7 @@ import torch
 from gmitest import compose_config, popen_cli, run_cli
 from wandb_records import read_run, records
 
-from gmiexp.launch.live import RunRows
+from gmiexp.launch.live import GAMES_TO_TRACK, RunRows
 from gmiexp.launch.progress import PHASES
 from gmiexp.planner.build import build_plan
 from gmiexp.tools import report
@@ -202,3 +202,30 @@ def test_summary_history_wandb_and_report_agree(tmp_path: Path) -> None:
     assert float(row["reward_mean"]) == pytest.approx(metrics["reward/mean"], rel=1e-6)
     assert float(row["peak_rss_mb"]) == pytest.approx(metrics["mem/peak_rss_mb"], rel=1e-6)
     assert float(row["workload_mb"]) == pytest.approx(metrics["mem/workload_mb"], rel=1e-6)
+
+
+@pytest.mark.parametrize("gmis", [2, 4])
+def test_experience_rows_report_the_mean_of_the_runs_last_episodes(tmp_path: Path, gmis: int) -> None:
+    """Simulator GMIs list the episodes they finished; the run row's return is the last N of them over every GMI."""
+    plan, _ = build_plan(compose_config("task=Cartpole", "layout=decoupled_async", f"gmis_per_gpu={gmis}"), tmp_path)
+    n = GAMES_TO_TRACK
+    sims = [g.id for g in plan.gmis if g.has("simulator")]
+    every: list[float] = []  # in the order the run finished them: iteration by iteration, GMIs in id order
+    hist: dict[int, list[dict]] = {g: [] for g in sims}
+    for i in range(40):
+        for g in sims:
+            done = [100.0 * i + 10 * g + j for j in range((i + g) % 5)]
+            every += done
+            own = ([v for r in hist[g] for v in r["episodes/returns"]] + done)[-n:]
+            hist[g].append({"iteration": i, "time": 1.0 + i, "local_frames": 8, "episodes/returns": done,
+                            "episodes/lengths": [5.0] * len(done), "reward/mean": sum(own) / len(own) if own else None,
+                            "gmi/reward/mean": sum(own) / len(own) if own else None})
+    for g in sims:
+        (tmp_path / "gmis" / str(g)).mkdir(parents=True)
+        (tmp_path / "gmis" / str(g) / "history.jsonl").write_text("".join(json.dumps(r) + "\n" for r in hist[g]))
+    rows = RunRows(plan, tmp_path, t0=0.0).poll(final=True)
+    assert len(every) > n
+    assert rows[-1]["reward/mean"] == pytest.approx(sum(every[-n:]) / n)
+    assert rows[-1]["reward/mean"] != rows[-1][f"gmi/{sims[0]}/reward/mean"]
+    assert rows[-1]["episode/length"] == 5.0
+    assert {k for k in rows[-1] if k.startswith("gmi/")} == {f"gmi/{g}/reward/mean" for g in sims}

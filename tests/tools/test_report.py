@@ -210,6 +210,28 @@ def test_seeds_are_pooled_into_groups_with_mean_std_and_count(sweep, monkeypatch
     assert "peak RSS (MB)" in md and "workload memory (MB)" in md
 
 
+def test_groups_show_time_to_a_return_and_the_evaluated_policies(sweep, monkeypatch):
+    """Time to the threshold from each run's (run-wide) history; mode=eval summaries join their runs, not the runs."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    for job, ret in ((0, 100.0), (1, 120.0), (3, 300.0)):
+        (sweep / str(job) / "eval").mkdir()
+        (sweep / str(job) / "eval" / "summary.json").write_text(json.dumps(
+            {"status": "ok", "mode": "eval", "metrics": {"eval/return_mean": ret}}))
+    md = report.build(sweep, sweep / "report", {}, threshold=14.0).read_text()
+    groups = list(csv.DictReader((sweep / "report" / "groups.csv").open()))
+    assert [int(g["runs"]) for g in groups] == [3, 3]  # the evaluations are not runs
+    # rewards 10 + i x gmis at wall 0.5 i: 1 GMI reaches 14 at i=4 (2.0 s), 2 GMIs at i=2 (1.0 s)
+    assert [float(g["time_to_return_s_mean"]) for g in groups] == [2.0, 1.0]
+    assert float(groups[0]["eval_return_mean"]) == pytest.approx(110.0)
+    assert float(groups[0]["eval_return_std"]) == pytest.approx(14.142, rel=1e-3)
+    assert float(groups[1]["eval_return_mean"]) == 300.0
+    assert "time to return (s)" in md and "evaluated return" in md and "wall seconds to 14.0" in md
+    # without a threshold: the lowest group mean final return (1 GMI: 10, 20, 30 -> 20, never reached by 15)
+    report.build(sweep, sweep / "report", {})
+    groups = list(csv.DictReader((sweep / "report" / "groups.csv").open()))
+    assert groups[0]["time_to_return_s_mean"] == "" and float(groups[1]["time_to_return_s_mean"]) == 2.5
+
+
 def test_plots_label_their_axes_with_units(sweep, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     seen = {}
@@ -238,10 +260,11 @@ def test_report_of_a_real_2x3_sweep(tmp_path, monkeypatch):
                 "train.horizon_length=8", "max_iterations=4", "train.minibatch_size=16", "train.mini_epochs=1",
                 "launch.progress=false", f"hydra.sweep.dir={tmp_path}", timeout=1200)
     assert r.returncode == 0, r.stderr[-3000:]
-    report.build(tmp_path, tmp_path / "report", {})
+    report.build(tmp_path, tmp_path / "report", {}, eval_episodes=2)
     groups = list(csv.DictReader((tmp_path / "report" / "groups.csv").open()))
     assert [g["label"] for g in groups] == ["gmis_per_gpu=1", "gmis_per_gpu=2"]
     assert all(int(g["ok"]) == 3 and float(g["env_steps_per_s_std"]) >= 0 for g in groups)
+    assert all(float(g["eval_return_mean"]) > 0 for g in groups)  # each final policy played 2 episodes
 
 
 def test_a_reshaped_run_gets_throughput_against_time_with_its_reshapes_marked(tmp_path, monkeypatch):

@@ -9,9 +9,14 @@ its times). A *run row* says the same things for the whole run, so a name means 
   ``perf/epoch_env_steps_per_s`` this iteration's; ``perf/gmi/<id>/env_steps_per_s`` each GMI's steady rate;
 * ``wall_s``: seconds since the launch began (the summary's ``wall_s`` at the end);
 * ``time/*_s``: running totals, averaged over the GMIs that have them (the summary's at the end);
-* the lead GMI's (the first simulator GMI reporting rewards) ``reward/mean``, ``episode/length``, rl-games'
-  losses (``loss/*``) and optimiser figures (``train/*``), and the trainer GMIs' (experience layouts):
-  the first trainer's ``loss/*`` and ``train/*``, ``async/train_samples_per_s`` summed over trainers.
+* ``reward/mean`` and ``episode/length``: the run-wide episode window. The PPO layouts' GMIs hold it
+  themselves (every GMI the same figure, :mod:`gmiexp.rl.rlgames.episodes`); where simulator GMIs list their
+  finished episodes (``episodes/returns``, serving and experience layouts) it is the mean of the last
+  ``games_to_track`` over every GMI (:func:`gmiexp.stats.last_episodes`). ``gmi/<id>/reward/mean`` is each
+  simulator GMI's own window;
+* the lead GMI's (the first simulator GMI reporting rewards) rl-games' losses (``loss/*``) and optimiser
+  figures (``train/*``), and the trainer GMIs' (experience layouts): the first trainer's ``loss/*`` and
+  ``train/*``, ``async/train_samples_per_s`` summed over trainers.
 
 A row for iteration ``i`` is sent once every simulator GMI of this node has written its row ``i`` (or, at the
 end, with what there is). The sinks are W&B (:mod:`gmiexp.launch.wandb_sink`, frames as the step metric) and TensorBoard
@@ -30,11 +35,12 @@ from gmiexp.launch import wandb_sink as metrics
 from gmiexp.launch.summary import lead_gmi
 from gmiexp.plan import Plan
 from gmiexp.planner.partition import gmis_per_gpu
-from gmiexp.stats import steady_rate
+from gmiexp.stats import last_episodes, steady_rate
 from gmiexp.status import gmi_dir
 
 LEAD_PREFIXES = ("reward/", "episode/", "loss/", "train/", "sync/", "async/policy_version", "async/lag",
                  "replay/", "iteration")
+GAMES_TO_TRACK = 100  # rl-games' default episode window (``config.games_to_track``)
 TRAINER_PREFIXES = ("loss/", "train/")  # the first trainer's, where the lead GMI has none (experience layouts)
 
 
@@ -119,6 +125,7 @@ class RunRows:
         row["perf/epoch_env_steps_per_s"] = sum(float(rows[-1].get("perf/env_steps_per_s", 0.0))
                                                 for rows in sims.values())
         row.update({f"perf/gmi/{g}/env_steps_per_s": v for g, v in per.items()})
+        row.update(self._episodes(sims))
         row["partition/gmis_per_gpu"] = self.gmis_per_gpu
         if self.trainers_per_gpu is not None:
             row["partition/trainers_per_gpu"] = self.trainers_per_gpu
@@ -138,6 +145,21 @@ class RunRows:
             first = latest.get(self.trainers[0], {})
             row.update({k: v for k, v in first.items() if k.startswith(TRAINER_PREFIXES) and k not in row})
         return row
+
+
+    def _episodes(self, sims: dict[int, list[dict[str, Any]]]) -> dict[str, float]:
+        """The run-wide return and length where the GMIs list their episodes, and each GMI's own return."""
+        out = {f"gmi/{g}/reward/mean": float(rows[-1]["gmi/reward/mean"]) for g, rows in sims.items()
+               if rows and rows[-1].get("gmi/reward/mean") is not None}
+        if any("episodes/returns" in r for rows in sims.values() for r in rows[-1:]):
+            window = int(self.plan.train.rlgames_config.get("games_to_track", GAMES_TO_TRACK))
+            returns = last_episodes(sims, window)
+            lengths = last_episodes(sims, window, "episodes/lengths")
+            if returns:
+                out["reward/mean"] = sum(returns) / len(returns)
+            if lengths:
+                out["episode/length"] = sum(lengths) / len(lengths)
+        return out
 
 
 class LiveLog:

@@ -7,7 +7,12 @@ and ``runs.csv`` (one row per run) and ``groups.csv``. Runs that differ only in
 ``seed`` form a group: tables and plots show each group's mean ± std and count
 (throughput against a baseline group, return against env steps, memory), and a
 run far from its group (env steps/s under half or over twice the group's median)
-is flagged as an outlier. With W&B online it also creates a W&B report of the
+is flagged as an outlier. Returns are the run-wide ``reward/mean`` (every GMI's last episodes, so runs of
+different partitions compare alike); each group also shows the time its runs took to reach a return
+(``--return-threshold``, default: the lowest group's mean final return, a return every group reaches on
+average) and, where runs were evaluated (``--eval-episodes N`` plays each final policy ``N`` deterministic
+episodes with ``mode=eval`` into ``<run>/eval``; an earlier evaluation there is read back), the evaluated
+return: the policy learned, not the window the run reported. With W&B online it also creates a W&B report of the
 same runs (package ``wandb-workspaces``) whose panels put the summary metrics
 side by side; offline it says so and the local report stands alone.
 """
@@ -31,7 +36,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from gmiexp.pack import table as pack_table  # noqa: E402  (a packed sweep's table: makespan, slots)
-from gmiexp.rundir import on_device, peak_memory_mb  # noqa: E402
+from gmiexp.rundir import RunFailed, evaluate, on_device, peak_memory_mb  # noqa: E402
+from gmiexp.stats import time_to_return  # noqa: E402
 
 CONFIG_KEYS = ("task", "layout", "backend", "reduction", "num_gpus", "gmis_per_gpu", "num_envs",
                "max_iterations", "seed", "experiment")
@@ -46,6 +52,12 @@ class Run:
     path: Path
     summary: dict[str, Any]
     label: str = ""
+    evaluation: dict[str, Any] | None = None  # the final policy's ``mode=eval`` summary (``<run>/eval``)
+    time_to_return: float | None = None  # wall seconds to the report's return threshold (None: not reached)
+
+    @property
+    def eval_return(self) -> float | None:
+        return (self.evaluation or {}).get("metrics", {}).get("eval/return_mean")
 
     @property
     def config(self) -> dict[str, Any]:
@@ -120,14 +132,45 @@ def job_order(path: Path) -> tuple:
 
 
 def load_runs(root: Path) -> list[Run]:
-    runs = []
+    """Every run below ``root``; an evaluation (``mode=eval`` summary in ``<run>/eval``) joins its run."""
+    runs, evals = [], {}
     for path in sorted(root.rglob("summary.json"), key=job_order):
         try:
-            runs.append(Run(path.parent, json.loads(path.read_text())))
+            summary = json.loads(path.read_text())
         except (OSError, ValueError) as e:
             print(f"report: skipping {path}: {e}", file=sys.stderr)
+            continue
+        if summary.get("mode") == "eval":
+            evals[path.parent.parent] = summary
+        else:
+            runs.append(Run(path.parent, summary))
+    for r in runs:
+        r.evaluation = evals.get(r.path)
     label_runs(runs)
     return runs
+
+
+def evaluate_runs(runs: Sequence[Run], episodes: int) -> None:
+    """Play each ok run's final policy ``episodes`` deterministic episodes (runs evaluated before are kept)."""
+    for r in runs:
+        if r.ok and r.evaluation is None:
+            try:
+                r.evaluation = evaluate(r.path, episodes=episodes)
+            except RunFailed as e:
+                print(f"report: cannot evaluate {r.path}: {e.why}", file=sys.stderr)
+
+
+def return_threshold(groups: Sequence[Group], given: float | None) -> float | None:
+    """``given``, else the lowest group mean of the final run-wide return (a return every group reaches)."""
+    if given is not None:
+        return given
+    means = [m for m, _, _ in (g.stat(lambda r: r.metrics.get("reward/mean")) for g in groups) if m is not None]
+    return min(means) if means else None
+
+
+def time_runs(runs: Sequence[Run], threshold: float | None) -> None:
+    for r in runs:
+        r.time_to_return = None if threshold is None else time_to_return(r.summary.get("history", []), threshold)
 
 
 def wandb_summary(run: Any) -> dict[str, Any]:
@@ -290,7 +333,8 @@ def rows(runs: Sequence[Run], base: Run, groups: Sequence[Group] = ()) -> list[d
     flagged = {id(r) for g in groups for r in g.outliers()}
     return [{"label": r.label, "status": r.summary.get("status"), "env_steps_per_s": round(r.steps_per_s, 1),
              "vs_baseline": round(r.steps_per_s / base.steps_per_s, 3) if base.steps_per_s else None,
-             "reward_mean": r.metrics.get("reward/mean"), "peak_rss_mb": r.metrics.get("mem/peak_rss_mb"),
+             "reward_mean": r.metrics.get("reward/mean"), "time_to_return_s": r.time_to_return,
+             "eval_return": r.eval_return, "peak_rss_mb": r.metrics.get("mem/peak_rss_mb"),
              "workload_mb": r.metrics.get("mem/workload_mb"), "peak_mem_mb": round(r.peak_mem_mb, 1),
              "wall_s": round(float(r.summary.get("wall_s", 0.0)), 2),
              "group": where[id(r)].label if id(r) in where else "", "outlier": id(r) in flagged,
@@ -298,6 +342,7 @@ def rows(runs: Sequence[Run], base: Run, groups: Sequence[Group] = ()) -> list[d
 
 
 GROUP_FIGURES = (("env_steps_per_s", lambda r: r.steps_per_s), ("reward_mean", lambda r: r.metrics.get("reward/mean")),
+                 ("time_to_return_s", lambda r: r.time_to_return), ("eval_return", lambda r: r.eval_return),
                  ("peak_rss_mb", lambda r: r.metrics.get("mem/peak_rss_mb")),
                  ("workload_mb", lambda r: r.metrics.get("mem/workload_mb")),
                  ("wall_s", lambda r: r.summary.get("wall_s")))
@@ -332,23 +377,28 @@ def pm(mean: Any, std: Any) -> str:
 
 
 def markdown(table: list[dict[str, Any]], root: Path, base: Run, images: Sequence[Path], note: str,
-             groups: Sequence[dict[str, Any]] = ()) -> str:
+             groups: Sequence[dict[str, Any]] = (), threshold: float | None = None) -> str:
     lines = [f"# gmiexp report: {root}", "",
              f"{len(table)} runs in {len(groups)} groups (runs that differ only in `seed`); "
-             f"baseline: `{base.label}`. Figures: mean ± std over a group's ok runs; n = their count.", ""]
+             f"baseline: `{base.label}`. Figures: mean ± std over a group's ok runs; n = their count. "
+             "Returns are run-wide (every GMI's last episodes); time to return: wall seconds to "
+             f"{fmt(threshold) if threshold is not None else '(no threshold)'}, over the runs that reached it; "
+             "evaluated: the final policy's deterministic episodes (`--eval-episodes`).", ""]
     if groups:
-        gcols = ["group", "n", "env steps/s", "vs baseline", "reward (mean return)", "peak RSS (MB)",
-                 "workload memory (MB)", "wall (s)", "outliers"]
+        gcols = ["group", "n", "env steps/s", "vs baseline", "reward (mean return)", "time to return (s)",
+                 "evaluated return", "peak RSS (MB)", "workload memory (MB)", "wall (s)", "outliers"]
         lines += ["| " + " | ".join(gcols) + " |", "|" + "---|" * len(gcols)]
         for g in groups:
             lines.append("| " + " | ".join([
                 g["label"], f"{g['ok']}/{g['runs']}", pm(g["env_steps_per_s_mean"], g["env_steps_per_s_std"]),
                 fmt(g["vs_baseline"]), pm(g["reward_mean_mean"], g["reward_mean_std"]),
+                pm(g["time_to_return_s_mean"], g["time_to_return_s_std"]),
+                pm(g["eval_return_mean"], g["eval_return_std"]),
                 pm(g["peak_rss_mb_mean"], g["peak_rss_mb_std"]), pm(g["workload_mb_mean"], g["workload_mb_std"]),
                 pm(g["wall_s_mean"], g["wall_s_std"]), g["outliers"]]) + " |")
         lines += ["", "## Runs", ""]
-    cols = ["label", "status", "env_steps_per_s", "vs_baseline", "reward_mean", "peak_rss_mb", "workload_mb",
-            "wall_s", "outlier"]
+    cols = ["label", "status", "env_steps_per_s", "vs_baseline", "reward_mean", "time_to_return_s", "eval_return",
+            "peak_rss_mb", "workload_mb", "wall_s", "outlier"]
     lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(fmt(row[c]) for c in cols) + " |" for row in table]
     lines += ["", *[f"![{p.stem}]({p.name})" for p in images], "", f"W&B: {note}", ""]
@@ -418,7 +468,8 @@ def wandb_report(runs: Sequence[Run], project: str, entity: str | None, title: s
 
 
 def build(root: Path, out: Path, selector: dict[str, str], project: str = "gmiexp",
-          entity: str | None = None, use_wandb: bool = True, wandb_group: str | None = None) -> Path:
+          entity: str | None = None, use_wandb: bool = True, wandb_group: str | None = None,
+          eval_episodes: int = 0, threshold: float | None = None) -> Path:
     """Write report.md, runs.csv and the PNGs for the runs under ``root`` (or of ``wandb_group``)."""
     runs = load_wandb_runs(wandb_group, project, entity) if wandb_group else load_runs(root)
     if not runs:
@@ -428,6 +479,10 @@ def build(root: Path, out: Path, selector: dict[str, str], project: str = "gmiex
     base = pick_baseline(runs, selector)
     groups = group_runs(runs)
     base_group = next(g for g in groups if base in g.runs)
+    if eval_episodes:
+        evaluate_runs(runs, eval_episodes)
+    threshold = return_threshold(groups, threshold)
+    time_runs(runs, threshold)
     images = [plot_throughput(groups, base_group, out), plot_rewards(groups, out), plot_memory(groups, out)]
     images += [p for p in [plot_reshapes(runs, out)] if p is not None]
     table = rows(runs, base, groups)
@@ -438,7 +493,7 @@ def build(root: Path, out: Path, selector: dict[str, str], project: str = "gmiex
     if use_wandb:
         note = wandb_report(runs, project, entity, f"gmiexp: {wandb_group or root.name}", wandb_group)
     path = out / "report.md"
-    text = [markdown(table, root, base, images, note, gtable), pack_table.markdown(root)]
+    text = [markdown(table, root, base, images, note, gtable, threshold), pack_table.markdown(root)]
     path.write_text("\n".join(filter(None, text)))
     print(f"report: {len(runs)} runs in {len(groups)} groups -> {path}\nW&B: {note}")
     return path
@@ -454,12 +509,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--project", default="gmiexp", help="W&B project the runs were logged to")
     p.add_argument("--entity", default=None, help="W&B entity")
     p.add_argument("--no-wandb", action="store_true", help="never contact W&B")
+    p.add_argument("--eval-episodes", type=int, default=0, metavar="N",
+                   help="evaluate each run's final policy over N deterministic episodes (mode=eval) first")
+    p.add_argument("--return-threshold", type=float, default=None, metavar="R",
+                   help="report each run's wall seconds to return R (default: the lowest group's mean final return)")
     a = p.parse_args(argv)
     if (a.root is None) == (a.wandb_group is None):
         p.error("give a run directory or --wandb-group, not both")
     root = a.root or Path(f"wandb-group-{a.wandb_group}")
     out = a.out or (a.root / "report" if a.root else Path(f"report-{a.wandb_group}"))
-    build(root, out, parse_selector(a.baseline), a.project, a.entity, not a.no_wandb, a.wandb_group)
+    if a.eval_episodes and a.wandb_group:
+        p.error("--eval-episodes needs the runs' directories (a run directory, not --wandb-group)")
+    build(root, out, parse_selector(a.baseline), a.project, a.entity, not a.no_wandb, a.wandb_group,
+          a.eval_episodes, a.return_threshold)
     return 0
 
 

@@ -31,12 +31,13 @@ def test_experience_layouts_resume_weights_optimiser_and_counters(tmp_path: Path
     ckpt = first["checkpoint"]
     saved = torch.load(ckpt, weights_only=False)
     assert state_digest(saved["model"]) == first["weights_digest"]  # the trained weights, normalisers included
-    assert (saved["epoch"], saved["frame"]) == (2, 2 * 15 * 32)
+    assert (saved["epoch"], saved["frame"]) == (2, 2 * 16 * 32)
 
     again = run(tmp_path / "b", "layout=tdg_ex", "max_iterations=1", f"checkpoint={ckpt}")
     assert again["start_digest"] == first["weights_digest"]  # it started from the checkpoint, not from scratch
-    assert (again["resumed_epoch"], again["epoch"], again["frame"]) == (2, 3, 3 * 15 * 32)
-    assert adam_steps(again["checkpoint"]) == adam_steps(ckpt) + again["updates"] * 2  # 2 mini-epochs per update
+    assert (again["resumed_epoch"], again["epoch"], again["frame"]) == (2, 3, 3 * 16 * 32)
+    # rl-games' agent (one tdg_ex trainer): 2 mini-epochs x 2 minibatches (512 rows of 256) per update
+    assert adam_steps(again["checkpoint"]) == adam_steps(ckpt) + again["updates"] * 4
 
     other = run(tmp_path / "c", "layout=decoupled_async", "num_gpus=2", "max_iterations=1", f"checkpoint={ckpt}")
     assert other["start_digest"] == first["weights_digest"] and other["resumed_epoch"] == 2

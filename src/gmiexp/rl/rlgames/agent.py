@@ -43,6 +43,7 @@ from gmiexp.rl.rlgames.checkpoint import (
     model_digest,
     restore_episode_meters,
 )
+from gmiexp.rl.rlgames.episodes import gather_over_group, local_mean, merge_meters, run_wide_meters
 from gmiexp.rl.rlgames.filming import EpochFilmer
 from gmiexp.rl.rlgames.lazy import fused_adam_supported, lazy_scalar_guard
 from gmiexp.rl.rlgames.observer import EpochReport, GMIObserver
@@ -120,6 +121,8 @@ class GMISyncMixin:
             cv.optimizer = torch.optim.Adam(cv.model.parameters(), float(cv.lr), eps=1e-08,
                                             weight_decay=cv.weight_decay)
         self._take_over_distributed()
+        # the reported return, best checkpoint and score_to_win read the last episodes of the whole run
+        run_wide_meters(self, gather_over_group if self.gmi_sync else None)
         self.diagnostics = ClipFraction(self.diagnostics if isinstance(self.diagnostics, PpoDiagnostics)
                                         else DefaultDiagnostics())
         self._grad_norms: list[float] = []
@@ -222,6 +225,7 @@ class GMISyncMixin:
             self.max_epochs = int(self.epoch_num)
         t0 = time.perf_counter()
         if self.gmi_sync:
+            merge_meters(self)
             merge_running_stats(self.model, gloo_sum(), self.world_size, self._stats_counts)
             if self.has_central_value:
                 merge_running_stats(self.central_value_net.model, gloo_sum(), self.world_size, self._cv_stats_counts)
@@ -341,7 +345,8 @@ class GMISyncMixin:
         rewards = self.game_rewards
         return EpochReport(epoch=int(self.epoch_num), frame=int(self.frame), curr_frames=int(self.curr_frames),
                            world_size=int(self.world_size), timings=dict(self.last_epoch),
-                           reward=float(rewards.get_mean()[0]) if rewards.current_size else None,
+                           reward=float(rewards.get_mean().reshape(-1)[0]) if rewards.current_size else None,
+                           gmi_reward=local_mean(rewards),
                            totals=dict(self.timings), learning=self._learning(result))
 
     def _learning(self, result: tuple) -> dict[str, float]:

@@ -24,7 +24,8 @@ class EpochReport:
     curr_frames: int  # frames this GMI stepped in the epoch
     world_size: int  # GMIs stepping the same environments
     timings: dict[str, Any] = field(default_factory=dict)  # the agent's per-epoch times (``*_s``), frames, digest
-    reward: float | None = None  # mean episode reward so far (None before the first episode ends)
+    reward: float | None = None  # the run-wide mean episode return (None before the first episode ends)
+    gmi_reward: float | None = None  # this GMI's own window (``gmi/reward/mean``)
     totals: dict[str, float] = field(default_factory=dict)  # the agent's running time totals (``*_s``)
     learning: dict[str, float] = field(default_factory=dict)  # ``loss/*``, ``train/*``, ``episode/length``
 
@@ -69,6 +70,7 @@ class GMIObserver(AlgoObserver):
             "frames0": self.frames0,
             "local_frames": int(ep.get("frames", 0)),
             "reward/mean": r.reward,
+            "gmi/reward/mean": r.gmi_reward,
             "perf/env_steps_per_s": ep["frames"] / ep["total_s"] if ep.get("total_s") else 0.0,
             **{f"time/{k}": v for k, v in r.totals.items()},
             **r.learning,
