@@ -5,7 +5,8 @@
     python experiments/time_to_reward/run.py study=vanilla_ant seeds=[1] study.epochs=3 eval_episodes=2  # a look
 
 One pair per seed, interleaved (A-B for even pairs, B-A for odd), so a drifting host slows both sides alike. Per
-pair: A's final return (the run-wide ``reward/mean`` of its last epoch), the seconds (from the command's start,
+pair: the target (the study's ``threshold``, else A's final return: the run-wide ``reward/mean`` of its last
+epoch), the seconds (from the command's start,
 start-up included) and frames each side took to reach it, and their ratios (A / B: above 1, B got there
 sooner); each side's return at equal frames (the fewer of the two runs'); each final policy's return over
 ``eval_episodes`` deterministic episodes (``mode=eval``). Then the medians over pairs, the pooled evaluations
@@ -71,9 +72,10 @@ def pair(args: DictConfig, seed: int, a_first: bool) -> tuple[dict[str, Any], di
             ev = evaluate(run["run_dir"], overrides, args.eval_episodes, args.eval_seed)
             run["eval"] = ev["metrics"]["eval/return_mean"]
     a, b = runs["a"]["rows"], runs["b"]["rows"]
-    target = a[-1].get("reward/mean")
+    target = study.threshold if study.get("threshold") is not None else a[-1].get("reward/mean")
     frames = min(a[-1]["frames"], b[-1]["frames"])
-    row = {"seed": seed, "order": "A-B" if a_first else "B-A", "a_final": target, "b_final": b[-1].get("reward/mean"),
+    row = {"seed": seed, "order": "A-B" if a_first else "B-A", "target": target, "a_final": a[-1].get("reward/mean"),
+           "b_final": b[-1].get("reward/mean"),
            "a_time": time_to_return(a, target, x="t"), "b_time": time_to_return(b, target, x="t"),
            "a_frames": time_to_return(a, target, x="frames"), "b_frames": time_to_return(b, target, x="frames"),
            "equal_frames": frames, "a_at_frames": value_at(a, frames), "b_at_frames": value_at(b, frames),
@@ -103,20 +105,21 @@ def spread(vals: list[float]) -> str:
 
 def report(args: DictConfig, rows: list[dict[str, Any]], res: Path) -> None:
     a, b = args.study.a.label, args.study.b.label
+    goal = f"return {args.study.threshold}" if args.study.get("threshold") is not None else "A's final return"
     lines = [f"study={args.study.name}: A = {a}, B = {b}; seeds {list(args.seeds)}; "
-             f"evaluation: {args.eval_episodes} deterministic episodes", "",
-             "| seed | order | A final return | A s to it | B s to it | A/B time | A frames to it | B frames to it "
+             f"evaluation: {args.eval_episodes} deterministic episodes; target: {goal}", "",
+             "| seed | order | target | A s to it | B s to it | A/B time | A frames to it | B frames to it "
              "| A/B frames | A at equal frames | B at equal frames | A eval | B eval | A env steps/s | B env steps/s |",
              "|---:|:---:|" + "---:|" * 13]
     for r in rows:
-        lines.append(f"| {r['seed']} | {r['order']} | {fmt(r['a_final'])} | {fmt(r['a_time'])} | {fmt(r['b_time'])} | "
+        lines.append(f"| {r['seed']} | {r['order']} | {fmt(r['target'])} | {fmt(r['a_time'])} | {fmt(r['b_time'])} | "
                      f"{fmt(r['time_ratio'], '.2f')} | {fmt(r['a_frames'], ',.0f')} | {fmt(r['b_frames'], ',.0f')} | "
                      f"{fmt(r['frames_ratio'], '.2f')} | {fmt(r['a_at_frames'])} | {fmt(r['b_at_frames'])} | "
                      f"{fmt(r['a_eval'])} | {fmt(r['b_eval'])} | {fmt(r['a_rate'], ',.0f')} | "
                      f"{fmt(r['b_rate'], ',.0f')} |")
     reached = sum(r["b_time"] is not None for r in rows)
     rate_ratios = [r["b_rate"] / r["a_rate"] for r in rows if r["a_rate"]]
-    lines += ["", f"* B reached A's final return in {reached} of {len(rows)} pairs; median A/B time to it "
+    lines += ["", f"* B reached the target in {reached} of {len(rows)} pairs; median A/B time to it "
               f"{fmt(med(rows, 'time_ratio'), '.2f')}x, frames {fmt(med(rows, 'frames_ratio'), '.2f')}x "
               "(above 1: B sooner)",
               f"* return at equal frames: A {spread([r['a_at_frames'] for r in rows])}, "

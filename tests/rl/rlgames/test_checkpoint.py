@@ -70,3 +70,22 @@ def test_episode_means_go_into_the_checkpoint_and_come_back_after_a_restart() ->
     restore_episode_meters(other, state)
     assert other.game_rewards.current_size == 0
     restore_episode_meters(agent(), {})  # an rl-games checkpoint without them: nothing to restore
+
+
+def test_the_learning_rate_goes_on_after_a_restart() -> None:
+    """rl-games restores Adam but not its ``last_lr``: a re-shaped run's adaptive schedule began again from
+    ``learning_rate`` at every re-shape (an elastic Ant run on 0.00045-0.001 where its fixed peers were on 0.001)."""
+    from types import SimpleNamespace
+
+    from gmiexp.rl.rlgames.checkpoint import SCHEDULE_KEY, restore_schedule, schedule_state
+
+    model = torch.nn.Linear(2, 2)
+    before = SimpleNamespace(last_lr=0.0023, entropy_coef=0.001)
+    state = {SCHEDULE_KEY: schedule_state(before)}
+    after = SimpleNamespace(last_lr=3e-4, entropy_coef=0.0, optimizer=torch.optim.Adam(model.parameters(), 3e-4))
+    restore_schedule(after, state)
+    assert (after.last_lr, after.entropy_coef) == (0.0023, 0.001)
+    assert after.optimizer.param_groups[0]["lr"] == 0.0023
+    fresh = SimpleNamespace(last_lr=3e-4, entropy_coef=0.0, optimizer=after.optimizer)
+    restore_schedule(fresh, {})  # an rl-games checkpoint without it: the config's rate
+    assert fresh.last_lr == 3e-4

@@ -37,11 +37,14 @@ from gmiexp import signals
 from gmiexp.rl.rlgames.central_value import GMICentralValue, central_value_args
 from gmiexp.rl.rlgames.checkpoint import (
     EPISODES_KEY,
+    SCHEDULE_KEY,
     checksummed,
     episode_meters,
     host,
     model_digest,
     restore_episode_meters,
+    restore_schedule,
+    schedule_state,
 )
 from gmiexp.rl.rlgames.episodes import gather_over_group, local_mean, merge_meters, run_wide_meters
 from gmiexp.rl.rlgames.filming import EpochFilmer
@@ -200,17 +203,19 @@ class GMISyncMixin:
             super().save(fn)  # type: ignore[misc]
 
     def get_full_state_weights(self) -> dict[str, Any]:
-        """rl-games' checkpoint state with host tensors, and the episode means a restart goes on from.
+        """rl-games' checkpoint state with host tensors, and the episode means and learning rate to go on from.
 
         Host tensors: loadable on any host, and lazy tensors cannot be pickled.
         """
         state = host(super().get_full_state_weights())  # type: ignore[misc]
         state[EPISODES_KEY] = episode_meters(self)
+        state[SCHEDULE_KEY] = schedule_state(self)
         return state
 
     def set_full_state_weights(self, weights: dict[str, Any], set_epoch: bool = True) -> None:
         super().set_full_state_weights(weights, set_epoch)  # type: ignore[misc]
         restore_episode_meters(self, weights)
+        restore_schedule(self, weights)
 
     def train_epoch(self) -> tuple:
         comm0 = self.gmi_ctx.reduction.comm_s

@@ -64,6 +64,25 @@ def episode_meters(agent: Any) -> dict[str, dict[str, Any]]:
                    "size": int(getattr(agent, name).current_size)} for name in EPISODE_METERS}
 
 
+#: the learning-rate schedule's state beside rl-games' own keys: rl-games restores the optimiser but not its
+#: ``last_lr``, so the adaptive schedule began again from ``learning_rate`` after every restart
+SCHEDULE_KEY = "gmiexp_schedule"
+
+
+def schedule_state(agent: Any) -> dict[str, float]:
+    """The agent's learning rate and entropy coefficient as its scheduler left them, for its checkpoint."""
+    return {"last_lr": float(agent.last_lr), "entropy_coef": float(agent.entropy_coef)}
+
+
+def restore_schedule(agent: Any, state: dict[str, Any]) -> None:
+    """Go on with a checkpoint's learning rate (a resume, a requeue, a re-shape), as one uninterrupted run would."""
+    saved = state.get(SCHEDULE_KEY)
+    if saved:
+        agent.last_lr, agent.entropy_coef = float(saved["last_lr"]), float(saved["entropy_coef"])
+        for group in agent.optimizer.param_groups:
+            group["lr"] = agent.last_lr
+
+
 def restore_episode_meters(agent: Any, state: dict[str, Any]) -> None:
     """Put a checkpoint's episode means back, so the return the run reports goes on where it was."""
     for name, saved in (state.get(EPISODES_KEY) or {}).items():

@@ -21,13 +21,12 @@ import torch
 import torch.distributed as dist
 from rl_games.algos_torch.torch_ext import AverageMeter
 
+from gmiexp.rl.rlgames.checkpoint import EPISODE_METERS
+
 #: One GMI's epoch of episodes: the number finished at each of its meter updates, and their values, on the host.
 Episodes = tuple[list[int], torch.Tensor]
 #: Exchanges this GMI's epoch of episodes for every GMI's, in GMI order (a collective).
 Gather = Callable[[Episodes], list[Episodes]]
-
-#: rl-games' three episode meters on its agent
-METERS = ("game_rewards", "game_shaped_rewards", "game_lengths")
 
 
 def gather_over_group(mine: Episodes) -> list[Episodes]:
@@ -79,7 +78,7 @@ class RunWideMeter(AverageMeter):
 
 def run_wide_meters(agent: object, gather: Gather | None) -> None:
     """Replace the agent's three rl-games episode meters by run-wide ones (same size, device and window)."""
-    for name in METERS:
+    for name in EPISODE_METERS:
         old: AverageMeter = getattr(agent, name)
         meter = RunWideMeter(int(old.mean.shape[0]), int(old.max_size), gather).to(old.mean.device)
         setattr(agent, name, meter)
@@ -87,7 +86,7 @@ def run_wide_meters(agent: object, gather: Gather | None) -> None:
 
 def merge_meters(agent: object) -> None:
     """After an epoch, on every GMI: the run-wide windows take in every GMI's episodes of the epoch."""
-    for name in METERS:
+    for name in EPISODE_METERS:
         meter = getattr(agent, name)
         if isinstance(meter, RunWideMeter):
             meter.merge()
