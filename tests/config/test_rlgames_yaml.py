@@ -145,13 +145,21 @@ def test_gmiexp_1_gmi_and_vanilla_rl_games_on_the_ant_file_give_identical_reward
     assert all(torch.equal(final_a[k], final_b[k]) for k in final_a)
 
 
-def test_settings_only_rl_games_own_agent_applies_are_refused_with_experience_layouts(tmp_path):
-    cfg = imported(ANT, "layout=tdg_ex")  # the Ant file: regularisation bounds loss, smooth clamp
-    with pytest.raises(ConfigError, match="invalid train.bound_loss_type with layout=tdg_ex"):
-        build_plan(cfg, tmp_path)
-    cfg = imported(ANT, "layout=tdg_ex", "train.bound_loss_type=bound", "train.use_smooth_clamp=false",
-                   "train.mixed_precision=false")  # the Ant file's mixed precision: rl-games' agent only too
-    build_plan(cfg, tmp_path)
+def test_experience_layouts_take_the_file_and_refuse_only_what_their_learner_would_not_apply(tmp_path):
+    """The Ant file (regularisation bounds loss, smooth clamp, mixed precision) plans in every experience layout;
+    keys only rl-games' agent applies are refused where the learner trains (decoupled_async), all at once, and
+    taken where rl-games' own agent is the trainer (tdg_ex with one trainer and no replay)."""
+    for layout in ("tdg_ex", "decoupled_async"):
+        build_plan(imported(ANT, f"layout={layout}"), tmp_path / layout)
+
+    def edit(p):
+        p["config"].update(normalize_rms_advantage=True, schedule_entropy=True)
+    variant = str(write_variant(tmp_path, edit))
+    with pytest.raises(ConfigError) as e:
+        build_plan(imported(variant, "layout=decoupled_async"), tmp_path / "async")
+    assert "train.rlgames_config.normalize_rms_advantage" in str(e.value)
+    assert "train.rlgames_config.schedule_entropy" in str(e.value)
+    build_plan(imported(variant, "layout=tdg_ex"), tmp_path / "tdg_ex_variant")
 
 
 def test_file_keys_for_rl_games_own_agent_reach_its_params_verbatim(tmp_path):
