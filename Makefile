@@ -44,11 +44,16 @@ FRESH_CACHES = tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	WANDB_CACHE_DIR="$$tmp/wandb-cache" WANDB_CONFIG_DIR="$$tmp/wandb-config" WANDB_MODE=offline \
 	WARP_CACHE_PATH="$(abspath $(VENV))/warp-cache" &&
 
+# Tests wait on processes much of the time: one pytest-xdist worker per core (at most 4), a test file per worker
+# (--dist loadfile: a module's shared fixtures are made once). TEST_WORKERS=0 runs them in this one process.
+TEST_WORKERS ?= auto
+XDIST = -n $(TEST_WORKERS) --maxprocesses=4 --dist loadfile
+
 test: venv
-	$(FRESH_CACHES) $(PY) -m pytest -q --durations=15; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+	$(FRESH_CACHES) $(PY) -m pytest -q --durations=15 $(XDIST); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
 test-slow: venv
-	$(FRESH_CACHES) $(PY) -m pytest -q --durations=15 -m slow
+	$(FRESH_CACHES) $(PY) -m pytest -q --durations=15 $(XDIST) -m slow
 
 test-gpu: venv
 	$(PY) -m pytest -q -m gpu

@@ -13,7 +13,7 @@ from fakes import mps as fake_mps_mod  # noqa: E402
 
 
 @pytest.fixture
-def fake_mps(tmp_path, monkeypatch):
+def fake_mps(tmp_path, monkeypatch, private_tmp):
     """The fake control binary on PATH; fails the test if a daemon outlives it."""
     from gmiexp.backends import mps_daemon
 

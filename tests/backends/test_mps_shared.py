@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -32,12 +31,9 @@ print("left", flush=True)
 
 
 @pytest.fixture
-def shared_tmp(tmp_path, monkeypatch):
-    """Shared daemons live under the temp dir: point it into the test's directory."""
-    root = tmp_path / "t"
-    root.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(root))
-    return root
+def shared_tmp(private_tmp):
+    """Shared daemons live under the temp dir: the test's own (conftest ``private_tmp``)."""
+    return private_tmp
 
 
 def holder(tmp_root: Path, visible: str) -> subprocess.Popen:

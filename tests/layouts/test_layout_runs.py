@@ -4,38 +4,41 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 
 import pytest
-from gmitest import FAST, run_cli
+from gmitest import FAST, popen_cli
 
 from gmiexp.plan import Plan
+from gmiexp.shm.names import LAUNCHER_TAG_RE
 from gmiexp.status import read_history
 
 #: Segments only the layouts' roles create (experience routes, weight boards, TDG state/action rings, replay stores).
 OURS = re.compile(r"^gmiexp_.+_(exp\d+to\d+|weights\d+|tdg-state\d+|tdg-action\d+|replay\d+)")
 
 
-def our_segments(since: float) -> list[str]:
+def our_segments(launcher_pid: int) -> list[str]:
+    """The layouts' segments of the run whose launcher had ``launcher_pid`` (its run tag names it), so runs of
+    other tests beside this one (pytest-xdist) do not count."""
     out = []
-    for p in Path("/dev/shm").glob("gmiexp_*"):
-        try:
-            if OURS.match(p.name) and p.stat().st_mtime >= since - 1:
-                out.append(p.name)
-        except FileNotFoundError:
-            pass
+    for p in Path("/dev/shm").glob(f"gmiexp_{launcher_pid}-*"):
+        m = LAUNCHER_TAG_RE.match(p.name)
+        if m and int(m.group(1)) == launcher_pid and OURS.match(p.name):
+            out.append(p.name)
     return out
 
 
 def run_layout(tmp_path: Path, layout: str, *extra: str, iters: int = 4) -> tuple[dict, Plan]:
     run_dir = tmp_path / "run"
-    t0 = time.time()
-    r = run_cli(f"layout={layout}", *FAST, f"max_iterations={iters}", *extra, f"hydra.run.dir={run_dir}",
-                timeout=60)
-    assert r.returncode == 0, r.stderr[-3000:]
+    p = popen_cli(f"layout={layout}", *FAST, f"max_iterations={iters}", *extra, f"hydra.run.dir={run_dir}")
+    try:
+        _out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err[-3000:]
     plan = Plan.load(run_dir / "plan.yaml")
-    assert our_segments(t0) == [], "shared-memory segments left in /dev/shm"
+    assert our_segments(p.pid) == [], "shared-memory segments left in /dev/shm"
     return json.loads((run_dir / "summary.json").read_text()), plan
 
 

@@ -25,7 +25,7 @@ SMALL = ["--iterations", "2", "--num-envs", "16", "--extra", "train.device=cpu",
 
 
 @pytest.fixture
-def fake_gpu_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def fake_gpu_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, private_tmp: Path):
     """Runs see one fake H100 (MIG off) and the fake MPS control binary; the check reads the same NVML."""
     fake_mps_mod.install(tmp_path, monkeypatch)
     src = str(Path(gpu_check.__file__).resolve().parents[2])

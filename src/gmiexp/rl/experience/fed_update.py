@@ -19,6 +19,7 @@ next rollout (all set before the first, as rl-games starts).
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import torch
 from rl_games.common.algo_observer import DefaultAlgoObserver
@@ -26,6 +27,7 @@ from rl_games.torch_runner import Runner
 
 from gmiexp.envs import make_vec_env
 from gmiexp.rl.experience.seat import ExperienceSeat
+from gmiexp.rl.rlgames import checkpoint
 from gmiexp.rl.rlgames.fed import FedContinuousAgent, FedDiscreteAgent, FedRollouts, Rollout, RolloutSource
 from gmiexp.rl.rlgames.params import build_params
 from gmiexp.rl.rlgames.states import FIELD, StateLayout
@@ -144,6 +146,17 @@ class FedUpdate:
     @frame0.setter
     def frame0(self, frame: int) -> None:
         self._frame0 = self.agent.frame = int(frame)
+
+    def schedule_state(self) -> dict[str, float]:
+        """rl-games' rate and entropy coefficient as its scheduler left them, for the checkpoint."""
+        return checkpoint.schedule_state(self.agent)
+
+    def restore_schedule(self, state: dict[str, Any]) -> None:
+        """Go on with a checkpoint's rate (as tcg_ex's agent does); one without it: the config's, as rl-games."""
+        checkpoint.restore_schedule(self.agent, state)
+        for group in self.opt.param_groups:
+            group["lr"] = self.agent.last_lr
+        self.lr = float(self.agent.last_lr)
 
     def sync_initial_weights(self) -> None:
         """One trainer: its weights are the run's."""

@@ -100,7 +100,8 @@ def train(role: ExperienceSeat, owned: list[Any]) -> dict[str, Any]:
     update = make_learner(role)
     if plan.checkpoint:  # every trainer loads it: weights, normalisers, Adam state, counters
         state = checkpoint.load(plan.checkpoint)
-        checkpoint.restore(role.model, state, update.opt, lr=tr.learning_rate)
+        checkpoint.restore(role.model, state, update.opt)
+        update.restore_schedule(state)  # the adaptive rate goes on where it was, as one uninterrupted run's
         update.epoch0, update.frame0 = int(state.get("epoch", 0)), int(state.get("frame", 0))
     update.start_digest = model_digest(role.model)
     update.sync_initial_weights()
@@ -250,7 +251,7 @@ class TrainLoop:
             epoch = self.update.epoch0 + updates
             nn_dir = Path(self.plan.run_dir) / "rl_games" / "run" / "nn"
             checkpoint.save(nn_dir / f"last_{self.plan.task.name}_ep_{epoch}", self.role.model, self.update.opt,
-                            epoch, self.update.frame0 + self.update.frames)
+                            epoch, self.update.frame0 + self.update.frames, self.update.schedule_state())
 
     def check_sync(self) -> None:
         """Raise unless every trainer holds bit-identical weights and normalisers (their digests agree)."""
@@ -328,7 +329,7 @@ class TrainLoop:
         saved = ""
         if role.gmi_id == min(self.plan.trainer_group):  # one checkpoint per run, as GMI 0 does in tcg_ex
             path = Path(self.plan.run_dir) / "rl_games" / "run" / "nn" / self.plan.task.name
-            saved = str(checkpoint.save(path, role.model, self.update.opt, epoch, frame))
+            saved = str(checkpoint.save(path, role.model, self.update.opt, epoch, frame, self.update.schedule_state()))
         out = {"wall_s": meter.wall_s, "updates": updates, "rounds": rounds, "train_samples": trained,
                "rows_received": self.rows_received, "seq_errors": self.seq_errors,
                "rollouts": {str(a): spans(ids) for a, ids in self.rollouts.items()},

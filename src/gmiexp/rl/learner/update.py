@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -22,6 +23,7 @@ from gmiexp.rl.learner.gae import gae
 from gmiexp.rl.learner.losses import kl_estimate, row_losses
 from gmiexp.rl.learner.schedule import make_schedule, needs_kl
 from gmiexp.rl.learner.sequences import as_sequences, model_input, sequence_rows
+from gmiexp.rl.rlgames.checkpoint import SCHEDULE_KEY
 from gmiexp.rl.rlgames.states import StateLayout
 from gmiexp.rl.rlgames.sync import merge_running_stats, normalised, start_counts
 
@@ -81,6 +83,15 @@ class Learner:
         self.lr = float(lr)
         for g in self.opt.param_groups:
             g["lr"] = self.lr
+
+    def schedule_state(self) -> dict[str, float]:
+        """The rate the schedule reached, for the checkpoint (:data:`gmiexp.rl.rlgames.checkpoint.SCHEDULE_KEY`)."""
+        return {"last_lr": self.lr, "entropy_coef": float(self.train.entropy_coef)}
+
+    def restore_schedule(self, state: dict[str, Any]) -> None:
+        """Go on with a checkpoint's rate; one without it (rl-games' own, older gmiexp): ``train.learning_rate``."""
+        saved = state.get(SCHEDULE_KEY)
+        self.set_lr(float(saved["last_lr"]) if saved else float(self.train.learning_rate))
 
     def sync_initial_weights(self) -> None:
         """Every trainer starts from the leader's weights (a sum where the others contribute 0)."""

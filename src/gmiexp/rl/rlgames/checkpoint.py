@@ -27,22 +27,27 @@ def load(path: str) -> dict[str, Any]:
     return torch_ext.load_checkpoint(path)
 
 
-def restore(model: nn.Module, state: dict[str, Any], optimizer: torch.optim.Optimizer | None = None,
-            lr: float | None = None) -> None:
-    """Weights and normalisers into ``model``; the Adam state into ``optimizer`` (at learning rate ``lr``)."""
+def restore(model: nn.Module, state: dict[str, Any], optimizer: torch.optim.Optimizer | None = None) -> None:
+    """Weights and normalisers into ``model``; the Adam state into ``optimizer``.
+
+    The learning rate to go on with is the trainer's (its ``restore_schedule`` reads :data:`SCHEDULE_KEY`).
+    """
     model.load_state_dict(state["model"])
     if optimizer is not None and "optimizer" in state:
         optimizer.load_state_dict(state["optimizer"])
-        if lr is not None:  # the experience trainers' rate is constant: the configured one, not the saved one
-            for group in optimizer.param_groups:
-                group["lr"] = lr
 
 
-def save(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, epoch: int, frame: int) -> Path:
-    """Write an rl-games-format checkpoint (``path`` without ``.pth``, as rl-games names them) and its checksum."""
+def save(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, epoch: int, frame: int,
+         schedule: dict[str, float] | None = None) -> Path:
+    """Write an rl-games-format checkpoint (``path`` without ``.pth``, as rl-games names them) and its checksum.
+
+    ``schedule``: the learning rate and entropy coefficient to go on with (:data:`SCHEDULE_KEY`).
+    """
     os.makedirs(path.parent, exist_ok=True)
     state = {"model": host(model.state_dict()), "optimizer": host(optimizer.state_dict()),
              "epoch": epoch, "frame": frame, "last_mean_rewards": -1e9}
+    if schedule is not None:
+        state[SCHEDULE_KEY] = dict(schedule)
     pth = path.with_name(path.name + ".pth")
     with checksummed(pth):
         torch_ext.save_checkpoint(str(path), state)
