@@ -79,7 +79,10 @@ def test_tdg_ex_trains_synchronously(tmp_path: Path, no_orphans: None) -> None:
 
 @pytest.mark.parametrize("channel", ["multi", pytest.param("uni", marks=pytest.mark.slow)])
 def test_decoupled_async_moves_every_row_intact(channel: str, tmp_path: Path, no_orphans: None) -> None:
-    s, plan = run_layout(tmp_path, "decoupled_async", f"channel={channel}", "async_train.max_policy_lag=2")
+    # the paper's A3C (A2C's one step per rollout): the layout's default is PPO, trained by the next test
+    s, plan = run_layout(tmp_path, "decoupled_async", f"channel={channel}", "async_train.max_policy_lag=2",
+                         "async_train.algo=a2c")
+    assert plan.async_train.algo == "a2c"
     _, trainers = check_integrity(s, plan)
     assert all(t["async/max_lag"] >= 0 for t in trainers)
     assert s["config"]["channel"] == channel
@@ -87,8 +90,9 @@ def test_decoupled_async_moves_every_row_intact(channel: str, tmp_path: Path, no
     assert m["async/predictions_per_s"] > 0 and m["async/train_samples_per_s"] > 0
 
 
-def test_decoupled_async_ppo_trains(tmp_path: Path, no_orphans: None) -> None:
-    s, plan = run_layout(tmp_path, "decoupled_async", "async_train.algo=ppo", "async_train.max_policy_lag=100")
+def test_decoupled_async_trains_ppo_by_default(tmp_path: Path, no_orphans: None) -> None:
+    s, plan = run_layout(tmp_path, "decoupled_async", "async_train.max_policy_lag=100")
+    assert plan.async_train.algo == "ppo"  # what rl-games' files train (their ppo: True)
     _, trainers = check_integrity(s, plan)
     assert all(t["train_samples"] == 2 * 4 * 16 * 32 and t["updates"] > 0 for t in trainers)  # nothing stale
     assert s["metrics"]["async/train_samples_per_s"] > 0

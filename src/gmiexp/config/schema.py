@@ -166,7 +166,7 @@ class ChannelConfig:
 class AsyncConfig:
     """Experience-sharing training (tdg_ex, decoupled_async) and the A3C-style async trainer."""
 
-    algo: str = "a2c"  # decoupled_async trainer update: a2c (advantage actor-critic, A3C) | ppo
+    algo: str = "ppo"  # decoupled_async trainer update: ppo (what rl-games trains) | a2c (the paper's A3C study)
     publish_every: int = 1  # trainer updates between weight publications to the agents (k >= 1)
     max_policy_lag: int = 8  # rollouts older than this many weight versions are dropped (>= 0)
     drain_timeout_s: float = 60.0  # trainers give up waiting for experience after this long

@@ -3,7 +3,8 @@
 Serving GMIs (simulator + agent, ``gmis_per_gpu`` per serving GPU) never wait for training: they
 send every rollout over channels to the trainer GMIs (``layout.trainers_per_gpu`` per training
 GPU; the Migrator picks the least-loaded one) and pick up the newest published weights before
-each rollout. Trainers run the A3C-style update and reduce gradients among themselves.
+each rollout. Trainers run the asynchronous update (PPO, or the paper's A3C with ``async_train.algo=a2c``)
+and reduce gradients among themselves.
 
 On a GPU host the two sets need distinct GPUs (``num_gpus >= 2``); on a CPU-only host the devices
 are logical, so ``num_gpus=1`` still places serving on device 0 and training on device 1.

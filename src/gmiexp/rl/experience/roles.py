@@ -1,4 +1,4 @@
-"""Experience-sharing training roles: TDG_EX (synchronous PPO) and decoupled async (A3C-style).
+"""Experience-sharing training roles: TDG_EX (synchronous PPO) and decoupled async (asynchronous PPO, or A3C).
 
 Serving GMIs (simulator + agent) collect rollouts of ``train.horizon_length`` records and hand
 them to a :class:`~gmiexp.comm.channels.Dispenser` (per-field channels, Compressor, Migrator);

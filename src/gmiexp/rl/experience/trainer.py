@@ -56,8 +56,8 @@ def planned_frames(plan: Plan, horizon: int) -> int:
 def make_learner(role: ExperienceSeat) -> Learner | FedUpdate:
     """rl-games' own agent for TDG_EX with one trainer (:mod:`.fed_update`); else the learner.
 
-    The learner runs PPO for TDG_EX with several trainers or replay, ``async_train.algo`` (a2c by default)
-    for decoupled async.
+    The learner runs PPO for TDG_EX with several trainers or replay, ``async_train.algo`` (ppo by default, as
+    rl-games' files say; a2c for the paper's A3C) for decoupled async.
     """
     plan, tr = role.plan, role.train_cfg
     if fed_update.applies(role):
