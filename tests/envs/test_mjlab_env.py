@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -128,12 +129,16 @@ for _ in range(3):
 """
 
 
+#: Warp compiles a module in ``<module>_<hash>_p<pid>_t<thread>`` and renames it into place when done
+COMPILING = re.compile(r"_p\d+_t\d+$")
+
+
 def cache_listing(root: Path) -> dict[str, float]:
-    """Every cached file and its mtime; a file another process's compile moves away meanwhile is passed over."""
+    """Every cached file and its mtime, but for another process's compile in progress (pytest-xdist)."""
     out = {}
     for p in root.rglob("*"):
         try:
-            if p.is_file():
+            if p.is_file() and not COMPILING.search(p.relative_to(root).parts[0]):
                 out[str(p.relative_to(root))] = p.stat().st_mtime
         except FileNotFoundError:
             pass
