@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "helpers"))
 
@@ -57,6 +56,8 @@ def private_tmp(private_tmp_root: Path, monkeypatch: pytest.MonkeyPatch) -> Path
     socket, the shared daemon's directory) goes there, so tests running side by side (pytest-xdist) do
     not meet each other's daemons; short, because pytest-xdist's ``tmp_path`` is longer than a pipe path may be.
     """
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir  # late: most tests never need torch here
+
     d = Path(tempfile.mkdtemp(dir=private_tmp_root))
     # torch computes its compile cache from the temp dir once and exports it (TORCHINDUCTOR_CACHE_DIR):
     # pin it to the usual place, so neither this process nor the runs a later test starts write under ``d``

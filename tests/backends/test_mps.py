@@ -1,9 +1,7 @@
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -23,16 +21,8 @@ from gmiexp.plan import GMI, Plan
 # ---- realise: the environment of every GMI --------------------------------
 
 
-@pytest.fixture
-def short_dir():
-    """A run dir whose MPS pipe path fits a UNIX socket (pytest-xdist's tmp_path may not: see the next test)."""
-    d = Path(tempfile.mkdtemp(prefix="gmps"))
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
-def test_preset_plan_env_of_every_gmi(short_dir):
-    tmp_path = short_dir
+def test_preset_plan_env_of_every_gmi(private_tmp):
+    tmp_path = private_tmp  # short: the MPS pipe path must fit a UNIX socket (pytest-xdist's tmp_path may not)
     plan, _ = realise(with_mig(preset("dgx_a100"), False), tmp_path / "run", num_gpus=2, gmis_per_gpu=3, name="mps",
                       memory_limit="10G")
     pipe, log = str(tmp_path / "run/mps/pipe"), str(tmp_path / "run/mps/log")
