@@ -10,7 +10,9 @@ behaves exactly as with the real library. Values were read on real hosts
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
+import os
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,28 +80,44 @@ def a100_migs(profile: str = "3g.20gb", n: int = 2, total_mb: int = 19968, gpu: 
             for k in range(n)]
 
 
-def _client_env(pid: str) -> dict[str, str]:
-    """The CUDA environment process ``pid`` runs with: a gmiexp GMI's from its plan (the worker applies it after
-    start, so /proc shows only what elastic passed: LOCAL_RANK), any other process's from /proc."""
-
+@functools.lru_cache(maxsize=64)
+def _parse_plan(path: str, mtime_ns: int) -> dict:
     import yaml
 
+    with open(path) as f:
+        return yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+def _load_plan(path: str) -> dict:
+    """A run's plan, parsed once per version: NVMLWatch samples every 0.1 s and reads every GMI's plan."""
+    return _parse_plan(path, os.stat(path).st_mtime_ns)
+
+
+def _client_env(pid: str) -> dict[str, str]:
+    """The CUDA environment process ``pid`` runs with: a gmiexp GMI's from its plan (the worker applies it after
+    start, so /proc shows only what elastic passed), any other process's from /proc.
+
+    A GMI is named by its ``status.json`` (pid), written before it imports torch: until then it is no one's
+    client (empty), as a real GMI holds no CUDA context before that; a warm GMI's /proc environment is the fork
+    server's, whose ``LOCAL_RANK`` would name the wrong GMI.
+    """
     env = {k.decode(): v.decode(errors="replace") for k, v in
            (kv.split(b"=", 1) for kv in open(f"/proc/{pid}/environ", "rb").read().split(b"\0") if b"=" in kv)}
     # a warm GMI names itself in one string (setproctitle, NUL-padded): split as a shell would
     argv = open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace").replace("\0", " ").split()
     if "gmiexp.launch.worker" in argv and argv.index("gmiexp.launch.worker") + 1 < len(argv):
         plan_path = argv[argv.index("gmiexp.launch.worker") + 1]
-        plan = yaml.safe_load(open(plan_path))
+        plan = _load_plan(plan_path)
         by_pid = {}  # a warm GMI's environment is not in /proc (it was set after the fork): its status says who it is
         for status in Path(plan_path).parent.glob("gmis/*/status.json"):
             with contextlib.suppress(OSError, ValueError):
                 by_pid[int(json.loads(status.read_text()).get("pid", -1))] = int(status.parent.name)
         node = (plan.get("launch") or {}).get("node_rank") or 0
         local = [g for g in plan["gmis"] if g.get("node", 0) == node]
-        if int(pid) in by_pid:
-            env["LOCAL_RANK"] = str(next(i for i, g in enumerate(local) if g["id"] == by_pid[int(pid)]))
-        env.update(local[int(env.get("LOCAL_RANK", "0"))].get("env") or {})
+        if int(pid) not in by_pid:  # not yet a client: a GMI writes its status before it touches the device
+            return {}
+        env["LOCAL_RANK"] = str(next(i for i, g in enumerate(local) if g["id"] == by_pid[int(pid)]))
+        env.update(local[int(env["LOCAL_RANK"])].get("env") or {})
     return env
 
 
@@ -110,8 +128,6 @@ def mps_clients_from_proc(gpu: FakeGPU, index: int) -> list[tuple[int, int]]:
     ``FAKE_NVML_NOT_MPS=1`` leaves out the second GMI of every run (``LOCAL_RANK=1``): a GMI that CUDA ran
     without MPS (no error, no client).
     """
-    import os
-
     found = []
     for pid in (p for p in os.listdir("/proc") if p.isdigit()):
         try:

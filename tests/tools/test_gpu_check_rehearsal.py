@@ -8,11 +8,15 @@ run times out; the reports are kept in ``$GPU_CHECK_REHEARSAL_DIR`` when that is
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from gmitest import TESTS_DIR
 
 from fakes import mps as fake_mps_mod
@@ -51,6 +55,7 @@ def rehearse(tmp_path: Path, nvml, name: str, *args: str) -> tuple[int, str]:
 
 
 @pytest.mark.slow  # about 10 runs of gmiexp: minutes on a loaded 2-core host
+@pytest.mark.timeout(900)  # a cold Warp cache adds a minute to the mjlab case
 def test_the_kit_passes_on_the_fakes_and_the_stand_in(tmp_path: Path, fake_gpu_host, no_orphans: None) -> None:
     code, text = rehearse(tmp_path, fake_gpu_host, "gpu-check-pass", "--layouts", "tcg_ex", "tdg",
                           "--throughput-s", "15")
@@ -80,3 +85,36 @@ def test_the_kit_fails_when_a_run_times_out(tmp_path: Path, fake_gpu_host, no_or
                           "--throughput-s", "0", "--timeout", "3")
     assert code == 1, text
     assert "| tcg_ex-mps | failed | timed out after 3 s (--timeout) |" in text
+
+
+def test_the_fake_lists_a_gmi_as_a_client_once_its_status_names_it(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GMI holds no CUDA context before it writes its status; a warm one's /proc environment is the fork
+    server's, so before that the fake cannot tell which GMI it is (it took it for GMI 0, and under
+    ``FAKE_NVML_NOT_MPS`` listed the second GMI as a client now and then)."""
+    monkeypatch.delenv("FAKE_NVML_NOT_MPS", raising=False)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    pipe = tmp_path / "pipe"
+    pipe.mkdir()
+    (pipe / "nvidia-cuda-mps-control.pid").write_text(str(os.getpid()))  # a live "daemon"
+    env = {"CUDA_MPS_PIPE_DIRECTORY": str(pipe), "CUDA_VISIBLE_DEVICES": "0"}
+    plan = tmp_path / "run" / "plan.yaml"
+    plan.parent.mkdir()
+    plan.write_text(yaml.safe_dump({"gmis": [{"id": 0, "env": env}, {"id": 1, "env": env}]}))
+    title = f"{sys.executable} -u -m gmiexp.launch.worker {plan}"
+    gmi = subprocess.Popen([sys.executable, "-c", "import setproctitle, sys, time; setproctitle.setproctitle("
+                            f"{title!r}); print('named', flush=True); time.sleep(120)"],
+                           stdout=subprocess.PIPE, text=True)
+    try:
+        assert gmi.stdout.readline().strip() == "named"
+        gpu = fake_nvml.h100_80gb(0)
+        assert gmi.pid not in dict(fake_nvml.mps_clients_from_proc(gpu, 0))
+        status = plan.parent / "gmis" / "1" / "status.json"
+        status.parent.mkdir(parents=True)
+        status.write_text(json.dumps({"gmi": 1, "pid": gmi.pid}))
+        assert gmi.pid in dict(fake_nvml.mps_clients_from_proc(gpu, 0))
+        monkeypatch.setenv("FAKE_NVML_NOT_MPS", "1")  # the second GMI of the run: left out
+        assert gmi.pid not in dict(fake_nvml.mps_clients_from_proc(gpu, 0))
+    finally:
+        gmi.kill()
+        gmi.wait()

@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[3]  # the repository (tests/ lives there
 Runner = Callable[..., subprocess.CompletedProcess]
 #: layouts that need GPUs of their own for two roles (serving and training GPUs)
 MIN_GPUS = {"decoupled_async": 2}
-SAMPLE_S = 0.5  # NVML sampling interval while a run trains
+SAMPLE_S = 0.1  # NVML sampling interval while a run trains: a GMI of a 3-iteration case is an MPS client for ~1 s
 BACKENDS = {"direct": ["backend=direct"], "mps": ["backend=mps"], "mig": ["backend=mig"],
             "mig+mps": ["backend=mig", "backend.mps_in_mig=true"]}
 
