@@ -97,8 +97,8 @@ def _client_env(pid: str) -> dict[str, str]:
     """The CUDA environment process ``pid`` runs with: a gmiexp GMI's from its plan (the worker applies it after
     start, so /proc shows only what elastic passed), any other process's from /proc.
 
-    A GMI is named by its ``status.json`` (pid), written before it imports torch: until then it is no one's
-    client (empty), as a real GMI holds no CUDA context before that; a warm GMI's /proc environment is the fork
+    A GMI is named by its ``status.json`` (pid), the worker's first write: until then it is no one's client
+    (empty), as a real GMI holds no CUDA context before that; a warm GMI's /proc environment is the fork
     server's, whose ``LOCAL_RANK`` would name the wrong GMI.
     """
     env = {k.decode(): v.decode(errors="replace") for k, v in
