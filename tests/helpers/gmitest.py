@@ -6,6 +6,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Collection, Iterable
 from pathlib import Path
 
@@ -71,6 +73,42 @@ def descendants_alive(pid: int) -> list[psutil.Process]:
         return [p for p in psutil.Process(pid).children(recursive=True) if p.is_running()]
     except psutil.NoSuchProcess:
         return []
+
+
+class StopClock:
+    """Seconds from :meth:`start` until every process in ``pids`` is gone (dead or a zombie), timed on a thread
+    while the test drains its launchers' pipes: "every GMI stopped within 10 s" is about the GMIs, not about how
+    long a launcher then takes to write its summary and exit (seconds more on a slow host)."""
+
+    def __init__(self, pids: Iterable[int], timeout: float = 60) -> None:
+        self.procs = [psutil.Process(p) for p in pids]
+        self.timeout = timeout
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._t0 = self._t1 = 0.0
+
+    def start(self) -> StopClock:
+        self._t0 = time.time()
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while time.time() < self._t0 + self.timeout:
+            if not any(_alive(p) for p in self.procs):
+                self._t1 = time.time()
+                return
+            time.sleep(0.05)
+
+    def elapsed(self) -> float:
+        """Seconds until the last one was gone (inf if one outlived ``timeout``)."""
+        self._thread.join()
+        return self._t1 - self._t0 if self._t1 else float("inf")
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def gmiexp_workers(run_dir: Path) -> list[psutil.Process]:
