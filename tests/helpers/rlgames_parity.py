@@ -26,14 +26,18 @@ N, H = 4, 16
 class StepEnv:
     """A deterministic vec env: observations from a per-env clock, rewards from the actions, staggered episodes."""
 
-    def __init__(self, obs_shape: tuple[int, ...], continuous: bool, frames: bool = False) -> None:
-        self.obs_shape, self.continuous, self.frames = obs_shape, continuous, frames
-        self.t = torch.arange(N, dtype=torch.float32)
+    def __init__(self, obs_shape: tuple[int, ...], continuous: bool, frames: bool = False, n: int = N,
+                 states: int = 0) -> None:
+        """``n`` environments; ``states``: the width of a central value net's state (0: none)."""
+        self.obs_shape, self.continuous, self.frames, self.n, self.states = obs_shape, continuous, frames, n, states
+        self.t = torch.arange(n, dtype=torch.float32)
         act = gym.spaces.Box(-1.0, 1.0, (2,), np.float32) if continuous else gym.spaces.Discrete(3)
         dtype = np.uint8 if frames else np.float32
         self.info = {"observation_space": gym.spaces.Box(0 if frames else -np.inf, 255 if frames else np.inf,
                                                          obs_shape, dtype),
                      "action_space": act, "agents": 1, "value_size": 1}
+        if states:
+            self.info["state_space"] = gym.spaces.Box(-np.inf, np.inf, (states,), np.float32)
 
     def get_env_info(self) -> dict[str, Any]:
         return self.info
@@ -41,20 +45,28 @@ class StepEnv:
     def set_train_info(self, env_frames: int, *args: Any) -> None:
         pass
 
-    def _obs(self) -> torch.Tensor:
+    def _obs(self) -> Any:
         k = int(np.prod(self.obs_shape))
-        x = torch.sin(self.t.reshape(N, 1) * 0.3 + torch.arange(k, dtype=torch.float32) * 0.7)
-        x = x.reshape(N, *self.obs_shape)
-        return ((x + 1) * 127).to(torch.uint8) if self.frames else x
+        # a per-environment offset and scale: the normalisers see different rows on different environments
+        env = torch.arange(self.n, dtype=torch.float32).reshape(self.n, 1)
+        x = torch.sin(self.t.reshape(self.n, 1) * 0.3 + torch.arange(k, dtype=torch.float32) * 0.7)
+        if self.n != N:
+            x = x * (1 + 0.2 * env) + 0.3 * env
+        x = x.reshape(self.n, *self.obs_shape)
+        obs = ((x.clamp(-1, 1) + 1) * 127).to(torch.uint8) if self.frames else x
+        if not self.states:
+            return obs
+        s = torch.cos(self.t.reshape(self.n, 1) * 0.2 + torch.arange(self.states, dtype=torch.float32)) * (1 + env)
+        return {"obs": obs, "states": s}
 
-    def reset(self) -> torch.Tensor:
+    def reset(self) -> Any:
         return self._obs()
 
-    def step(self, actions: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict]:
-        a = torch.as_tensor(actions, dtype=torch.float32).reshape(N, -1)
+    def step(self, actions: Any) -> tuple[Any, torch.Tensor, torch.Tensor, dict]:
+        a = torch.as_tensor(actions, dtype=torch.float32).reshape(self.n, -1)
         reward = -(a - 0.3).pow(2).sum(1) + torch.cos(self.t)
         self.t = self.t + 1
-        done = ((self.t % (5 + torch.arange(N))) == 0).to(torch.uint8)
+        done = ((self.t % (5 + torch.arange(self.n))) == 0).to(torch.uint8)
         self.t = torch.where(done.bool(), torch.zeros_like(self.t), self.t)
         return self._obs(), reward, done, {}
 

@@ -261,6 +261,23 @@ class Block(Check):
 
 
 @dataclasses.dataclass(frozen=True)
+class Settings(Block):
+    """A mapping of known keys, some of which only one value of works (``fixed``: key -> (value, why))."""
+
+    fixed: tuple[tuple[str, Any, str], ...] = ()
+
+    def ok(self, value: Any) -> bool:
+        return super().ok(value) and all(value.get(k, v) == v for k, v, _ in self.fixed)
+
+    def describe(self) -> str:
+        only = "; ".join(f"{k} only {v} ({why})" for k, v, why in self.fixed)
+        return f"{super().describe()}; {only}" if only else super().describe()
+
+    def bad_examples(self) -> list[Any]:
+        return [*super().bad_examples(), *({k: not v} for k, v, _ in self.fixed if isinstance(v, bool))]
+
+
+@dataclasses.dataclass(frozen=True)
 class Kwargs(Check):
     """Keyword arguments passed through to a library (``task.env_config``): identifier keys, none of ``reserved``."""
 

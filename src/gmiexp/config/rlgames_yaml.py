@@ -308,8 +308,9 @@ def _inspect(path: Path) -> Imported:
         _leaf(key, value, flat, imp, network_ok, sac)
     seed, env_seed = flat.get("seed"), (flat.get("config.env_config") or {}).get("seed")
     if env_seed is not None and env_seed != seed:
-        imp.notes.append(f"params.config.env_config.seed={env_seed}: gmiexp seeds GMI i's simulator with "
-                         f"seed + 1000 i from one seed, params.seed ({seed}), not a separate env seed")
+        imp.notes.append(f"params.config.env_config.seed={env_seed}: gmiexp seeds every environment from one "
+                         f"seed, params.seed ({seed}): environment k of the run takes seed + k, not a separate "
+                         "env seed")
     if imp.refusals and min(r.rank for r in imp.refusals) < OTHER:
         return imp  # a blocker: what the rest would map to does not matter
     imp.values["task.continuous"] = continuous

@@ -25,6 +25,7 @@ from gmiexp.config.checks import (
     Maybe,
     OneOf,
     Positive,
+    Settings,
     Text,
     declared,
     ranges,
@@ -232,7 +233,10 @@ class TaskConfig:
 
 
 @ranges(
-    torch_threads=Maybe(AtLeast(1, "threads")), rlgames_config=Block(RLGAMES_CONFIG_KEYS, "further rl-games setting"),
+    torch_threads=Maybe(AtLeast(1, "threads")), rlgames_config=Settings(
+        RLGAMES_CONFIG_KEYS, "further rl-games setting",
+        fixed=(("normalize_rms_advantage", False, "rl-games 1.6.5 cannot build it: its GeneralizedMovingStats "
+                "takes no momentum argument, a TypeError in every GMI"),)),
     algo=OneOf(("ppo",)), horizon_length=AtLeast(1, "steps"), minibatch_size=AtLeast(1), mini_epochs=AtLeast(1),
     learning_rate=AtLeast(0), lr_schedule=OneOf(("adaptive", "linear", "identity")), kl_threshold=Positive(),
     gamma=Between(0, 1), tau=Between(0, 1), e_clip=Positive(), entropy_coef=AtLeast(0), critic_coef=AtLeast(0),

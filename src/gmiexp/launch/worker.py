@@ -42,6 +42,22 @@ def current_rss_mb() -> float:
     return psutil.Process().memory_info().rss / 2**20
 
 
+def seed_process(seed: int) -> None:
+    """Seed torch (every device), numpy and random from the GMI's seed (``gmiexp.planner.seeds``), before its role.
+
+    rl-games' and rsl_rl's runners seed themselves from the same value; the serving and experience roles draw
+    from these streams directly.
+    """
+    import random
+
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
 def run_gmi(plan: Any, gmi_id: int, status: Any = None) -> dict[str, Any]:
     """Run GMI ``gmi_id`` of ``plan`` in this process (also used in-process for 1-GMI plans)."""
     import torch
@@ -62,6 +78,7 @@ def run_gmi(plan: Any, gmi_id: int, status: Any = None) -> dict[str, Any]:
     finished = False
     try:
         role_cls = load_role(plan.role)
+        seed_process(gmi.seed)
         base_rss_mb = current_rss_mb()  # runtime (Python, torch, rl-games) loaded; the workload not yet built
         role = role_cls(ctx)
         status.beat(force=True, stage="running", graceful=bool(role_cls.stops_gracefully))

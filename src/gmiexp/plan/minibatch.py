@@ -38,3 +38,17 @@ def minibatch_warning(plan: Plan) -> str | None:
                      f"{', '.join(map(str, valid))}")
     return (f"train.minibatch_size={tr.minibatch_size} does not divide every GMI's batch: " + "; ".join(parts)
             + ". Set train.minibatch_size to a valid size to silence this.")
+
+
+def gmi_envs(rank: int, world: int, num_envs: int, envs_per_minibatch: int) -> list[int]:
+    """The environments of one process on the whole batch that GMI ``rank`` of ``world`` stands for, in its order.
+
+    rl-games cuts its env-major batch (environment by environment, ``horizon_length`` rows each) into contiguous
+    minibatches. GMI ``rank``'s local environment ``k`` is one process's environment
+    ``(k // e) * e * world + rank * e + k % e`` (``e = envs_per_minibatch``, a GMI's minibatch in environments):
+    the environments of one process's minibatch ``i`` are those of every GMI's minibatch ``i``, ``e`` each, so the
+    averaged gradient of the GMIs' minibatch ``i`` is one process's. It holds when a GMI's minibatch is a whole
+    number of environments (``minibatch_size / world`` a multiple of ``horizon_length``; see docs/equivalence.md).
+    """
+    e = max(1, envs_per_minibatch)
+    return [(k // e) * e * world + rank * e + k % e for k in range(num_envs)]

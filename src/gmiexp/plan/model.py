@@ -44,6 +44,8 @@ class GMI:
     cpus: list[int] | None = None  # core affinity; None = not pinned
     env: dict[str, str] = field(default_factory=dict)  # environment applied before CUDA initialises
     node: int = 0  # the node (launch.node_rank) whose launcher starts it
+    seed: int = 0  # torch, numpy and random in its process (gmiexp.planner.seeds)
+    env_seed: int = 0  # its simulator's: its environments are seeded env_seed, env_seed + 1, ...
 
     def has(self, role: str) -> bool:
         return role in self.roles

@@ -31,6 +31,7 @@ from gmiexp.plan.minibatch import minibatch_warning
 from gmiexp.planner.footprint import check_footprint
 from gmiexp.planner.nodes import replicate, resolve_nodes
 from gmiexp.planner.partition import apply, fits, global_batch, per_gmi, refusal
+from gmiexp.planner.seeds import assign_seeds
 from gmiexp.rl.rlgames.params import policy_param_count
 from gmiexp.rl.rslrl.config import check_plan as check_rslrl
 from gmiexp.role import check_role
@@ -260,6 +261,7 @@ def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> 
     check_footprint(plan, hw)  # one node's GMIs on one node's devices
     plan.launch = copy.deepcopy(cfg.launch)  # from here on the Plan knows its nodes
     replicate(plan)  # every node's GMIs, numbered node-major (launch.nnodes > 1)
+    assign_seeds(plan)
     plan.reduction, plan.reduction_reason = reductions.resolve(layouts.reduction_for(plan, cfg.reduction.name), plan)
     if not plan.trainer_group:
         plan.reduction_reason = f"no trainer GMIs (layout={plan.layout}): nothing is reduced"

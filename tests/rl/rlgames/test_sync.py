@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import torch
@@ -10,7 +11,7 @@ from rl_games.algos_torch.running_mean_std import RunningMeanStd
 from torch import nn
 
 from gmiexp.plan.minibatch import fit_minibatch
-from gmiexp.rl.rlgames.sync import merge_running_stats, reduce_gradients
+from gmiexp.rl.rlgames.sync import merge_running_stats, reduce_gradients, start_moments
 
 
 class Sum2:
@@ -30,23 +31,24 @@ def stats_module(data: torch.Tensor) -> RunningMeanStd:
     return m
 
 
-def test_merge_running_stats_equals_stats_of_all_data() -> None:
+def test_merge_running_stats_from_a_restored_normaliser_equals_one_process() -> None:
+    """rl-games' normalisers, restored with a large count, each GMI adding its own rows: the start counted once."""
     torch.manual_seed(0)
-    a, b = torch.randn(100, 3) * 2 + 1, torch.randn(300, 3) - 4
-    ma, mb = stats_module(a), stats_module(b)
-    pa = torch.cat([ma.count.reshape(1).double(), (ma.count * ma.running_mean).double(),
-                    (ma.count * (ma.running_var + ma.running_mean ** 2)).double()])
-    wrapper_b = nn.Sequential(mb)
-    merge_running_stats(wrapper_b, Sum2(pa), world=2, last_count={0: 1.0})
-    # Each GMI's RunningMeanStd starts from one prior sample (mean 0, var 1): pooled moments of
-    # both GMIs' histories, and the shared prior counted once in the count.
-    both = torch.cat([a, b]).double()
-    n = both.shape[0] + 2
-    mean = both.sum(0) / n
-    var = ((both ** 2).sum(0) + 2.0) / n - mean ** 2
-    torch.testing.assert_close(mb.running_mean, mean, rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(mb.running_var, var, rtol=1e-6, atol=1e-6)
-    assert float(mb.count) == 401.0
+    start = stats_module(torch.randn(100_000, 3))
+    a, b = torch.randn(10_000, 3) + 1, torch.randn(10_000, 3) * 2 - 1
+    one, ma, mb = (copy.deepcopy(start) for _ in range(3))
+    one(torch.cat([a, b]))
+    ma(a), mb(b)
+    record = start_moments(nn.Sequential(start))
+    pa = torch.cat([torch.tensor([float(ma.count) - 100_001.0], dtype=torch.float64),
+                    (ma.count * (ma.running_mean - start.running_mean)).double(),
+                    (ma.count * (ma.running_var + (ma.running_mean - start.running_mean) ** 2)
+                     - start.count * start.running_var).double()])
+    merge_running_stats(nn.Sequential(mb), Sum2(pa), record)  # GMI b's view; GMI a's added rows arrive summed
+    torch.testing.assert_close(mb.running_mean, one.running_mean, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(mb.running_var, one.running_var, rtol=1e-5, atol=1e-6)
+    assert float(mb.count) == float(one.count) == 120_001.0
+    assert record[0].count == 120_001.0  # the next merge starts from here
 
 
 def test_reduce_gradients_averages_flat() -> None:

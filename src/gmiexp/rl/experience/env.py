@@ -12,7 +12,7 @@ from gmiexp.role import Role
 
 def make_env(role: Role) -> Any:
     plan, gmi = role.plan, role.ctx.gmi
-    return make_vec_env(plan.task, gmi.num_envs, seed=plan.seed + 1000 * gmi.id, sim_threads=gmi.sim_threads,
+    return make_vec_env(plan.task, gmi.num_envs, seed=gmi.env_seed, sim_threads=gmi.sim_threads,
                         device=str(role.device))
 
 

@@ -14,7 +14,12 @@ through the host where the device needs it) and the Plan's reduction:
 * frames: the epoch's frames summed over every GMI (``train``);
 * gradients, policy and central value: the Plan's strategy (``trancate_gradients_and_step``,
   rl-games' spelling; :class:`~gmiexp.rl.rlgames.central_value.GMICentralValue`);
-* running normalisers: merged after every epoch (``train_epoch``).
+* running normalisers: updated on the moments of every GMI's rows, where rl-games updates them
+  (:class:`~gmiexp.rl.rlgames.sync.GroupRunningMeanStd`: each minibatch forward, ``prepare_dataset``);
+* advantages: normalised over every GMI's rows (``prepare_dataset``).
+
+With these, G GMIs fed one batch make the update one process makes on it, to float round-off, when each GMI's
+environments are the ones :func:`gmiexp.plan.minibatch.gmi_envs` assigns it (docs/equivalence.md).
 """
 
 from __future__ import annotations
@@ -54,10 +59,9 @@ from gmiexp.rl.rlgames.sync import (
     SyncedScheduler,
     broadcast_module,
     gloo_sum,
-    merge_running_stats,
+    group_normalisers,
     normalise_over_group,
     reduce_gradients,
-    start_counts,
 )
 from gmiexp.role import GMIContext
 
@@ -123,6 +127,13 @@ class GMISyncMixin:
             cv = self.central_value_net  # its own fused Adam, likewise
             cv.optimizer = torch.optim.Adam(cv.model.parameters(), float(cv.lr), eps=1e-08,
                                             weight_decay=cv.weight_decay)
+        if self.gmi_sync:  # normalisers step on the group's moments, where rl-games steps them
+            group_normalisers(self.model, gloo_sum())
+            if self.has_central_value:
+                group_normalisers(self.central_value_net.model, gloo_sum())
+            if self.normalize_value:
+                self.value_mean_std = (self.central_value_net.model if self.has_central_value
+                                       else self.model).value_mean_std
         self._take_over_distributed()
         # the reported return, best checkpoint and score_to_win read the last episodes of the whole run
         run_wide_meters(self, gather_over_group if self.gmi_sync else None)
@@ -135,19 +146,19 @@ class GMISyncMixin:
             self._filmer = EpochFilmer(plan)
         self.timings: dict[str, float] = {"sim_s": 0.0, "inference_s": 0.0, "train_s": 0.0, "comm_s": 0.0}
         self.last_epoch: dict[str, float] = {}
-        self._stats_counts: dict[int, float] = {}
-        self._cv_stats_counts: dict[int, float] = {}
 
     def prepare_dataset(self, batch_dict: dict[str, Any]) -> None:
         """rl-games' dataset; with several GMIs, advantages normalised over every GMI's rows.
 
         rl-games normalises each GPU's batch on its own, so its update depends on how the batch is cut; over the
         group, G GMIs make the update one GMI makes on the whole batch, and a re-shape does not change the
-        learning. rl-games' running-mean (``normalize_rms_advantage``) and recurrent (masked) variants stay its own.
+        learning. A recurrent policy's batch has no ``rnn_masks`` in rl-games 1.6.5 (its masked normalisation is
+        the plain one); ``normalize_rms_advantage`` is refused before launch (rl-games 1.6.5 cannot build it).
         """
-        if not (self.gmi_sync and self.normalize_advantage and not self.normalize_rms_advantage
-                and not self.is_rnn):
+        if not (self.gmi_sync and self.normalize_advantage and not self.normalize_rms_advantage):
             return super().prepare_dataset(batch_dict)  # type: ignore[misc]
+        if batch_dict.get("rnn_masks") is not None:
+            raise ValueError("rl-games' masked advantage normalisation is not reduced over GMIs")
         self.normalize_advantage = False
         try:
             super().prepare_dataset(batch_dict)  # type: ignore[misc]
@@ -219,10 +230,6 @@ class GMISyncMixin:
 
     def train_epoch(self) -> tuple:
         comm0 = self.gmi_ctx.reduction.comm_s
-        if self.gmi_sync and not self._stats_counts:  # the counts every GMI starts the first merge from
-            self._stats_counts = start_counts(self.model)
-            if self.has_central_value:
-                self._cv_stats_counts = start_counts(self.central_value_net.model)
         result = super().train_epoch()  # type: ignore[misc]
         if signals.stop_requested() and self.global_rank == 0:
             # Ctrl-C/SIGTERM: end after this epoch. rl-games then saves its last checkpoint and GMI 0 broadcasts
@@ -231,9 +238,7 @@ class GMISyncMixin:
         t0 = time.perf_counter()
         if self.gmi_sync:
             merge_meters(self)
-            merge_running_stats(self.model, gloo_sum(), self.world_size, self._stats_counts)
-            if self.has_central_value:
-                merge_running_stats(self.central_value_net.model, gloo_sum(), self.world_size, self._cv_stats_counts)
+            result = self._reduced_kls(result)
         sync_s = time.perf_counter() - t0
         self._account(result, self.gmi_ctx.reduction.comm_s - comm0 + sync_s, sync_s)
         if self.config.get("check_sync"):
@@ -243,6 +248,20 @@ class GMISyncMixin:
         if self._filmer is not None:
             self._filmer.after_epoch(int(self.epoch_num), self)
         return result
+
+    def _reduced_kls(self, result: tuple) -> tuple:
+        """The epoch's result with each mini-epoch's KL averaged over the GMIs, as rl-games' multi-GPU reports it.
+
+        The scheduler already stepped on the group's KL (:class:`SyncedScheduler`); ``train/kl`` and rl-games'
+        ``info/kl`` read these.
+        """
+        kls = result[-3]
+        if not kls:
+            return result
+        flat = torch.tensor([float(k) for k in kls], dtype=torch.float64)
+        gloo_sum()(flat)
+        flat /= self.world_size
+        return (*result[:-3], [torch.tensor(float(k)) for k in flat], *result[-2:])
 
     # ---- rl-games' training loop ------------------------------------------
     def train(self) -> tuple[float, int]:
@@ -277,23 +296,26 @@ class GMISyncMixin:
             self.dataset.update_values_dict(None)  # cleaning memory (rl-games)
             total_time += result[3]
             curr_frames = mgr.sum_int(int(self.curr_frames)) if self.gmi_sync else int(self.curr_frames)
+            frame = self.frame // self.num_agents  # rl-games' TensorBoard axis: the frames before this epoch
             self.frame += curr_frames
-            should_exit = self._after_epoch(epoch_num, result, total_time, curr_frames) if self.global_rank == 0 \
-                else False
+            should_exit = self._after_epoch(epoch_num, result, total_time, curr_frames, frame) \
+                if self.global_rank == 0 else False
             if self.gmi_sync:
                 should_exit = bool(mgr.broadcast_float(float(should_exit)))
             if should_exit:
                 return self.last_mean_rewards, epoch_num
 
-    def _after_epoch(self, epoch_num: int, result: tuple, total_time: float, curr_frames: int) -> bool:
-        """GMI 0's part of rl-games' loop: statistics, checkpoints, and whether to stop."""
+    def _after_epoch(self, epoch_num: int, result: tuple, total_time: float, curr_frames: int, frame: int) -> bool:
+        """GMI 0's part of rl-games' loop: statistics, checkpoints, and whether to stop.
+
+        ``frame``: rl-games' TensorBoard axis, the frames per agent before this epoch (read before its increment).
+        """
         step_time, play_time, update_time, sum_time = result[:4]
         a_losses, c_losses = result[4], result[5]
         b_losses = result[6] if len(result) == 11 else []  # the continuous agent's bounds loss
         entropies, kls, last_lr, lr_mul = result[-4:]
         self.diagnostics.epoch(self, current_epoch=epoch_num)
         scaled_time, scaled_play_time = self.num_agents * sum_time, self.num_agents * play_time
-        frame = self.frame // self.num_agents
         print_statistics(self.print_stats, curr_frames, step_time, scaled_play_time, scaled_time,
                          epoch_num, self.max_epochs, frame, self.max_frames)
         self.write_stats(total_time, epoch_num, step_time, play_time, update_time, a_losses, c_losses, entropies,

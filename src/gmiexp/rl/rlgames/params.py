@@ -68,7 +68,7 @@ def build_params(plan: Plan, gmi: GMI, num_envs: int | None = None, device: str 
     kind = action_kind(task)
     n = num_envs if num_envs is not None else gmi.num_envs
     value = lookup({"": plan, "task": task, "train": tr}, {  # this GMI's own
-        "num_envs": n, "train.torch_threads": gmi.torch_threads,
+        "num_envs": n, "train.torch_threads": gmi.torch_threads, "seed": gmi.seed,
         "train.minibatch_size": fit_minibatch(tr.horizon_length * n, tr.minibatch_size)})
     own: dict[str, Any] = {
         "full_experiment_name": "run",
@@ -77,7 +77,7 @@ def build_params(plan: Plan, gmi: GMI, num_envs: int | None = None, device: str 
         "device": device,
         "save_best_after": 1,  # train.rlgames_config may set rl-games' own (an imported file's)
         "check_sync": tr.check_sync,
-        "env_config": {"seed": plan.seed + 1000 * gmi.id},
+        "env_config": {"seed": gmi.env_seed},  # gmiexp.planner.seeds
         # GMI 0 owns the run's rl-games directory (logs, checkpoints); the others get scratch space
         "train_dir": str(train_dir or (Path(plan.run_dir) / "rl_games" if gmi.id == 0
                                        else Path(plan.run_dir) / "gmis" / str(gmi.id) / "rl_games")),

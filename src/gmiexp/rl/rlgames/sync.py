@@ -1,4 +1,4 @@
-"""Keeping GMIs' models identical: initial weights, flat gradient reduction, running-statistics merge, KL mean."""
+"""Keeping GMIs' models identical: initial weights, flat gradient reduction, normalisers over the group, KL mean."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from rl_games.algos_torch.running_mean_std import RunningMeanStd
 from rl_games.common.schedulers import RLScheduler
 from torch import nn
 
 from gmiexp.comm.manager import GMIManager
+from gmiexp.comm.moments import Moments, group_moments, merge_from_start
 from gmiexp.comm.reduction import Reduction
 from gmiexp.device import host_staging
 
@@ -78,39 +80,86 @@ def running_stats_modules(model: nn.Module) -> list[nn.Module]:
             if all(hasattr(m, a) for a in ("running_mean", "running_var", "count"))]
 
 
-def start_counts(model: nn.Module) -> dict[int, float]:
-    """Every normaliser's count now: record it before the first epoch (the common start of the first merge)."""
-    return {idx: float(m.count.item()) for idx, m in enumerate(running_stats_modules(model))}
+def _moments(m: nn.Module) -> Moments:
+    return Moments(float(m.count.item()), m.running_mean.detach().double().cpu().clone(),
+                   m.running_var.detach().double().cpu().clone())
+
+
+def start_moments(model: nn.Module) -> dict[int, Moments]:
+    """Every normaliser's statistics now: record them where the GMIs agree (the common start of the next merge)."""
+    return {idx: _moments(m) for idx, m in enumerate(running_stats_modules(model))}
 
 
 def merge_running_stats(model: nn.Module, all_reduce: Callable[[torch.Tensor], None],
-                        world: int, last_count: dict[int, float]) -> None:
-    """Merge every normaliser's mean/var/count across GMIs (Chan et al.'s parallel formula).
+                        start: dict[int, Moments]) -> None:
+    """Every normaliser of ``model`` becomes that of the common start plus every GMI's rows since.
 
-    Every GMI starts an epoch from the same statistics (count ``c0 = last_count[idx]``, from
-    :func:`start_counts` before the first epoch, from this merge afterwards) and adds its own
-    samples; the merged count is ``c0 + sum(c_i - c0)``. The collective is passed in (rl_games'
-    ``merge_rank_stats`` style), so any transport works, and the all-reduce makes the result
-    bit-identical on every GMI.
+    For normalisers that moved on each GMI's own rows (the learner's trainers): Chan et al.'s parallel moments
+    (:func:`gmiexp.comm.moments.merge_from_start`), the start counted once; ``start`` (from :func:`start_moments`)
+    is moved to the merged statistics. The collective is passed in, and the result is bit-identical on every GMI.
     """
     for idx, m in enumerate(running_stats_modules(model)):
-        mean, var, count = m.running_mean, m.running_var, m.count
-        c = count.to(torch.float64)
-        packed = torch.cat([c.reshape(1), (c * mean.double()).reshape(-1),
-                            (c * (var.double() + mean.double() ** 2)).reshape(-1)])
-        all_reduce(packed)
-        total = packed[0]
-        n = mean.numel()
-        g_mean = packed[1:1 + n] / total
-        g_var = (packed[1 + n:] / total - g_mean ** 2).clamp_min(0.0)
-        if idx not in last_count:
-            raise ValueError("merge_running_stats: no start count recorded (call start_counts before the epoch)")
-        c0 = last_count[idx]
-        new_count = float(total.item()) - (world - 1) * c0
-        mean.copy_(g_mean.view_as(mean).to(mean.dtype))
-        var.copy_(g_var.view_as(var).to(var.dtype))
-        count.fill_(new_count)
-        last_count[idx] = new_count
+        if idx not in start:
+            raise ValueError("merge_running_stats: no start recorded (call start_moments where the GMIs agree)")
+        merged = merge_from_start(start[idx], _moments(m), all_reduce)
+        with torch.no_grad():
+            m.running_mean.copy_(merged.mean.view_as(m.running_mean).to(m.running_mean.dtype))
+            m.running_var.copy_(merged.var.view_as(m.running_var).to(m.running_var.dtype))
+            m.count.fill_(merged.count)
+        start[idx] = merged
+
+
+class GroupRunningMeanStd(RunningMeanStd):
+    """rl-games' ``RunningMeanStd`` whose training update takes the moments of every GMI's rows.
+
+    rl-games updates its normalisers where it meets a batch in training mode: the input normaliser on every
+    minibatch forward, the value normaliser in ``prepare_dataset``. Each GMI holds a share of that batch; here the
+    update reduces the share's moments over the group first (one small collective), so every GMI takes the step one
+    process takes on the whole batch, and the statistics stay identical on every GMI without a merge afterwards.
+    Same buffers as rl-games' module, so checkpoints load either way.
+    """
+
+    def __init__(self, like: nn.Module, all_reduce: Callable[[torch.Tensor], None]) -> None:
+        super().__init__(like.insize, like.epsilon, like.per_channel, like.norm_only)
+        self.load_state_dict(like.state_dict())
+        self.to(like.running_mean.device)
+        self.all_reduce = all_reduce
+
+    def forward(self, input: torch.Tensor, denorm: bool = False,
+                mask: torch.Tensor | None = None) -> torch.Tensor:
+        if not self.training:
+            return super().forward(input, denorm, mask)
+        if mask is not None:
+            raise ValueError("GroupRunningMeanStd: rl-games 1.6.5 never masks a RunningMeanStd update")
+        axis = tuple(self.axis)
+        batch = group_moments(input, self.all_reduce, axis, shift=self.running_mean)
+        dev, dt = self.running_mean.device, self.running_mean.dtype
+        self.running_mean, self.running_var, self.count = self._update_mean_var_count_from_moments(
+            self.running_mean, self.running_var, self.count, batch.mean.to(dev, dt), batch.var.to(dev, dt),
+            batch.count)
+        self.training = False  # normalise with the updated statistics, as rl-games does, without a second update
+        try:
+            return super().forward(input, denorm)
+        finally:
+            self.training = True
+
+
+def group_normalisers(model: nn.Module, all_reduce: Callable[[torch.Tensor], None]) -> list[str]:
+    """Swap ``model``'s input and value normalisers for :class:`GroupRunningMeanStd`; the names swapped.
+
+    ``model``: an rl-games model (``running_mean_std``, ``value_mean_std``) or a central value net's.
+    """
+    swapped = []
+    for name in ("running_mean_std", "value_mean_std"):
+        m = getattr(model, name, None)
+        if m is None or isinstance(m, GroupRunningMeanStd):
+            continue
+        if not all(hasattr(m, a) for a in ("running_mean", "running_var", "count")):
+            raise ValueError(f"the {name} normaliser ({type(m).__name__}: dict observations) cannot be reduced "
+                             "over GMIs yet; use one GMI or a flat observation")
+        setattr(model, name, GroupRunningMeanStd(m, all_reduce))
+        swapped.append(name)
+    return swapped
 
 
 def normalised(a: torch.Tensor, n: float, total: float, squares: float) -> torch.Tensor:

@@ -36,11 +36,10 @@ class RslRlRole(Role):
         warning = fit_batch(cfg, gmi.num_envs, world)
         if warning and rank == 0:
             print(f"gmiexp: warning: {warning}", file=sys.stderr, flush=True)
-        seed = int(plan.seed) + gmi.id  # mjlab's and rsl_rl's habit: seed + rank
-        cfg["seed"] = seed
+        cfg["seed"] = gmi.seed  # gmiexp.planner.seeds: mjlab's and rsl_rl's habit, seed + rank
         cfg["logger"] = "tensorboard"  # W&B is written by the launcher from the history rows
         factory = load_factory(task.vec_env or MJLAB_FACTORY)
-        env = factory(task.env_id, num_envs=gmi.num_envs, device=device, seed=seed, **dict(task.env_config))
+        env = factory(task.env_id, num_envs=gmi.num_envs, device=device, seed=gmi.env_seed, **dict(task.env_config))
         group = GroupSync(self.ctx.mgr, self.ctx.reduction, rank, world) if world > 1 else None
         log_dir = self.ctx.run_dir / CHECKPOINT_DIR if rank == 0 else None
         runner = gmi_runner(runner_base)(env, cfg, str(log_dir) if log_dir else None, device,  # type: ignore[call-arg]

@@ -1,0 +1,84 @@
+"""G GMIs fed one batch make the update one process makes on it: rl-games' PPO in tcg_ex's GMI agent.
+
+The reference is rl-games' own agent on all 16 environments for 3 epochs (4 minibatches, 2 mini-epochs, input
+and value normalisers, advantages normalised). Each of G spawned GMIs (gloo, the Plan's reduction) is gmiexp's
+GMI agent fed its environments' columns of the same rollouts (:func:`gmiexp.plan.minibatch.gmi_envs`), from the
+same weights. After every epoch its weights, normalisers and learning rate are the reference's to float
+round-off; before the normalisers stepped on the group's moments and the environments were assigned per
+minibatch, they differed by as much as a whole update (0.01-0.1).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+from pathlib import Path
+
+import pytest
+import torch
+from rlgames_group import EPOCHS, member
+
+from gmiexp.launch.launcher import free_port
+
+#: float32 round-off through 3 epochs of Adam; the defects this catches moved weights by 1e-2 and more
+TOLERANCE = 2e-5
+
+
+def spawn(world: int, case: str, strategy: str, tag: str, out: Path) -> list[dict]:
+    ctx = mp.get_context("spawn")
+    port = free_port()
+    procs = [ctx.Process(target=member, args=(r, world, port, tag, str(out), case, strategy), daemon=True)
+             for r in range(world)]
+    for p in procs:
+        p.start()
+    try:
+        for p in procs:
+            p.join(240)
+        assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join()
+    return [torch.load(out / f"{r}.pt", weights_only=False) for r in range(world)]
+
+
+def worst(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], stats: bool = False) -> float:
+    """Largest absolute difference of the weights (``stats``: largest relative one of the normalisers' moments)."""
+    assert a.keys() == b.keys()
+    keys = [k for k in a if ("mean_std" in k) == stats and not k.endswith("count")]
+    if stats:
+        return max(float(((a[k].double() - b[k].double()) / b[k].double().abs().clamp_min(1e-3)).abs().max())
+                   for k in keys)
+    return max(float((a[k].double() - b[k].double()).abs().max()) for k in keys)
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(("world", "case", "strategy"), [
+    (2, "continuous", "mpr"),
+    (4, "discrete", "allreduce"),
+    (2, "central-value", "allreduce"),
+    (2, "lstm", "mpr"),
+    pytest.param(4, "continuous", "har", marks=pytest.mark.slow),
+    pytest.param(4, "central-value", "mpr", marks=pytest.mark.slow),
+    pytest.param(4, "lstm", "allreduce", marks=pytest.mark.slow),
+    pytest.param(2, "discrete", "mpr", marks=pytest.mark.slow),
+])
+def test_g_gmis_fed_one_batch_make_one_process_update(world: int, case: str, strategy: str, tag: str,
+                                                      tmp_path: Path) -> None:
+    results = spawn(world, case, strategy, tag, tmp_path)
+    first = results[0]
+    moved = worst(first["ref"][-1], first["ref"][0])  # the reference really learns between epochs
+    assert moved > 100 * TOLERANCE, moved
+    for epoch in range(EPOCHS):
+        for r in results:  # every GMI holds the same model, bit for bit
+            assert all(torch.equal(v, first["after"][epoch][k]) for k, v in r["after"][epoch].items()), (case, epoch)
+        got, ref = first["after"][epoch], first["ref"][epoch]
+        diff, stats = worst(got, ref), worst(got, ref, stats=True)
+        print(f"{case} x{world} {strategy}: epoch {epoch + 1}: weights {diff:.3g} (update {moved:.3g}), "
+              f"normalisers {stats:.3g} relative")
+        assert diff <= TOLERANCE, f"{case} x{world}: epoch {epoch + 1}: weights differ by {diff:.3g} from one process"
+        assert stats <= 1e-6, f"{case} x{world}: epoch {epoch + 1}: normalisers differ by {stats:.3g} (relative)"
+        counts = {k: float(v) for k, v in got.items() if k.endswith("count")}
+        assert counts == {k: float(v) for k, v in ref.items() if k.endswith("count")}, counts
+        assert first["lrs"][epoch] == pytest.approx(first["ref_lrs"][epoch], rel=1e-5), (case, epoch)
+        assert len({tuple(r["kls"][epoch]) for r in results}) == 1  # the reported KL is the group's
