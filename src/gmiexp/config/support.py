@@ -8,6 +8,8 @@ Layout tdg_ex with one trainer GMI and no replay trains with rl-games' own agent
 trainers, replay and decoupled async train with gmiexp's learner (:mod:`gmiexp.rl.learner`), which applies every
 ``train.*`` field rl-games' agent reads; the keys an imported file passes through that it does not apply
 (:data:`RLGAMES_CONFIG_WHY`) are refused rather than silently ignored, all in one message, each with its reason.
+What rl-games' ``play_steps`` reads (``train.value_bootstrap``, ``zero_rnn_on_done``, ``epochs_between_resets``)
+the agent GMIs apply as it does (:class:`gmiexp.rl.experience.agent_loop.Play`), for every trainer.
 :func:`refused_policy` names the policy kinds (``task.cnn``, ``task.rnn``) a layout cannot run and the layouts
 that can.
 """
@@ -25,14 +27,15 @@ WHY_NOT = {("tdg", "cnn"): "its state ring carries each environment's observatio
 _AGENT = "rl-games' agent (tcg_ex, or tdg_ex with one trainer and no replay) applies it"
 #: The keys an imported file passes to rl-games' agent (``train.rlgames_config``) that change what the learner
 #: would train, with rl-games' default (a file may state it) and why. The others have no effect on training
-#: there: ``bptt_length`` (rl-games uses it nowhere), ``schedule_type`` (the learner has both), and
+#: there: ``bptt_length`` (rl-games uses it nowhere), ``schedule_type`` (the learner has both),
+#: ``epochs_between_resets`` (the agent GMIs reset their environments as rl-games' agent does), and
 #: ``save_best_after``, ``games_to_track``, ``use_diagnostics`` (reporting: the agent GMIs report returns over
 #: their last 100 episodes, and the trainers write their periodic and last checkpoints, no best one).
 RLGAMES_CONFIG_WHY = {
-    "epochs_between_resets": (0, f"the agent GMIs do not reset their environments every N epochs; {_AGENT}"),
     "normalize_rms_advantage": (False, f"the learner normalises advantages over each batch; {_AGENT}"),
     "schedule_entropy": (False, f"the learner keeps train.entropy_coef; {_AGENT}"),
-    "zero_rnn_on_done": (True, "the agent GMIs always zero a finished episode's recurrent states"),
+    "zero_rnn_on_done": (True, "the learner always restarts a finished episode's recurrent states inside its "
+                               f"sequences; {_AGENT}"),
 }
 
 

@@ -23,7 +23,8 @@ CASES = [
      "tdg_ex with one trainer and no replay) applies it); drop them"),
     (["async_train.replay_ratio=1", "++train.rlgames_config.zero_rnn_on_done=false"],
      "invalid train.rlgames_config.zero_rnn_on_done with layout=tdg_ex: train.rlgames_config.zero_rnn_on_done (the "
-     "agent GMIs always zero a finished episode's recurrent states)"),
+     "learner always restarts a finished episode's recurrent states inside its sequences; rl-games' agent (tcg_ex, "
+     "or tdg_ex with one trainer and no replay) applies it)"),
 ]
 
 
@@ -42,6 +43,7 @@ def test_unapplied_train_setting_exits_2_and_launches_nothing(overrides: list[st
                                      "train.mixed_precision=true", "train.torch_compile=true",
                                      "train.save_frequency=5", "train.check_sync=true", "train.score_to_win=100",
                                      "++train.rlgames_config.schedule_type=standard",
+                                     "++train.rlgames_config.epochs_between_resets=5", "train.value_bootstrap=false",
                                      "++train.rlgames_config.save_best_after=50",
                                      "++train.rlgames_config.weight_decay=0.1"])
 def test_the_experience_trainers_apply_rl_games_keys(setting: str, layout: list[str], tmp_path: Path) -> None:
@@ -51,7 +53,8 @@ def test_the_experience_trainers_apply_rl_games_keys(setting: str, layout: list[
 
 
 def test_tdg_ex_with_one_trainer_takes_every_key_rl_games_agent_reads(tmp_path: Path) -> None:
-    cfg = compose_config(*EXPERIENCE, "++train.rlgames_config.weight_decay=0.1", "mode=plan")
+    cfg = compose_config(*EXPERIENCE, "++train.rlgames_config.weight_decay=0.1",
+                         "++train.rlgames_config.zero_rnn_on_done=false", "mode=plan")
     assert run(cfg, tmp_path) == 0
 
 

@@ -13,7 +13,8 @@ A round's rollouts (one per agent, ``horizon_length + 1`` records each, step-maj
 :class:`~gmiexp.rl.rlgames.fed.Rollout` of all their environments: the first ``horizon_length`` records are
 the steps, the last one gives rl-games' ``last_values``; the channels carry ``dones`` as "this step ended an
 episode", and rl-games stores "an episode ended before this step", so each agent's last flag is kept for its
-next rollout (all set before the first, as rl-games starts).
+next rollout (all set before the first, as rl-games starts, and after the bootstrap record's flag: the agent
+resets its environments before the next rollout, ``epochs_between_resets``).
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ def as_rollout(fresh: list[tuple[int, int, dict[str, torch.Tensor]]], horizon: i
         after = step["dones"][:horizon]
         first = before.get(agent, torch.ones(n, dtype=torch.uint8))
         dones = torch.cat([first.reshape(1, n).to(after.dtype), after[:-1]])
-        before[agent] = after[-1].clone()
+        before[agent] = torch.maximum(after[-1], step["dones"][horizon])  # the bootstrap flag: a reset follows
         fields = {"obses": step["obs"][:horizon], "actions": step["actions"][:horizon],
                   "neglogpacs": step["neglogp"][:horizon], "values": step["values"][:horizon].unsqueeze(-1),
                   "rewards": step["rewards"][:horizon].unsqueeze(-1), "dones": dones}

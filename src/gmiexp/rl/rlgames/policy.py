@@ -159,12 +159,16 @@ class Policy:
         self.states = tuple(s * keep for s in self.states)
 
     def env_actions(self, actions: torch.Tensor) -> torch.Tensor:
-        """What the simulator steps with (rl-games' clamp and rescale for continuous actions)."""
+        """What the simulator steps with: rl-games' clamp and ``rescale_actions`` for continuous actions.
+
+        Its own formula (``a * (high - low) / 2 + (high + low) / 2``), so the simulator steps the actions rl-games'
+        agent would hand it, bit for bit (``low + (a + 1) / 2 * (high - low)`` rounds differently).
+        """
         if not self.spaces.continuous:
             return actions
         low, high = self.spaces.action_low.to(actions.device), self.spaces.action_high.to(actions.device)
-        a = actions.clamp(-1.0, 1.0)
-        return low + (a + 1.0) * 0.5 * (high - low)
+        d, m = (high - low) / 2.0, (high + low) / 2.0
+        return actions.clamp(-1.0, 1.0) * d + m
 
 
 class EpisodeStats:
@@ -194,6 +198,11 @@ class EpisodeStats:
             self.lengths = (self.lengths + lengths)[-self.window:]
             self.ret[d] = 0.0
             self.steps[d] = 0.0
+
+    def restart(self) -> None:
+        """The environments were reset: their unfinished episodes count nowhere (rl-games' ``init_current_rewards``)."""
+        self.ret.zero_()
+        self.steps.zero_()
 
     def mean_length(self) -> float | None:
         """Mean length (steps) of the last finished episodes (``episode/length``)."""
