@@ -36,7 +36,7 @@ def built_count(net: dict[str, Any], sp: TaskSpaces) -> int:
 def plan_of(tmp_path: Path, *overrides: str) -> SimpleNamespace:
     cfg = compose_config(*overrides)
     return SimpleNamespace(task=cfg.task, train=cfg.train, seed=1, max_iterations=1, run_dir=str(tmp_path),
-                           gmis=[SimpleNamespace(id=0, num_envs=16, torch_threads=1)])
+                           gmis=[SimpleNamespace(id=0, num_envs=16, torch_threads=1, seed=1, env_seed=1)])
 
 
 def rl_games_count(plan: SimpleNamespace) -> int:

@@ -18,14 +18,16 @@ from typing import Any
 import torch
 from torch import nn
 
+from gmiexp.comm.moments import Moments
 from gmiexp.config import TrainConfig
+from gmiexp.device import step_boundary
 from gmiexp.rl.learner.gae import gae
 from gmiexp.rl.learner.losses import kl_estimate, row_losses
 from gmiexp.rl.learner.schedule import make_schedule, needs_kl
 from gmiexp.rl.learner.sequences import as_sequences, model_input, sequence_rows
 from gmiexp.rl.rlgames.checkpoint import SCHEDULE_KEY
 from gmiexp.rl.rlgames.states import StateLayout
-from gmiexp.rl.rlgames.sync import merge_running_stats, normalised, start_counts
+from gmiexp.rl.rlgames.sync import merge_running_stats, normalised, start_moments
 
 #: Sums a tensor in place over the trainer group (every trainer calls it the same number of times).
 Reduce = Callable[[torch.Tensor], object]
@@ -60,7 +62,7 @@ class Learner:
         self.last_kl = 0.0
         self.train_s = 0.0
         self.comm_s = 0.0
-        self._counts: dict[int, float] = {}
+        self._start: dict[int, Moments] = {}
         self._before: tuple[torch.Tensor, torch.Tensor] | None = None  # rows and neglogp of the last loss
         self._gen = torch.Generator().manual_seed(seed)
         # rl-games' own mixed precision (autocast and its GradScaler on CUDA; both off elsewhere, as in rl-games)
@@ -137,16 +139,19 @@ class Learner:
                    off_policy: bool) -> tuple[float, float, float | None]:
         """One reduced gradient step; returns (group rows, group KL sum, my loss or None)."""
         self.opt.zero_grad(set_to_none=False)
-        loss = None
+        mean = None
         kl = torch.zeros(1, dtype=params[0].dtype, device=params[0].device)
         if idx.numel():
             mean, kl_sum = self.loss(d, idx, off_policy)
             self.scaler.scale(mean).backward()
-            loss = float(mean.item())
             kl = kl_sum.detach().reshape(1).to(params[0].dtype)
         # the row count and the KL ride with the gradients, so they live on their device
         flat = torch.cat([p.grad.reshape(-1) * idx.numel() for p in params]
                          + [torch.tensor([float(idx.numel())], dtype=params[0].dtype, device=params[0].device), kl])
+        # the lazy device runs forward, backward and gradients as one graph, once: each read below (the loss,
+        # the host staging, the row count, an op the backend runs eagerly) would run its pending graph again
+        step_boundary(flat)
+        loss = None if mean is None else float(mean.item())
         self._sum(flat)
         rows, kl_total = flat[-2:].tolist()
         if rows == 0:
@@ -161,6 +166,7 @@ class Learner:
             nn.utils.clip_grad_norm_(params, self.train.grad_norm)
         self.scaler.step(self.opt)
         self.scaler.update()
+        step_boundary(params[0])  # weights and Adam's moments start the next minibatch's graph as data
         return rows, kl_total, loss
 
     @torch.no_grad()
@@ -190,8 +196,8 @@ class Learner:
         t0 = time.perf_counter()
         comm0 = self.comm_s
         self._before = None
-        if not self._counts:  # the normaliser counts every trainer starts the first merge from
-            self._counts = start_counts(self.model)
+        if not self._start:  # the normalisers every trainer starts the first merge from
+            self._start = start_moments(self.model)
         self.model.train()
         d = self.dataset(fresh)
         n = 0 if d is None else int(d["advantages"].numel())
@@ -238,7 +244,7 @@ class Learner:
                 lr, _ = self.schedule.update(self.lr, self.train.entropy_coef, self.epoch0 + self.updates,
                                              self.frames, self.last_kl)
                 self.set_lr(lr)
-        merge_running_stats(self.model, self._sum, self.world, self._counts)
+        merge_running_stats(self.model, self._sum, self._start)
         self.model.eval()
         self.last_loss = sum(losses) / len(losses) if losses else 0.0
         self.train_s += time.perf_counter() - t0 - (self.comm_s - comm0)

@@ -86,16 +86,17 @@ def build_model(plan: Plan, gmi: GMI, spaces: Spaces, device: torch.device) -> n
     if spaces.nvec:  # rl-games' multi-discrete head: one categorical per branch
         params["model"]["name"] = "multi_discrete_a2c"
         params["network"]["space"] = {"multi_discrete": {}}
-    torch.manual_seed(plan.seed)
-    network = ModelBuilder().load(params)
-    model = network.build({
-        "actions_num": list(spaces.nvec) if spaces.nvec else spaces.actions_num,
-        "input_shape": spaces.obs_shape,
-        "num_seqs": max(1, gmi.num_envs),
-        "value_size": 1,
-        "normalize_value": plan.train.normalize_value,
-        "normalize_input": plan.train.normalize_input,
-    })
+    with torch.random.fork_rng(devices=[]):  # the GMI's own stream (gmi.seed) goes on untouched
+        torch.manual_seed(plan.seed)
+        network = ModelBuilder().load(params)
+        model = network.build({
+            "actions_num": list(spaces.nvec) if spaces.nvec else spaces.actions_num,
+            "input_shape": spaces.obs_shape,
+            "num_seqs": max(1, gmi.num_envs),
+            "value_size": 1,
+            "normalize_value": plan.train.normalize_value,
+            "normalize_input": plan.train.normalize_input,
+        })
     return model.to(device)
 
 

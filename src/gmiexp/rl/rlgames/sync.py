@@ -121,7 +121,8 @@ class GroupRunningMeanStd(RunningMeanStd):
 
     def __init__(self, like: nn.Module, all_reduce: Callable[[torch.Tensor], None]) -> None:
         super().__init__(like.insize, like.epsilon, like.per_channel, like.norm_only)
-        self.load_state_dict(like.state_dict())
+        # through the host: the lazy device refuses a copy from its tensors into a fresh module's
+        self.load_state_dict({k: v.cpu() for k, v in like.state_dict().items()})
         self.to(like.running_mean.device)
         self.all_reduce = all_reduce
 
