@@ -32,7 +32,6 @@ _AGENT = "rl-games' agent (tcg_ex, or tdg_ex with one trainer and no replay) app
 #: ``save_best_after``, ``games_to_track``, ``use_diagnostics`` (reporting: the agent GMIs report returns over
 #: their last 100 episodes, and the trainers write their periodic and last checkpoints, no best one).
 RLGAMES_CONFIG_WHY = {
-    "normalize_rms_advantage": (False, f"the learner normalises advantages over each batch; {_AGENT}"),
     "schedule_entropy": (False, f"the learner keeps train.entropy_coef; {_AGENT}"),
     "zero_rnn_on_done": (True, "the learner always restarts a finished episode's recurrent states inside its "
                                f"sequences; {_AGENT}"),

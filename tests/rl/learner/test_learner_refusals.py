@@ -14,13 +14,13 @@ EXPERIENCE = ["layout=tdg_ex", "task=Cartpole", "gmis_per_gpu=1", "num_envs=8", 
 
 LEARNER = ["layout=decoupled_async", "num_gpus=2"]  # trains with gmiexp's learner
 CASES = [
-    ([*LEARNER, "++train.rlgames_config.normalize_rms_advantage=true", "++train.rlgames_config.schedule_entropy=true",
+    ([*LEARNER, "++train.rlgames_config.schedule_entropy=true",
       "++train.rlgames_config.save_best_after=50", "++train.rlgames_config.zero_rnn_on_done=true"],
-     "invalid train.rlgames_config.normalize_rms_advantage, train.rlgames_config.schedule_entropy with "
-     "layout=decoupled_async: train.rlgames_config.normalize_rms_advantage (the learner normalises advantages over "
-     "each batch; rl-games' agent (tcg_ex, or tdg_ex with one trainer and no replay) applies it); "
+     "invalid train.rlgames_config.schedule_entropy with layout=decoupled_async: "
      "train.rlgames_config.schedule_entropy (the learner keeps train.entropy_coef; rl-games' agent (tcg_ex, or "
      "tdg_ex with one trainer and no replay) applies it); drop them"),
+    ([*LEARNER, "++train.rlgames_config.normalize_rms_advantage=true"],
+     "normalize_rms_advantage only False (rl-games 1.6.5 cannot build it"),
     (["async_train.replay_ratio=1", "++train.rlgames_config.zero_rnn_on_done=false"],
      "invalid train.rlgames_config.zero_rnn_on_done with layout=tdg_ex: train.rlgames_config.zero_rnn_on_done (the "
      "learner always restarts a finished episode's recurrent states inside its sequences; rl-games' agent (tcg_ex, "
