@@ -8,7 +8,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 
 import psutil
@@ -124,3 +124,32 @@ def gmiexp_workers(run_dir: Path) -> list[psutil.Process]:
 def slow_where(names: Iterable[str], slow: Collection[str]) -> list:
     """Parametrize values with those in ``slow`` marked ``slow`` (a path a default case also takes)."""
     return [pytest.param(n, marks=pytest.mark.slow) if n in slow else n for n in names]
+
+
+def spawn_gmis(target: Callable[..., None], world: int, args: Callable[[int, int], tuple], out: Path,
+               timeout: float = 240) -> list[dict]:
+    """Run ``target(rank, *args(rank, port))`` in ``world`` spawned processes (one GMI each, a fresh gloo port).
+
+    Each writes ``out/<rank>.pt``; all must exit 0. Returns what they wrote, by rank.
+    """
+    import multiprocessing as mp
+
+    import torch
+
+    from gmiexp.launch.launcher import free_port
+
+    ctx = mp.get_context("spawn")
+    port = free_port()
+    procs = [ctx.Process(target=target, args=(r, *args(r, port)), daemon=True) for r in range(world)]
+    for p in procs:
+        p.start()
+    try:
+        for p in procs:
+            p.join(timeout)
+        assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join()
+    return [torch.load(out / f"{r}.pt", weights_only=False) for r in range(world)]

@@ -10,36 +10,15 @@ minibatch, they differed by as much as a whole update (0.01-0.1).
 
 from __future__ import annotations
 
-import multiprocessing as mp
 from pathlib import Path
 
 import pytest
 import torch
+from gmitest import spawn_gmis
 from rlgames_group import EPOCHS, member
-
-from gmiexp.launch.launcher import free_port
 
 #: float32 round-off through 3 epochs of Adam; the defects this catches moved weights by 1e-2 and more
 TOLERANCE = 2e-5
-
-
-def spawn(world: int, case: str, strategy: str, tag: str, out: Path) -> list[dict]:
-    ctx = mp.get_context("spawn")
-    port = free_port()
-    procs = [ctx.Process(target=member, args=(r, world, port, tag, str(out), case, strategy), daemon=True)
-             for r in range(world)]
-    for p in procs:
-        p.start()
-    try:
-        for p in procs:
-            p.join(240)
-        assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join()
-    return [torch.load(out / f"{r}.pt", weights_only=False) for r in range(world)]
 
 
 def worst(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], stats: bool = False) -> float:
@@ -65,7 +44,7 @@ def worst(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], stats: bool = 
 ])
 def test_g_gmis_fed_one_batch_make_one_process_update(world: int, case: str, strategy: str, tag: str,
                                                       tmp_path: Path) -> None:
-    results = spawn(world, case, strategy, tag, tmp_path)
+    results = spawn_gmis(member, world, lambda r, port: (world, port, tag, str(tmp_path), case, strategy), tmp_path)
     first = results[0]
     moved = worst(first["ref"][-1], first["ref"][0])  # the reference really learns between epochs
     assert moved > 100 * TOLERANCE, moved
