@@ -44,3 +44,25 @@ def test_vec_env_contract() -> None:
     assert rew.shape == (16,) and done.dtype == torch.bool and "time_outs" in info
     assert env.get_env_info()["action_space"].n == 2
     assert env.steps == 16 and env.sim_s > 0
+
+
+def test_a_saved_cart_pole_steps_on_as_if_it_never_stopped() -> None:
+    """State, step counters and generator: the auto-resets after a load draw what they would have drawn."""
+    from gmiexp.envs.cartpole import CartpoleVecEnv
+
+    env = CartpoleVecEnv(8, seed=3, max_episode_length=20)
+    env.reset()
+    gen = torch.Generator().manual_seed(0)
+    actions = [torch.randint(0, 2, (8,), generator=gen) for _ in range(60)]
+    for a in actions[:30]:
+        env.step(a)
+    saved = env.get_env_state()
+    on = [env.step(a) for a in actions[30:]]
+    again = CartpoleVecEnv(8, seed=99, max_episode_length=20)  # another seed: the saved generator wins
+    again.reset()
+    again.set_env_state(saved)
+    back = [again.step(a) for a in actions[30:]]
+    for x, y in zip(on, back, strict=True):
+        assert all(torch.equal(a, b) for a, b in zip(x[:3], y[:3], strict=True))
+    assert sum(int(x[2].sum()) for x in on) > 8  # auto-resets happened after the load
+    again.set_env_state(None)  # rl-games' hook with a checkpoint that has none: nothing changes

@@ -43,3 +43,39 @@ def test_two_gmis_of_one_run_draw_different_action_noise(tmp_path: Path) -> None
     assert not torch.equal(draws[0], draws[1])
     Runner().load_config(build_params(plan, plan.gmis[0], train_dir=tmp_path / "again"))
     assert torch.equal(torch.randn(4), draws[0])  # and the same GMI draws the same noise again
+
+
+def test_two_segments_of_one_run_never_share_an_environment_seed(tmp_path: Path) -> None:
+    """Each start from a checkpoint seeds its simulators for its segment, on any partition a re-shape picks."""
+    from gmiexp.planner.seeds import assign_seeds
+
+    seen: dict[int, int] = {}
+    for segment, gmis in enumerate([1, 2, 4, 2, 1]):  # re-shaped at every segment: the global batch stays
+        plan, _ = build_plan(compose_config("task=Cartpole", "hardware=cpu", "batch.total_envs=64",
+                                            f"gmis_per_gpu={gmis}", "seed=7"), tmp_path / str(segment))
+        first = [g.env_seed for g in plan.gmis]
+        assign_seeds(plan, segment)
+        if segment == 0:
+            assert [g.env_seed for g in plan.gmis] == first  # a run never restarted seeds as before
+        for g in plan.gmis:
+            for s in range(g.env_seed, g.env_seed + g.num_envs):
+                assert s not in seen, f"segment {segment} GMI {g.id} repeats seed {s} of segment {seen[s]}"
+                seen[s] = segment
+    assert sorted(seen) == list(range(7, 7 + 5 * 64))  # and they follow on: segment k holds seed + 64k ...
+
+
+def test_a_start_from_a_checkpoint_is_the_next_segment(tmp_path: Path) -> None:
+    """requeue.resume (every start: checkpoint=, a requeue, a re-shape) sets the segment's seeds in the plan."""
+    from gmiexp.launch.requeue import start_segment
+    from gmiexp.rl.rlgames.checkpoint import RUN_KEY, run_segment
+
+    assert run_segment(None) == 0 and run_segment({}) == 1 and run_segment({RUN_KEY: {"segment": 2}}) == 3
+    torch.save({"epoch": 4, RUN_KEY: {"segment": 2}}, tmp_path / "ck.pth")
+    plan, _ = build_plan(compose_config("task=Cartpole", "hardware=cpu", "gmis_per_gpu=2", "num_envs=16", "seed=7",
+                                        f"checkpoint={tmp_path / 'ck.pth'}"), tmp_path / "run")
+    assert start_segment(plan) == 3 and [g.env_seed for g in plan.gmis] == [7 + 3 * 32, 7 + 3 * 32 + 16]
+    assert [g.seed for g in plan.gmis] == [7, 8]  # the processes' streams come back from the checkpoint
+    experience, _ = build_plan(compose_config("task=Cartpole", "hardware=cpu", "layout=tdg_ex", "seed=7",
+                                              f"checkpoint={tmp_path / 'ck.pth'}"), tmp_path / "tdg")
+    before = [g.env_seed for g in experience.gmis]
+    assert start_segment(experience) == 0 and [g.env_seed for g in experience.gmis] == before  # keeps none

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import gymnasium as gym
 import numpy as np
 import torch
@@ -18,6 +20,14 @@ class CartpoleVecEnv(GMIVecEnv):
 
     def reset(self) -> torch.Tensor:
         return self.sim.reset()
+
+    def get_env_state(self) -> dict[str, torch.Tensor]:
+        """rl-games' hook for a checkpoint: the simulator's whole state (a resume steps on where it stopped)."""
+        return self.sim.get_state()
+
+    def set_env_state(self, env_state: Any) -> None:
+        if env_state is not None:  # rl-games passes None for a checkpoint without one
+            self.sim.set_state(env_state)
 
     def _step(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict]:
         obs, rew, term, trunc = self.sim.step(actions)

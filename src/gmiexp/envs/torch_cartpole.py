@@ -1,7 +1,9 @@
 """Torch-native vectorised cart-pole: classic dynamics on an N x 4 tensor, same-step auto-reset.
 
 Fast enough that a whole PPO run fits in a test, and the vectorised
-simulator of seed 002 (one tensor op per physics step for all envs).
+simulator of seed 002 (one tensor op per physics step for all envs). Its whole state (the
+environments' states, their step counters and its random generator) saves and loads
+(:meth:`TorchCartpole.get_state`), so a resumed run steps on as if it had never stopped.
 """
 
 from __future__ import annotations
@@ -47,6 +49,20 @@ class TorchCartpole:
         self.gen = torch.Generator(device=self._gen_device).manual_seed(seed)
         self.state = torch.zeros(num_envs, 4, device=self.device)
         self.steps = torch.zeros(num_envs, dtype=torch.long, device=self.device)
+
+    def get_state(self) -> dict[str, torch.Tensor]:
+        """Everything the next steps depend on, on the host: state, step counters, the generator's state."""
+        return {"state": self.state.detach().cpu().clone(), "steps": self.steps.detach().cpu().clone(),
+                "generator": self.gen.get_state()}
+
+    def set_state(self, saved: dict[str, torch.Tensor]) -> None:
+        """Go on from :meth:`get_state`'s ``saved`` (of as many environments)."""
+        if tuple(saved["state"].shape) != tuple(self.state.shape):
+            raise ValueError(f"a saved cart-pole of {saved['state'].shape[0]} environments cannot be loaded into "
+                             f"one of {self.num_envs}")
+        self.state = saved["state"].to(self.device, self.state.dtype)
+        self.steps = saved["steps"].to(self.device, self.steps.dtype)
+        self.gen.set_state(saved["generator"])
 
     def _sample(self, n: int) -> torch.Tensor:
         draw = torch.rand(n, 4, generator=self.gen, device=self._gen_device)

@@ -16,6 +16,10 @@ attempt runs (hosts, GPUs' UUIDs, the rendezvous endpoint, backend daemons, the 
 picked for the hardware) and ``max_iterations`` (a longer run extends a shorter one) may differ. A run
 dir whose checkpoints were trained otherwise is refused (exit 2) rather than silently mixed; a finished
 run with nothing left to train is refused too. ``launch.resume=never`` ignores the run dir's checkpoints.
+
+Every start from a checkpoint (this run dir's, or the user's ``checkpoint=``) is the next **segment** of its run
+(:mod:`gmiexp.planner.seeds`): its simulators take that segment's environment seeds, so a simulator that cannot
+save its state starts episodes no earlier segment stepped (:func:`start_segment`).
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ from typing import Any
 
 from gmiexp.errors import ConfigError
 from gmiexp.plan.model import Plan
-from gmiexp.rl.rlgames.checkpoint import verify
+from gmiexp.planner.seeds import assign_seeds
+from gmiexp.rl.rlgames.checkpoint import run_segment, verify
 from gmiexp.rl.rlgames.params import build_params
 from gmiexp.rl.rlgames.record import checkpoint_dir as nn_dir
 from gmiexp.rl.rslrl import config as rslrl
@@ -38,6 +43,7 @@ from gmiexp.rl.rslrl import config as rslrl
 SAME_TRAINING = ("task", "train", "layout", "role", "seed", "trainer_group", "channels", "channel", "async_train")
 GMI_FIELDS = ("id", "node", "device", "roles", "num_envs")
 RSLRL_NAME = re.compile(r"^model_(\d+)\.pt$")  # rsl_rl's model_<iteration>.pt (train=rslrl), 0-based
+SEGMENTED_ROLE = "ppo"  # the role whose checkpoints count the run's segments (gmiexp.rl.rlgames.runstate)
 EPOCH_IN_NAME = re.compile(r"_ep_(\d+)_")  # rl-games names periodic and final checkpoints ..._ep_<epoch>_rew_...
 
 
@@ -133,10 +139,30 @@ def resume(plan: Plan, run_dir: Path, mode: str) -> Plan:
     """Point ``plan.checkpoint`` at the run dir's latest checkpoint when an earlier attempt left one (mode auto).
 
     Raises ConfigError (exit 2, nothing launched) when the run dir's checkpoints were trained by a different
-    plan, or when the run there finished with nothing left to train.
+    plan, or when the run there finished with nothing left to train. A start from a checkpoint (this one, or the
+    user's ``checkpoint=``) takes its segment's environment seeds (:func:`start_segment`).
     """
+    _resume(plan, run_dir, mode)
+    start_segment(plan)
+    return plan
+
+
+def start_segment(plan: Plan) -> int:
+    """The segment of the run this start is (0: no checkpoint), its environment seeds set in ``plan``'s GMIs.
+
+    Only rl-games' PPO in tcg_ex (role ``ppo``) keeps a segment in its checkpoints; the experience layouts'
+    trainers, rsl_rl and the serving layouts (a policy to serve, not a run to go on with) keep their seeds.
+    """
+    if not plan.checkpoint or plan.role != SEGMENTED_ROLE:
+        return 0
+    segment = run_segment(read(Path(plan.checkpoint)))
+    assign_seeds(plan, segment)
+    return segment
+
+
+def _resume(plan: Plan, run_dir: Path, mode: str) -> None:
     if mode == "never":
-        return plan
+        return
     nn_dir = checkpoint_dir(plan)
     latest = latest_checkpoint(nn_dir)
     if latest is None:
@@ -144,7 +170,7 @@ def resume(plan: Plan, run_dir: Path, mode: str) -> Plan:
             raise ConfigError(f"invalid run dir {run_dir} for launch.resume=auto: node {plan.node_rank} ran here "
                               f"before but cannot see node 0's checkpoints ({nn_dir}); valid: a run "
                               "dir on a file system every node shares, or launch.resume=never to train from scratch")
-        return plan
+        return
     path, epoch = latest
     before = previous_plan(run_dir)
     if before is None or training_key(before) != training_key(plan):
@@ -159,7 +185,6 @@ def resume(plan: Plan, run_dir: Path, mode: str) -> Plan:
                           "a new run dir, or launch.resume=never")
     plan.checkpoint = str(path.resolve())
     plan.resumed = {"checkpoint": plan.checkpoint, "epoch": epoch}
-    return plan
 
 
 def finished(run_dir: Path) -> bool:

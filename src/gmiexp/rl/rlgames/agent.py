@@ -18,6 +18,10 @@ through the host where the device needs it) and the Plan's reduction:
   (:class:`~gmiexp.rl.rlgames.sync.GroupRunningMeanStd`: each minibatch forward, ``prepare_dataset``);
 * advantages: normalised over every GMI's rows (``prepare_dataset``).
 
+A checkpoint holds the run, not only the model (:mod:`gmiexp.rl.rlgames.runstate`): every GMI's generators,
+simulator state and running episodes, gathered to GMI 0 when it saves, and given back to each GMI when a run
+starts from it, so a resumed run goes on as the run never stopped.
+
 With these, G GMIs fed one batch make the update one process makes on it, to float round-off, when each GMI's
 environments are the ones :func:`gmiexp.plan.minibatch.gmi_envs` assigns it (docs/equivalence.md).
 """
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -42,6 +47,7 @@ from gmiexp import signals
 from gmiexp.rl.rlgames.central_value import GMICentralValue, central_value_args
 from gmiexp.rl.rlgames.checkpoint import (
     EPISODES_KEY,
+    RUN_KEY,
     SCHEDULE_KEY,
     checksummed,
     episode_meters,
@@ -55,6 +61,7 @@ from gmiexp.rl.rlgames.episodes import gather_over_group, local_mean, merge_mete
 from gmiexp.rl.rlgames.filming import EpochFilmer
 from gmiexp.rl.rlgames.lazy import fused_adam_supported, lazy_scalar_guard
 from gmiexp.rl.rlgames.observer import EpochReport, GMIObserver
+from gmiexp.rl.rlgames.runstate import gmi_record, resume, resume_line
 from gmiexp.rl.rlgames.sync import (
     SyncedScheduler,
     broadcast_module,
@@ -146,6 +153,14 @@ class GMISyncMixin:
             self._filmer = EpochFilmer(plan)
         self.timings: dict[str, float] = {"sim_s": 0.0, "inference_s": 0.0, "train_s": 0.0, "comm_s": 0.0}
         self.last_epoch: dict[str, float] = {}
+        self.gmi_segment = 0  # of the run (gmiexp.planner.seeds): the role sets it for a start from a checkpoint
+        self.resume_report: dict[str, Any] | None = None  # what a start from a checkpoint restored (runstate.resume)
+        self._preloaded: tuple[str, dict[str, Any]] | None = None
+        self._restored_run: dict[str, Any] | None = None
+        self._resuming = False
+        self._deferring = False  # inside GMI 0's epoch end: saves wait for every GMI's record
+        self._pending_saves: list[str] = []
+        self._records: list[dict[str, Any]] | None = None
 
     def prepare_dataset(self, batch_dict: dict[str, Any]) -> None:
         """rl-games' dataset; with several GMIs, advantages normalised over every GMI's rows.
@@ -209,24 +224,79 @@ class GMISyncMixin:
         self.scaler.update()
 
     def save(self, fn: str) -> None:
-        """rl-games' save, with the checkpoint's checksum beside it (a damaged file is passed over on resume)."""
+        """rl-games' save, with the checkpoint's checksum beside it (a damaged file is passed over on resume).
+
+        With several GMIs, a save during GMI 0's epoch end waits until every GMI has sent its record of the run
+        (:meth:`_write_pending`, right after the epoch's stop decision): same state, one gather per checkpoint.
+        """
+        if self._deferring:
+            self._pending_saves.append(fn)
+            return
         with checksummed(Path(fn + ".pth")):
             super().save(fn)  # type: ignore[misc]
 
     def get_full_state_weights(self) -> dict[str, Any]:
-        """rl-games' checkpoint state with host tensors, and the episode means and learning rate to go on from.
+        """rl-games' checkpoint state with host tensors, the episode means, learning rate and run to go on from.
 
-        Host tensors: loadable on any host, and lazy tensors cannot be pickled.
+        The run: every GMI's generators, simulator and running episodes (:mod:`gmiexp.rl.rlgames.runstate`). Host
+        tensors: loadable on any host, and lazy tensors cannot be pickled. Outside the epoch end (where the
+        GMIs gather their records) a multi-GMI checkpoint holds GMI 0's record only, which no start restores.
         """
         state = host(super().get_full_state_weights())  # type: ignore[misc]
         state[EPISODES_KEY] = episode_meters(self)
         state[SCHEDULE_KEY] = schedule_state(self)
+        state[RUN_KEY] = {"segment": int(self.gmi_segment), "world_size": int(self.world_size),
+                          "gmis": self._records if self._records is not None else [gmi_record(self)]}
         return state
 
     def set_full_state_weights(self, weights: dict[str, Any], set_epoch: bool = True) -> None:
-        super().set_full_state_weights(weights, set_epoch)  # type: ignore[misc]
+        """rl-games' restore; the run (generators, simulator, episodes) waits for the loop's first reset.
+
+        rl-games would hand every GMI GMI 0's simulator state (its ``env_state``) and then reset it in ``train``:
+        each GMI's own goes back in :meth:`_go_on` instead.
+        """
+        super().set_full_state_weights({**weights, "env_state": None}, set_epoch)  # type: ignore[misc]
         restore_episode_meters(self, weights)
         restore_schedule(self, weights)
+        self._restored_run, self._resuming = weights.get(RUN_KEY), True
+
+    def restore(self, fn: str, set_epoch: bool = True) -> None:
+        """rl-games' restore, from the checkpoint the role already read (:meth:`starts_from`) when it is ``fn``."""
+        pre, self._preloaded = self._preloaded, None
+        if pre is not None and pre[0] == fn:
+            self.set_full_state_weights(pre[1], set_epoch=set_epoch)
+            return
+        super().restore(fn, set_epoch)  # type: ignore[misc]
+
+    def starts_from(self, path: str, state: dict[str, Any], segment: int) -> None:
+        """Start as segment ``segment`` of its run, from the checkpoint at ``path`` (read: ``state``)."""
+        self._preloaded, self.gmi_segment = (path, state), int(segment)
+
+    def _go_on(self) -> None:
+        """A start from a checkpoint: each GMI takes its own part of the run back (after the first reset)."""
+        if not self._resuming:
+            return
+        run, self._restored_run, self._resuming = self._restored_run, None, False
+        self.resume_report = {"segment": int(self.gmi_segment),
+                              **resume(self, run, int(self.global_rank), int(self.world_size))}
+        if self.global_rank == 0:
+            print(resume_line(self.resume_report, int(self.epoch_num), int(self.gmi_segment)), file=sys.stderr,
+                  flush=True)
+
+    def _write_pending(self, flags: int) -> None:
+        """Every GMI: when GMI 0 has checkpoints to write (bit 2 of ``flags``), send it this GMI's record."""
+        if not flags & 2:
+            return
+        records: list[Any] = [None] * int(self.world_size)
+        dist.all_gather_object(records, gmi_record(self))
+        if self.global_rank == 0:
+            pending, self._pending_saves = self._pending_saves, []
+            self._records = records
+            try:
+                for fn in pending:
+                    self.save(fn)
+            finally:
+                self._records = None
 
     def train_epoch(self) -> tuple:
         comm0 = self.gmi_ctx.reduction.comm_s
@@ -290,6 +360,7 @@ class GMISyncMixin:
             broadcast_module(self.model, mgr)
             if self.has_central_value:
                 broadcast_module(self.central_value_net, mgr)
+        self._go_on()  # a start from a checkpoint: generators, simulator and episodes as they were
         while True:
             epoch_num = self.update_epoch()
             result = self.train_epoch()
@@ -298,10 +369,17 @@ class GMISyncMixin:
             curr_frames = mgr.sum_int(int(self.curr_frames)) if self.gmi_sync else int(self.curr_frames)
             frame = self.frame // self.num_agents  # rl-games' TensorBoard axis: the frames before this epoch
             self.frame += curr_frames
-            should_exit = self._after_epoch(epoch_num, result, total_time, curr_frames, frame) \
-                if self.global_rank == 0 else False
-            if self.gmi_sync:
-                should_exit = bool(mgr.broadcast_float(float(should_exit)))
+            should_exit = False
+            if self.global_rank == 0:
+                self._deferring = self.gmi_sync  # its checkpoints wait for every GMI's record
+                try:
+                    should_exit = self._after_epoch(epoch_num, result, total_time, curr_frames, frame)
+                finally:
+                    self._deferring = False
+            if self.gmi_sync:  # GMI 0's stop (bit 1) and whether it has checkpoints to write (bit 2)
+                flags = int(mgr.broadcast_float(float(int(should_exit) | (2 if self._pending_saves else 0))))
+                should_exit = bool(flags & 1)
+                self._write_pending(flags)
             if should_exit:
                 return self.last_mean_rewards, epoch_num
 

@@ -91,11 +91,36 @@ def restore_schedule(agent: Any, state: dict[str, Any]) -> None:
 def restore_episode_meters(agent: Any, state: dict[str, Any]) -> None:
     """Put a checkpoint's episode means back, so the return the run reports goes on where it was."""
     for name, saved in (state.get(EPISODES_KEY) or {}).items():
-        meter = getattr(agent, name, None)
-        if meter is None or tuple(saved["mean"].shape) != tuple(meter.mean.shape):
-            continue  # another task's checkpoint: its returns say nothing about this one
-        meter.mean.copy_(saved["mean"].to(meter.mean.device))
-        meter.current_size = min(int(saved["size"]), int(meter.max_size))
+        restore_meter(getattr(agent, name, None), saved)
+
+
+def restore_meter(meter: Any, saved: dict[str, Any]) -> None:
+    """One meter's saved mean and count, in the saved shape.
+
+    rl-games' meter changes its mean's shape at its first update (a return window's ``(1,)`` becomes ``(1, 1)``, as
+    the agent indexes its running sums), so a fresh meter's shape is not a saved one's: before, a restart
+    compared the shapes and left every return window empty (only the lengths' came back).
+    """
+    if meter is None or saved["mean"].numel() != meter.mean.numel():
+        return  # another task's checkpoint: its returns say nothing about this one
+    meter.mean = saved["mean"].to(meter.mean.device, meter.mean.dtype).clone()
+    meter.current_size = min(int(saved["size"]), int(meter.max_size))
+
+
+#: the run beside the model (:mod:`gmiexp.rl.rlgames.runstate`): the segment that wrote the checkpoint, and every
+#: GMI's generators, simulator and running episodes; rl-games' loader ignores it
+RUN_KEY = "gmiexp_run"
+
+
+def run_segment(state: dict[str, Any] | None) -> int:
+    """The segment a start from checkpoint ``state`` is (:mod:`gmiexp.planner.seeds`): 0 without a checkpoint.
+
+    The segment that wrote it plus one; a checkpoint that does not say (an older gmiexp's, rl-games' own, an
+    experience trainer's) counts as segment 0's.
+    """
+    if state is None:
+        return 0
+    return int((state.get(RUN_KEY) or {}).get("segment", 0)) + 1
 
 
 #: a checkpoint's checksum sits beside it, in ``sha256sum``'s format (``sha256sum -c`` checks it)

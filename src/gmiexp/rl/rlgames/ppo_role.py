@@ -11,6 +11,7 @@ from rl_games.torch_runner import Runner
 
 from gmiexp.config import TaskConfig
 from gmiexp.envs import make_vec_env
+from gmiexp.rl.rlgames import checkpoint
 from gmiexp.rl.rlgames.agent import GMIContinuousAgent, GMIDiscreteAgent, GMISyncMixin
 from gmiexp.rl.rlgames.observer import GMIObserver
 from gmiexp.rl.rlgames.params import ENV_NAME, build_params
@@ -44,16 +45,22 @@ class PPORole(Role):
         observer = GMIObserver(self.ctx.status, gmi.id)  # W&B is written by the launcher (gmiexp.launch.wandb_sink)
         runner = Runner(algo_observer=observer)
         ctx = self.ctx
+        # a start from a checkpoint is the next segment of its run (gmiexp.planner.seeds): read it once, here,
+        # and hand it to the agent, which restores from it and lets it go
+        saved = {"state": checkpoint.load(plan.checkpoint)} if plan.checkpoint else {}
+        segment = checkpoint.run_segment(saved.get("state"))
 
         def builder(cls: type[GMISyncMixin]) -> Callable[..., GMISyncMixin]:
             def build(**kw: Any) -> GMISyncMixin:
-                holder["agent"] = cls(kw["base_name"], kw["params"], ctx)
-                return holder["agent"]
+                agent = holder["agent"] = cls(kw["base_name"], kw["params"], ctx)
+                if saved:
+                    agent.starts_from(str(plan.checkpoint), saved.pop("state"), segment)
+                return agent
             return build
 
         runner.algo_factory.register_builder("a2c_continuous", builder(GMIContinuousAgent))
         runner.algo_factory.register_builder("a2c_discrete", builder(GMIDiscreteAgent))
-        params = build_params(plan, gmi, device=device)
+        params = build_params(plan, gmi, device=device)  # gmi.env_seed: the segment's (launch.requeue.resume)
         if gmi.id == 0:  # mode=eval reads the task and network beside the checkpoints
             write_record(params, plan.task, plan.plan_id)
         runner.load({"params": params})
@@ -69,5 +76,6 @@ class PPORole(Role):
             "reward/mean": observer.last_reward,
             **{f"time/{k}": v for k, v in agent.timings.items()},
             "checkpoint_dir": str(agent.nn_dir) if gmi.id == 0 else "",
+            **({"resume": {**agent.resume_report, "env_seed": gmi.env_seed}} if agent.resume_report else {}),
         }
 

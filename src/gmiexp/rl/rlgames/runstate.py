@@ -1,0 +1,190 @@
+"""What a checkpoint holds of a run beside its model: every GMI's generators, simulator and running episodes.
+
+rl-games 1.6.5 saves the model, normalisers, optimiser and counters. A start from its checkpoint seeds torch, numpy
+and random again from ``params.seed``, resets every environment and begins every episode again: a tcg_ex run
+stopped at epoch 10 and resumed to 20 replayed its first epoch's streams, and 12 of its 14 weight tensors ended
+unlike the run never stopped. gmiexp's GMI agents add :data:`~gmiexp.rl.rlgames.checkpoint.RUN_KEY`:
+
+* ``segment``: the segment of the run that wrote it (:mod:`gmiexp.planner.seeds`);
+* ``world_size`` and ``gmis``, one record per GMI in rank order (:func:`gmi_record`): its generators (torch's CPU
+  generator, numpy's, random's, its device's where it has one), its simulator's state where the simulator saves
+  one (rl-games' ``vec_env.get_env_state()``: the torch cart-pole's state tensors and generator; None for
+  envpool), the agent's current observations, dones, running episode sums (``current_rewards``,
+  ``current_lengths``, ``current_shaped_rewards``) and recurrent state, the GMI's own episode window, and how many
+  of its episodes were in progress.
+
+GMI 0 writes the checkpoint; the other GMIs' records reach it through the gloo group when it saves (one
+``all_gather_object`` of a few KiB per checkpoint). A start from it on the same partition gives every GMI its own
+record back after rl-games' first reset (:func:`resume`): the run goes on bit for bit as if never stopped. Where
+the simulator cannot save its state, its environments start fresh episodes from the new segment's seeds and the
+episodes in progress are cut, counted and said once; on another partition (a re-shape) nothing of the records
+is restored and every episode in progress is cut.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+import torch
+
+from gmiexp.rl.rlgames.checkpoint import EPISODE_METERS, host, restore_meter
+
+#: the agent's tensors that carry episodes over an epoch's end (rl-games' ``init_current_rewards`` makes them)
+EPISODE_TENSORS = ("dones", "current_rewards", "current_shaped_rewards", "current_lengths")
+
+
+def generator_states(device: torch.device | str) -> dict[str, Any]:
+    """The process's random streams: torch's CPU generator, numpy's, random's, and ``device``'s own (CUDA).
+
+    numpy's state is kept as a tensor and plain numbers, so a ``weights_only`` loader reads the checkpoint too.
+    """
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    out: dict[str, Any] = {
+        "torch": torch.get_rng_state(),
+        "numpy": {"name": str(name), "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)), "pos": int(pos),
+                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
+        "random": random.getstate(),
+    }
+    device = torch.device(device)
+    if device.type == "cuda":
+        out["cuda"] = torch.cuda.get_rng_state(device)
+    return out
+
+
+def set_generator_states(saved: dict[str, Any], device: torch.device | str) -> None:
+    """Go on with the streams :func:`generator_states` recorded (a device generator only on that kind of device)."""
+    torch.set_rng_state(saved["torch"])
+    n = saved["numpy"]
+    np.random.set_state((n["name"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"],
+                         n["cached_gaussian"]))
+    random.setstate(_tuples(saved["random"]))
+    device = torch.device(device)
+    if "cuda" in saved and device.type == "cuda":
+        torch.cuda.set_rng_state(saved["cuda"], device)
+
+
+def _tuples(obj: Any) -> Any:
+    """``random.getstate()``'s nested tuples, as they were (a loader may hand lists back)."""
+    return tuple(_tuples(x) for x in obj) if isinstance(obj, (list, tuple)) else obj
+
+
+def gmi_record(agent: Any) -> dict[str, Any]:
+    """The agent's GMI's part of the run at an epoch's end, on the host (see the module docstring)."""
+    lengths = host(agent.current_lengths)
+    episodes = {"obs": host(agent.obs), **{name: host(getattr(agent, name)) for name in EPISODE_TENSORS}}
+    if getattr(agent, "is_rnn", False):
+        episodes["rnn_states"] = host(list(agent.rnn_states))
+    env = agent.vec_env.get_env_state() if getattr(agent, "vec_env", None) is not None else None
+    return {
+        "gmi": int(agent.global_rank),
+        "num_envs": int(lengths.shape[0]),
+        "generators": generator_states(agent.ppo_device),
+        "env": host(env),
+        "episodes": episodes,
+        "in_progress": int((lengths > 0).sum()),
+        "own_meters": own_meters(agent),
+    }
+
+
+def own_meters(agent: Any) -> dict[str, dict[str, Any]]:
+    """The GMI's own episode windows (``gmi/<id>/reward/mean``), where its meters keep one."""
+    out = {}
+    for name in EPISODE_METERS:
+        own = getattr(getattr(agent, name, None), "local", None)
+        if own is not None:
+            out[name] = {"mean": own.mean.detach().cpu().clone(), "size": int(own.current_size)}
+    return out
+
+
+class Mismatch(ValueError):
+    """A record that does not fit this GMI (other shapes, other keys): it is not restored."""
+
+
+def onto(saved: Any, like: Any) -> Any:
+    """``saved`` moved onto the devices of ``like`` (same structure and shapes; the saved dtypes kept)."""
+    if torch.is_tensor(like):
+        if not torch.is_tensor(saved) or tuple(saved.shape) != tuple(like.shape):
+            raise Mismatch(f"saved {getattr(saved, 'shape', type(saved).__name__)}, here {tuple(like.shape)}")
+        return saved.to(like.device)
+    if isinstance(like, dict):
+        if not isinstance(saved, dict) or saved.keys() != like.keys():
+            raise Mismatch("other keys")
+        return {k: onto(saved[k], like[k]) for k in like}
+    if isinstance(like, (list, tuple)):
+        if not isinstance(saved, (list, tuple)) or len(saved) != len(like):
+            raise Mismatch("other lengths")
+        return type(like)(onto(s, v) for s, v in zip(saved, like, strict=True))
+    return saved
+
+
+def own_record(run: dict[str, Any] | None, rank: int, world_size: int) -> dict[str, Any] | None:
+    """GMI ``rank``'s record in a checkpoint's run, when the run had this partition's GMIs (else None: a re-shape)."""
+    gmis = (run or {}).get("gmis") or []
+    if int((run or {}).get("world_size", -1)) != world_size or len(gmis) != world_size:
+        return None
+    return gmis[rank]
+
+
+def resume(agent: Any, run: dict[str, Any] | None, rank: int, world_size: int) -> dict[str, Any]:
+    """Give this GMI its part of the run back, after rl-games' first reset and before the first epoch.
+
+    Returns what was done: ``restored`` (generators; and ``simulator``: the environments and their running
+    episodes), and ``episodes_cut``, the episodes in progress at the save that this start does not go on with,
+    over the whole run (None when the checkpoint does not say).
+    """
+    mine = own_record(run, rank, world_size)
+    report: dict[str, Any] = {"restored": False, "simulator": False, "episodes_cut": None}
+    if run is None:
+        return report  # rl-games' own checkpoint (or an older gmiexp's): every episode starts again, uncounted
+    records = run.get("gmis") or []
+    if mine is not None:
+        try:
+            report["simulator"] = _restore_episodes(agent, mine)
+        except Mismatch:
+            mine = None  # the same number of GMIs, but not these environments
+    if mine is not None:
+        _restore_own_meters(agent, mine.get("own_meters") or {})
+        set_generator_states(mine["generators"], agent.ppo_device)  # last: nothing draws before the first epoch
+        report["restored"] = True
+    # every GMI of a start restores alike (same simulator, same partition), so each one's outcome is the run's
+    report["episodes_cut"] = 0 if report["simulator"] else sum(int(r.get("in_progress", 0)) for r in records)
+    return report
+
+
+def _restore_episodes(agent: Any, mine: dict[str, Any]) -> bool:
+    """The simulator's state and the agent's running episodes, where the simulator saved its state."""
+    env = getattr(agent, "vec_env", None)
+    if mine.get("env") is None or env is None or env.get_env_state() is None:
+        return False  # envpool and the like: fresh episodes from the segment's seeds
+    episodes = mine["episodes"]
+    fresh = {"obs": agent.obs, **{name: getattr(agent, name) for name in EPISODE_TENSORS}}
+    if "rnn_states" in episodes:
+        fresh["rnn_states"] = list(agent.rnn_states)
+    back = onto(episodes, fresh)  # raises Mismatch before anything is changed
+    env.set_env_state(mine["env"])
+    agent.obs = back["obs"]
+    for name in EPISODE_TENSORS:
+        setattr(agent, name, back[name])
+    if "rnn_states" in back:
+        agent.rnn_states = back["rnn_states"]
+    return True
+
+
+def _restore_own_meters(agent: Any, saved: dict[str, dict[str, Any]]) -> None:
+    for name, s in saved.items():
+        restore_meter(getattr(getattr(agent, name, None), "local", None), s)
+
+
+def resume_line(report: dict[str, Any], epoch: int, segment: int) -> str:
+    """What GMI 0 says once at a resume."""
+    head = f"gmiexp: resumed after epoch {epoch} (segment {segment}): "
+    if report["simulator"]:
+        return head + "generators, simulator and running episodes restored: no episode cut"
+    cut = report["episodes_cut"]
+    what = ("generators restored, but the simulator cannot save its state" if report["restored"]
+            else "generators and episodes not restored (another partition, or a checkpoint without them)")
+    counted = "an unknown number of" if cut is None else str(cut)
+    return head + f"{what}; {counted} episodes in progress were cut (the environments start new ones from " \
+                  f"segment {segment}'s seeds)"
