@@ -79,7 +79,9 @@ def step_boundary(t: torch.Tensor) -> None:
     """Cut the lazy device's pending graph at a step boundary (as XLA's ``mark_step``); no-op elsewhere.
 
     Without it a rollout's graph grows with every step (each write into the experience buffer
-    extends it), so every step compiles a new, longer graph.
+    extends it), and a trainer's with every optimiser step (the weights and Adam's moments keep
+    their history), so every step compiles a new, longer graph. The vec-envs cut at each
+    environment step; a trainer that steps no environment cuts after each optimiser step.
     """
     if t.device.type == "lazy":
         import torch._lazy

@@ -143,13 +143,14 @@ class Learner:
         kl = torch.zeros(1, dtype=params[0].dtype, device=params[0].device)
         if idx.numel():
             mean, kl_sum = self.loss(d, idx, off_policy)
+            step_boundary(mean)  # the forward as data, or each op of the backward run eagerly on lazy reruns it
             self.scaler.scale(mean).backward()
             kl = kl_sum.detach().reshape(1).to(params[0].dtype)
         # the row count and the KL ride with the gradients, so they live on their device
         flat = torch.cat([p.grad.reshape(-1) * idx.numel() for p in params]
                          + [torch.tensor([float(idx.numel())], dtype=params[0].dtype, device=params[0].device), kl])
-        # the lazy device runs forward, backward and gradients as one graph, once: each read below (the loss,
-        # the host staging, the row count, an op the backend runs eagerly) would run its pending graph again
+        # the gradients as data, run once: each read below (the loss, the host staging, the row count, an op the
+        # lazy backend runs eagerly) would run their pending graph again
         step_boundary(flat)
         loss = None if mean is None else float(mean.item())
         self._sum(flat)

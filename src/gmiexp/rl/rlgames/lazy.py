@@ -16,6 +16,12 @@ Two gaps of the lazy TorchScript backend, measured with torch 2.13:
   does (the backend takes one forced op only). gmiexp's own losses (``rl/learner/losses.py``) avoid the pattern instead.
   The price: inside that scope a ``mul`` mixing a lazy and a host tensor is not caught (every
   other op still is).
+
+And one habit of it: nothing runs until a tensor is read, so the weights and Adam's moments carry every
+optimiser step as pending graph until it is cut (:func:`gmiexp.device.step_boundary`). The vec-envs cut it
+at each environment step, so a tcg_ex epoch compiled and ran a longer graph for every minibatch, and the
+trainer agent of tdg_ex (it steps no environment) one longer with every minibatch of the run. The same
+scope cuts it at the end of every gradient step.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from contextlib import contextmanager
 
 import torch
 from torch import nn
+
+from gmiexp.device import step_boundary
 
 #: Device types with a fused Adam kernel in torch 2.x (``torch.optim.adam`` checks the same list).
 FUSED_ADAM_DEVICES = ("cpu", "cuda", "mps", "xpu", "hpu")
@@ -42,7 +50,7 @@ def fused_adam_supported(model: nn.Module) -> bool:
 
 @contextmanager
 def lazy_scalar_guard(model: nn.Module) -> Iterator[None]:
-    """On the lazy device, run ``mul`` through the eager fallback for the duration (no-op elsewhere)."""
+    """A gradient step on the lazy device: ``mul`` through the eager fallback, the graph cut at its end (else no-op)."""
     if model_device(model).type != "lazy":
         yield
         return
@@ -54,3 +62,4 @@ def lazy_scalar_guard(model: nn.Module) -> Iterator[None]:
         yield
     finally:
         lazy_config.set_force_fallback(before)
+    step_boundary(next(model.parameters()))  # the next step's graph starts from the weights and moments as data
