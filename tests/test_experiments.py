@@ -1,6 +1,7 @@
 """Each experiment's smallest configuration runs end to end and its plot writes CSV + PNG (slow suite)."""
 
 import csv
+import importlib.util
 import os
 import subprocess
 import sys
@@ -100,6 +101,60 @@ def test_layouts_ant_smallest(tmp_path):
                                            "tcg_ex"]
     assert all(r["final"] for r in rows) and (tmp_path / "layouts_ant.png").is_file()
     assert "decoupled_async: final" in (tmp_path / "layouts_ant.md").read_text()
+
+
+@pytest.mark.slow
+def test_equivalence_smallest(tmp_path):
+    """1, 2 and 4 GMIs on rl-games' Ant file, two seeds, the order rotated, each final policy evaluated (a smoke)."""
+    run(PY, str(EXP / "equivalence" / "run.py"), f"results_dir={tmp_path}", "seeds=[1,2]", "~tasks.cartpole",
+        "tasks.ant.epochs=2", "tasks.ant.total_envs=8", "eval_episodes=1")
+    rows = list(csv.DictReader((tmp_path / "equivalence.csv").open()))
+    assert [int(r["gmis"]) for r in rows] == [1, 2, 4, 2, 4, 1]
+    assert all(r["eval"] and r["at_equal_frames"] and r["equal_frames"] == r["frames"] for r in rows)
+    curves = list(csv.DictReader((tmp_path / "equivalence_curves.csv").open()))
+    assert {(r["seed"], r["gmis"]) for r in curves} == {(s, g) for s in "12" for g in "124"}
+    text = (tmp_path / "equivalence.md").read_text()
+    assert "| ant | return at equal frames | 4 - 1 |" in text and "| ant | evaluated final policy | 2 - 1 |" in text
+    assert (tmp_path / "equivalence.png").is_file()
+
+
+@pytest.mark.slow
+def test_equivalence_records_an_rsl_rl_policy_mode_eval_refuses_as_not_evaluated(tmp_path):
+    pytest.importorskip("mjlab", reason="needs gmiexp[mjlab] (make venv installs it)")
+    run(PY, str(EXP / "equivalence" / "run.py"), f"results_dir={tmp_path}", "seeds=[1]", "gmis=[1,2]", "~tasks.ant",
+        "tasks.cartpole.epochs=1", "tasks.cartpole.total_envs=16", "eval_episodes=1")
+    rows = list(csv.DictReader((tmp_path / "equivalence.csv").open()))
+    assert [int(r["gmis"]) for r in rows] == [1, 2] and not any(r["eval"] for r in rows)
+    assert all(r["eval_note"].startswith("not evaluated: mode=eval exits 2") for r in rows)
+    assert "| cartpole | evaluated final policy | 2 - 1 | - | - | - | not evaluated |" in (
+        tmp_path / "equivalence.md").read_text()
+
+
+def equivalence():
+    spec = importlib.util.spec_from_file_location("equivalence_run", EXP / "equivalence" / "run.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_equivalence_pairs_each_partition_with_one_gmi_seed_by_seed():
+    eq = equivalence()
+    assert eq.order([1, 2, 4], 0) == [1, 2, 4] and eq.order([1, 2, 4], 1) == [2, 4, 1] and eq.order([1, 2, 4], 5) \
+        == [4, 1, 2]
+    at = {(1, 1): 10.0, (1, 2): 12.0, (1, 4): 9.0, (2, 1): 20.0, (2, 2): 19.0, (2, 4): 30.0, (3, 1): 5.0,
+          (3, 2): 7.0, (3, 4): 16.0}
+    rows = [{"task": "ant", "seed": s, "gmis": g, "at_equal_frames": v, "eval": None if s == 3 else v}
+            for (s, g), v in at.items()] + [{"task": "other", "seed": 1, "gmis": 1, "at_equal_frames": 0.0,
+                                              "eval": 0.0}]
+    out = {(p["measure"], p["pair"]): p for p in eq.paired(rows, ["ant"], [1, 2, 4])}
+    two = out["at_equal_frames", "2 - 1"]
+    assert two["differences"] == [2.0, -1.0, 2.0] and two["mean"] == pytest.approx(1.0)
+    # sd sqrt(3), t(2) = 4.303: [1 - 4.303, 1 + 4.303] holds 0
+    assert two["high"] == pytest.approx(1 + 4.303) and two["zero_inside"] is True
+    four = out["at_equal_frames", "4 - 1"]
+    assert four["differences"] == [-1.0, 10.0, 11.0] and four["zero_inside"] is True
+    assert out["eval", "2 - 1"]["n"] == 2  # seed 3 was not evaluated
+    assert eq.mean_curve([[(1.0, 0.0), (2.0, 4.0), (3.0, 8.0)], [(1.0, 2.0), (2.0, 6.0)]]) == [(1.0, 1.0), (2.0, 5.0)]
 
 
 @pytest.mark.slow
@@ -255,7 +310,7 @@ SCRIPT_CONFIGS = [("reduction", "config"), ("channels", "config"), ("baseline_rl
                   ("vectorization_fusion", "config"), ("multinode", "bench"), ("rlgames_configs", "config"),
                   ("workloads", "pong_bench"), ("elastic", "bench"),
                   ("elastic", "recycle"), ("elastic", "reshape_cost"), ("time_to_reward", "time_to_reward"),
-                  ("layouts_ant", "config")]
+                  ("layouts_ant", "config"), ("equivalence", "equivalence")]
 
 
 @pytest.mark.parametrize(("study", "name"), SCRIPT_CONFIGS)

@@ -1,13 +1,14 @@
 """The shared run helper: the result is summary.json (never the printed line); failures raise with the log tail."""
 
 import csv
+import os
 import sys
 import textwrap
 
 import pytest
 from gmitest import fake_python
 
-from gmiexp.rundir import RunFailed, gmiexp_command, run_gmiexp, run_summary, write_csv
+from gmiexp.rundir import RunFailed, final_checkpoint, gmiexp_command, run_gmiexp, run_summary, write_csv
 
 FAKE_GMIEXP = textwrap.dedent("""
     import json, sys
@@ -62,3 +63,17 @@ def test_write_csv_round_trips_rows(tmp_path):
     path = write_csv(rows, tmp_path / "t.csv")
     assert list(csv.DictReader(path.open())) == [{"a": "1", "b": "x"}, {"a": "2", "b": "y"}]
     assert write_csv([], tmp_path / "empty.csv", ["system"]).read_text().strip() == "system"
+
+
+def test_final_checkpoint_is_the_newest_rl_games_or_rsl_rl_one(tmp_path):
+    assert final_checkpoint(tmp_path) is None
+    old, new = tmp_path / "rsl_rl" / "model_0.pt", tmp_path / "rsl_rl" / "model_9.pt"
+    old.parent.mkdir()
+    for i, p in enumerate((old, new, tmp_path / "other.pt")):
+        p.write_bytes(b"")
+        os.utime(p, (1000 + i, 1000 + i))
+    assert final_checkpoint(tmp_path) == new  # other.pt is neither rl-games' nor rsl_rl's
+    pth = tmp_path / "rl_games" / "run" / "nn" / "Ant.pth"
+    pth.parent.mkdir(parents=True)
+    pth.write_bytes(b"")
+    assert final_checkpoint(tmp_path) == pth

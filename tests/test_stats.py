@@ -13,9 +13,11 @@ from gmiexp.stats import (
     contrast_weights,
     epoch_rates,
     last_episodes,
+    mean_interval,
     paired_gain,
     remeasured_sd,
     steady_rate,
+    t95,
     time_to_return,
     value_at,
 )
@@ -160,3 +162,26 @@ def test_time_to_a_return_and_the_return_at_equal_frames() -> None:
     assert time_to_return(rows, 5.0) == 2.0 and time_to_return(rows, 9.0, x="frames") == 30.0
     assert time_to_return(rows, 10.0) is None
     assert value_at(rows, 25) == 5.0 and value_at(rows, 10) is None and value_at(rows, 2.5, x="wall_s") == 5.0
+
+
+# --- paired differences -------------------------------------------------------------------------------------------
+
+def test_the_t_interval_of_paired_differences_by_hand() -> None:
+    # mean 3, sd sqrt(2.5), se sqrt(0.5); t(4) = 2.776 -> half 1.963: 0 lies outside
+    iv = mean_interval([1.0, 2.0, 3.0, 4.0, 5.0])
+    assert iv.mean == 3.0 and iv.n == 5
+    assert iv.half == pytest.approx(2.776 * math.sqrt(0.5))
+    assert iv.low == pytest.approx(3.0 - 1.9629, abs=1e-4) and iv.contains(0.0) is False and iv.contains(2.0)
+    # differences of either sign: mean 0.5, sd sqrt(4.75), se 1.2583; t(2) = 4.303 -> half 5.414
+    wide = mean_interval([-1.0, 3.0, -0.5])
+    assert wide.half == pytest.approx(4.303 * math.sqrt(4.75 / 3)) and wide.contains(0.0)
+    one = mean_interval([4.0])
+    assert one.half is None and one.contains(0.0) is None and one.low is None
+
+
+def test_t95_is_the_table_and_its_large_sample_approximation() -> None:
+    assert t95(1) == 12.706 and t95(4) == 2.776 and t95(30) == 2.042
+    assert t95(60) == pytest.approx(2.000, abs=1e-3) and t95(120) == pytest.approx(1.980, abs=1e-3)
+    assert t95(31) < t95(30)
+    with pytest.raises(ValueError):
+        t95(0)

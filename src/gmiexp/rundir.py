@@ -140,8 +140,9 @@ def stop_group(proc: subprocess.Popen, grace_s: float = 15.0) -> None:
 
 
 def final_checkpoint(run_dir: Path) -> Path | None:
-    """The newest rl-games checkpoint under ``run_dir`` (a gmiexp run's or a vanilla rl-games run's last policy)."""
-    found = sorted(Path(run_dir).rglob("*.pth"), key=lambda p: p.stat().st_mtime)
+    """The newest checkpoint under ``run_dir``: rl-games' ``*.pth`` or rsl_rl's ``model_<it>.pt``, the last policy."""
+    run_dir = Path(run_dir)
+    found = sorted([*run_dir.rglob("*.pth"), *run_dir.rglob("model_*.pt")], key=lambda p: p.stat().st_mtime)
     return found[-1] if found else None
 
 

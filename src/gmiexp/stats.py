@@ -28,6 +28,9 @@ drifts by more than the gains they compare. The one statistic they share:
   (``launch.reshape_noise``, pack's ``auto_min_gain``). The search's two-sided rule (decisive, within
   tolerance, futile) reads the same gain and standard error.
 
+**Paired differences** (:func:`mean_interval`): the mean of per-seed differences (a partition's return minus one
+GMI's, seed by seed) with its two-sided 95% interval from Student's t, and whether 0 lies inside it.
+
 **Episode window** (:func:`last_episodes`): the serving and experience layouts' simulator GMIs list the episodes
 they finished in each history row; the run's ``reward/mean`` is the mean of the last ``games_to_track`` of them
 over every GMI, so it does not depend on how many GMIs share the environments. (The PPO layouts' GMIs keep the same
@@ -242,3 +245,52 @@ def value_at(rows: Sequence[Mapping[str, Any]], at: float, *, x: str = "frames",
         if r.get(x) is not None and float(r[x]) <= at and r.get(key) is not None:
             seen = float(r[key])
     return seen
+
+
+# --- paired differences -------------------------------------------------------------------------------------------
+
+#: Student's t, two-sided 95% (the 0.975 quantile), for 1-30 degrees of freedom
+T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+       2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+
+
+def t95(df: int) -> float:
+    """The 0.975 quantile of Student's t with ``df`` degrees of freedom (past 30: Cornish-Fisher, within 0.001)."""
+    if df < 1:
+        raise ValueError("t needs at least 1 degree of freedom")
+    if df <= len(T95):
+        return T95[df - 1]
+    z = 1.959964
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A mean and its two-sided 95% interval ``mean ± half``; ``half`` None with fewer than two values."""
+
+    mean: float
+    half: float | None
+    n: int
+
+    @property
+    def low(self) -> float | None:
+        return None if self.half is None else self.mean - self.half
+
+    @property
+    def high(self) -> float | None:
+        return None if self.half is None else self.mean + self.half
+
+    def contains(self, x: float = 0.0) -> bool | None:
+        """Whether ``x`` lies inside (bounds included); None when there is no interval."""
+        return None if self.half is None else self.mean - self.half <= x <= self.mean + self.half
+
+
+def mean_interval(values: Sequence[float]) -> Interval:
+    """The mean of ``values`` (paired differences, one per seed) and its t interval: ``t95(n-1) x sd / sqrt(n)``."""
+    vals = [float(v) for v in values]
+    if not vals:
+        raise ValueError("an interval needs at least one value")
+    mean = statistics.fmean(vals)
+    if len(vals) < 2:
+        return Interval(mean, None, len(vals))
+    return Interval(mean, t95(len(vals) - 1) * statistics.stdev(vals) / math.sqrt(len(vals)), len(vals))
