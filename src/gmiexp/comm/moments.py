@@ -5,7 +5,8 @@ The one home of the normaliser arithmetic both trainers share (rl-games' ``Runni
 
 * :func:`group_moments`: count, mean and population variance of every GMI's rows, from float64 sums reduced in
   one collective (shifted by a value every GMI holds, so that large means do not cancel the variance away). A
-  normaliser that updates on a batch calls it where one process would update on the whole batch.
+  normaliser that updates on a batch calls it where one process would update on the whole batch;
+  :func:`group_moments_many` does it for several batches in one collective.
 * :func:`merge_from_start`: Chan et al.'s parallel moments for statistics that moved on each GMI's own rows
   since a common start ``(c0, m0, v0)``: the start is counted once, each GMI's rows once.
 
@@ -38,6 +39,29 @@ def group_moments(x: torch.Tensor, all_reduce: AllReduce, axis: tuple[int, ...] 
 
     ``shift`` (same value on every GMI, e.g. the running mean) is subtracted before the sums are taken.
     """
+    return group_moments_many([x], all_reduce, [shift], axis)[0]
+
+
+def group_moments_many(xs: list[torch.Tensor], all_reduce: AllReduce, shifts: list[torch.Tensor | None],
+                       axis: tuple[int, ...] = (0,)) -> list[Moments]:
+    """:func:`group_moments` of several batches (each with its own ``shift``) in one reduced buffer.
+
+    For normalisers that update at the same place on different inputs (rsl_rl's actor's, critic's and RND's on a
+    step's observations): one collective instead of one each.
+    """
+    parts = [_sums(x, axis, shift) for x, shift in zip(xs, shifts, strict=True)]
+    packed = torch.cat([p for p, _, _ in parts])
+    all_reduce(packed)
+    out, offset = [], 0
+    for p, shape, c in parts:
+        out.append(_moments(packed[offset:offset + p.numel()], shape, c))
+        offset += p.numel()
+    return out
+
+
+def _sums(x: torch.Tensor, axis: tuple[int, ...],
+          shift: torch.Tensor | None) -> tuple[torch.Tensor, torch.Size, torch.Tensor | None]:
+    """The count, sum and sum of squares of ``x`` about ``shift`` (float64, packed), their shape, the shift."""
     d = x.detach().to(device="cpu", dtype=torch.float64)
     keep = [i for i in range(d.dim()) if i not in axis]
     c = shift.detach().to(device="cpu", dtype=torch.float64) if shift is not None else None
@@ -47,11 +71,14 @@ def group_moments(x: torch.Tensor, all_reduce: AllReduce, axis: tuple[int, ...] 
     for i in axis:
         count *= d.shape[i]
     s1, s2 = d.sum(dim=axis), (d * d).sum(dim=axis)
-    packed = torch.cat([torch.tensor([float(count)], dtype=torch.float64), s1.reshape(-1), s2.reshape(-1)])
-    all_reduce(packed)
-    n, k = float(packed[0]), s1.numel()
-    mean = packed[1:1 + k].reshape(s1.shape) / n
-    var = (packed[1 + k:].reshape(s1.shape) / n - mean * mean).clamp_min(0.0)
+    return torch.cat([torch.tensor([float(count)], dtype=torch.float64), s1.reshape(-1), s2.reshape(-1)]), s1.shape, c
+
+
+def _moments(packed: torch.Tensor, shape: torch.Size, c: torch.Tensor | None) -> Moments:
+    """The moments from the group's packed sums (see :func:`_sums`)."""
+    n, k = float(packed[0]), (packed.numel() - 1) // 2
+    mean = packed[1:1 + k].reshape(shape) / n
+    var = (packed[1 + k:].reshape(shape) / n - mean * mean).clamp_min(0.0)
     return Moments(n, mean + c if c is not None else mean, var)
 
 

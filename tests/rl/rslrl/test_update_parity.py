@@ -2,8 +2,12 @@
 
 Each GMI is a spawned process (gloo default group, the Plan's reduction), starts from a different seed (the
 broadcast must give it GMI 0's weights), replays its environments' columns of a rollout the one-process policy
-sampled, and updates: weights (normalisers included) within 1e-6 of the one-process update, the adaptive
-schedule's KL the one-process KL, the same learning rate, for every reduction strategy; RND's predictor too.
+sampled, and updates: 4 minibatches x 4 epochs, observation normalisers on actor and critic, RND with its state
+and reward normalisers, symmetry (data augmentation and mirror loss); in the slow suite also a GRU's recurrent
+minibatches. Weights (normalisers included) within ``TOL`` of one process's update, the adaptive schedule's KL of
+every minibatch the one-process KL, the same learning rate, for every reduction strategy. A GMI's own ``randperm``
+or a normaliser that moves on its own rows is as large as the update itself (0.017-0.09 before); what remains is
+float round-off (measured worst 2.4e-7).
 """
 
 from __future__ import annotations
@@ -13,17 +17,18 @@ from pathlib import Path
 
 import pytest
 import torch
-from rslrl_parity import member
+from rslrl_parity import Case, member
 
 from gmiexp.launch.launcher import free_port
 
 STRATEGIES = ["allreduce", "mpr", "mrr", "har"]
+TOL = 1e-5
 
 
-def spawn(counts: list[int], tag: str, out: Path, rnd: bool) -> list[dict]:
+def spawn(counts: list[int], shares: list[int], case: Case, tag: str, out: Path) -> list[dict]:
     ctx = mp.get_context("spawn")
     port = free_port()
-    procs = [ctx.Process(target=member, args=(r, counts, port, tag, str(out), STRATEGIES, rnd),
+    procs = [ctx.Process(target=member, args=(r, counts, port, tag, str(out), STRATEGIES, case, shares),
                          daemon=True)
              for r in range(sum(counts))]
     for p in procs:
@@ -41,19 +46,28 @@ def spawn(counts: list[int], tag: str, out: Path, rnd: bool) -> list[dict]:
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize(("counts", "rnd"), [([1, 1], False), pytest.param([2, 2], False, marks=pytest.mark.slow),
-                                             pytest.param([1, 1], True, marks=pytest.mark.slow)],
-                         ids=["G2", "G4", "G2-rnd"])  # ~25 s each: G4 and RND in the slow suite
-def test_g_gmis_make_the_update_of_one_process(counts: list[int], rnd: bool, tag: str, tmp_path: Path) -> None:
-    """With ``rnd``, RND's predictor is trained too (its gradients go through the same flat reduction)."""
-    results = spawn(counts, tag, tmp_path, rnd)
+@pytest.mark.parametrize(("counts", "shares", "case"), [
+    ([1, 1], [8, 8], Case()),
+    pytest.param([2, 2], [4, 4, 4, 4], Case(per_minibatch=True), marks=pytest.mark.slow),
+    pytest.param([1, 1, 1, 1], [4, 4, 4, 4], Case(), marks=pytest.mark.slow),
+    pytest.param([1, 1], [1, 15], Case(per_minibatch=True), marks=pytest.mark.slow),
+    pytest.param([1, 1], [8, 8], Case(minibatches=1, rnd=False, symmetry=False), marks=pytest.mark.slow),
+    pytest.param([1, 1], [8, 8], Case(rnd=False, symmetry=False, per_minibatch=True, recurrent=True),
+                 marks=pytest.mark.slow),
+], ids=["G2", "G4-per-minibatch", "G4-1-per-gpu", "G2-uneven", "G2-one-minibatch", "G2-recurrent"])  # ~30 s each
+def test_g_gmis_make_the_update_of_one_process(counts: list[int], shares: list[int], case: Case, tag: str,
+                                               tmp_path: Path) -> None:
+    """``shares``: each GMI's environments (uneven shares: the GMIs' rows of a minibatch weigh as one process's;
+    shares 1 and 15 leave GMI 0 without a row of one minibatch, its stand-in row weighs 0)."""
+    results = spawn(counts, shares, case, tag, tmp_path)
     ref, ref_lr, ref_kls = results[0]["ref"], results[0]["ref_lr"], results[0]["ref_kls"]
-    assert ref_lr != 1e-3 and len(ref_kls) == 4  # the schedule moved: the comparison covers it
+    assert ref_lr != 1e-3 and len(ref_kls) == case.updates  # the schedule moved: the comparison covers it
     for strategy in STRATEGIES:
         first = results[0][strategy]["weights"]
         for r in results:  # every GMI holds the same model, bit for bit
             assert all(torch.equal(r[strategy]["weights"][k], first[k]) for k in first), strategy
         worst = max(float((first[k].double() - ref[k].double()).abs().max()) for k in ref)
-        assert worst <= 1e-6, (strategy, worst)
+        print(f"{strategy}: worst weight difference {worst:.3g}")
+        assert worst <= TOL, (strategy, worst)
         assert results[0][strategy]["lr"] == pytest.approx(ref_lr, rel=1e-6), strategy
         assert results[0][strategy]["kls"] == pytest.approx(ref_kls, rel=1e-5, abs=1e-9), strategy

@@ -160,10 +160,10 @@ def runner_config(recipe: Mapping[str, Any], file: str, overrides: Mapping[str, 
 def fit_batch(cfg: dict[str, Any], num_envs: int, gmis: int) -> str:
     """Refuse a partition whose GMIs cannot split rsl_rl's minibatches evenly (exit 2, naming the valid counts).
 
-    ``num_mini_batches`` stays per GMI as in one process: each of ``gmis`` GMIs holds ``num_envs`` environments
-    and cuts its ``num_envs x num_steps_per_env`` samples into that many minibatches, so one minibatch of all
-    GMIs together is the one-process minibatch of the whole batch. When even one process could not cut the whole
-    batch evenly (rsl_rl then drops the remainder), the returned warning names the counts that can; else "".
+    ``num_mini_batches`` is one process's on the whole batch: feed-forward GMIs take their rows of one process's
+    minibatches (:mod:`gmiexp.rl.rslrl.minibatch`), recurrent ones cut their own ``num_envs`` environments into
+    that many blocks, so each GMI's share must divide. When even one process could not cut the whole batch evenly
+    (rsl_rl then drops the remainder), the returned warning names the counts that can; else "".
     """
     steps = int(cfg["num_steps_per_env"])
     mini = int(cfg["algorithm"].get("num_mini_batches", 4))

@@ -2,9 +2,12 @@
 
 rsl_rl calls :meth:`PPO.broadcast_parameters` before the first rollout and :meth:`PPO.reduce_parameters`
 after every backward pass when it runs multi-GPU; :class:`GMIPPO` overrides both (the Plan's reduction, several
-GMIs per GPU), merges the observation normalisers and normalises advantages over the group in
-:meth:`compute_returns`. The adaptive schedule's KL goes through rsl_rl's own ``all_reduce`` on gmiexp's gloo
-default group (the actor returns it on the host where gloo cannot reduce the device).
+GMIs per GPU). So that G GMIs make the update one process makes on the whole batch, it also updates every
+normaliser on the moments of all GMIs' rows where rsl_rl updates it (:class:`gmiexp.rl.rslrl.sync.GroupNormalization`),
+cuts each GMI's rows of one process's minibatches (:class:`gmiexp.rl.rslrl.minibatch.GroupRolloutStorage`),
+weighs each GMI's gradient and KL by its share of the minibatch, and normalises advantages over the group. The
+adaptive schedule's KL goes through rsl_rl's own ``all_reduce`` on gmiexp's gloo default group (the actor returns
+it on the host where gloo cannot reduce the device).
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from tensordict import TensorDict
 
 from gmiexp.device import host_staging, step_boundary
 from gmiexp.rl.rlgames.lazy import lazy_scalar_guard
-from gmiexp.rl.rslrl.sync import GroupSync, normalisers
+from gmiexp.rl.rslrl.minibatch import GroupRolloutStorage
+from gmiexp.rl.rslrl.sync import GroupSync, group_normalisers
 
 
 @contextlib.contextmanager
@@ -38,16 +42,21 @@ def eager_on_lazy(device: torch.device | str) -> Iterator[None]:
         yield
 
 
-def host_kl(base: type) -> type:
-    """``base`` (the config's actor class) returning its KL divergence on the host, where gloo reduces it."""
+def group_kl(base: type, group: GroupSync, host: bool) -> type:
+    """``base`` (the config's actor class) whose KL counts by this GMI's share of the minibatch (``group.weight``).
 
-    class HostKL(base):  # type: ignore[misc, valid-type]
+    rsl_rl averages the GMIs' mean KLs; weighted, the average is the mean over the minibatch's rows, the KL one
+    process's schedule sees. ``host``: returned on the host, where gloo reduces it.
+    """
+
+    class GroupKL(base):  # type: ignore[misc, valid-type]
         def get_kl_divergence(self, old: Any, new: Any) -> torch.Tensor:
             with eager_on_lazy(new[0].device):
-                return super().get_kl_divergence(old, new).cpu()
+                kl = super().get_kl_divergence(old, new) * group.weight
+                return kl.cpu() if host else kl
 
-    HostKL.__name__ = HostKL.__qualname__ = base.__name__  # same state dict, same printed name
-    return HostKL
+    GroupKL.__name__ = GroupKL.__qualname__ = base.__name__  # same state dict, same printed name
+    return GroupKL
 
 
 def host_tensors(obj: Any) -> Any:
@@ -62,7 +71,7 @@ def host_tensors(obj: Any) -> Any:
 
 
 class GMIPPO(PPO):
-    """rsl_rl's PPO whose group steps (broadcast, gradient reduction, normalisers, advantages) are gmiexp's."""
+    """rsl_rl's PPO whose group steps (broadcast, gradients, normalisers, minibatches, advantages) are gmiexp's."""
 
     def __init__(self, *args: Any, group: GroupSync | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -70,12 +79,22 @@ class GMIPPO(PPO):
         # rsl_rl steps the adaptive schedule on rank 0 only and broadcasts the lr; every GMI sees the group's KL,
         # so each takes the same step itself (the broadcast then changes nothing, and gloo cannot broadcast lazy)
         self.gpu_global_rank = 0
+        #: rsl_rl's normalize_advantage_per_mini_batch as configured (the group storage may take it over)
+        self.per_minibatch_advantages = self.normalize_advantage_per_mini_batch
+        if group is None:
+            return
+        group_normalisers(self.models(), group.moments)
+        self.storage = GroupRolloutStorage(self.storage, group, self.per_minibatch_advantages)
+        # each minibatch's advantages are normalised by the storage over the group's rows, not by rsl_rl on ours
+        self.normalize_advantage_per_mini_batch = False
 
     @staticmethod
     def construct_algorithm(obs: TensorDict, env: Any, cfg: dict, device: str) -> PPO:
-        """rsl_rl's construction; on a device gloo cannot reduce, the actor hands the KL to the host."""
-        if cfg.get("multi_gpu") and host_staging(torch.device(device)):
-            cfg["actor"]["class_name"] = host_kl(resolve_callable(cfg["actor"]["class_name"]))
+        """rsl_rl's construction; in a group the actor's KL counts by the GMI's share of each minibatch."""
+        group = cfg["algorithm"].get("group")
+        if cfg.get("multi_gpu") and group is not None:
+            base = resolve_callable(cfg["actor"]["class_name"])
+            cfg["actor"]["class_name"] = group_kl(base, group, host_staging(torch.device(device)))
         return PPO.construct_algorithm(obs, env, cfg, device)
 
     def models(self) -> list[torch.nn.Module]:
@@ -90,6 +109,8 @@ class GMIPPO(PPO):
                          extras: dict[str, torch.Tensor]) -> None:
         with eager_on_lazy(self.device):
             super().process_env_step(obs, rewards, dones, extras)
+            if self.group is not None:  # the step's normaliser updates not yet taken by a forward pass
+                self.group.moments.flush()
             step_boundary(self.storage.rewards)  # the lazy device's graph ends with the step
 
     def update(self) -> dict[str, float]:
@@ -104,13 +125,11 @@ class GMIPPO(PPO):
 
     def broadcast_parameters(self) -> None:
         """Group rank 0's models, normalisers included, on every GMI (rsl_rl pickles state dicts over NCCL)."""
-        if self.group is None:
-            return
-        self.group.broadcast(self.models())
-        self.group.snapshot(normalisers(self.models()))
+        if self.group is not None:
+            self.group.broadcast(self.models())
 
     def reduce_parameters(self) -> None:
-        """Average the gradients of actor, critic and RND over the group with the Plan's reduction."""
+        """Average the gradients of actor, critic and RND over the group with the Plan's reduction, weighted."""
         if self.group is None:
             return
         params = chain(self.actor.parameters(), self.critic.parameters(),
@@ -119,13 +138,13 @@ class GMIPPO(PPO):
         step_boundary(self.storage.rewards)
 
     def compute_returns(self, obs: TensorDict) -> None:
-        """rsl_rl's returns, after merging the normalisers; advantages normalised over the whole group's batch."""
+        """rsl_rl's returns; advantages normalised over the whole group's batch (or per minibatch, later)."""
         with eager_on_lazy(self.device):
-            if self.group is None:
-                return super().compute_returns(obs)
-            self.group.merge_normalisers(normalisers(self.models()))
             super().compute_returns(obs)
-            if not self.normalize_advantage_per_mini_batch:
-                st = self.storage
+            if self.group is None:
+                return
+            st = self.storage
+            if self.per_minibatch_advantages:  # the group storage normalises each minibatch's
+                st.advantages = st.returns - st.values
+            else:
                 st.advantages = self.group.normalise(st.returns - st.values)
-        return None

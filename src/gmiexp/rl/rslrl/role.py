@@ -40,7 +40,7 @@ class RslRlRole(Role):
         cfg["logger"] = "tensorboard"  # W&B is written by the launcher from the history rows
         factory = load_factory(task.vec_env or MJLAB_FACTORY)
         env = factory(task.env_id, num_envs=gmi.num_envs, device=device, seed=gmi.env_seed, **dict(task.env_config))
-        group = GroupSync(self.ctx.mgr, self.ctx.reduction, rank, world) if world > 1 else None
+        group = GroupSync(self.ctx.mgr, self.ctx.reduction, rank, world, seed=int(plan.seed)) if world > 1 else None
         log_dir = self.ctx.run_dir / CHECKPOINT_DIR if rank == 0 else None
         runner = gmi_runner(runner_base)(env, cfg, str(log_dir) if log_dir else None, device,  # type: ignore[call-arg]
                                          status=self.ctx.status, group=group, check_sync=plan.train.check_sync)
