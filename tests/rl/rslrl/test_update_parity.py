@@ -12,37 +12,20 @@ float round-off (measured worst 2.4e-7).
 
 from __future__ import annotations
 
-import multiprocessing as mp
 from pathlib import Path
 
 import pytest
 import torch
+from gmitest import spawn_gmis
 from rslrl_parity import Case, member
-
-from gmiexp.launch.launcher import free_port
 
 STRATEGIES = ["allreduce", "mpr", "mrr", "har"]
 TOL = 1e-5
 
 
 def spawn(counts: list[int], shares: list[int], case: Case, tag: str, out: Path) -> list[dict]:
-    ctx = mp.get_context("spawn")
-    port = free_port()
-    procs = [ctx.Process(target=member, args=(r, counts, port, tag, str(out), STRATEGIES, case, shares),
-                         daemon=True)
-             for r in range(sum(counts))]
-    for p in procs:
-        p.start()
-    try:
-        for p in procs:
-            p.join(240)
-        assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join()
-    return [torch.load(out / f"{r}.pt", weights_only=False) for r in range(sum(counts))]
+    return spawn_gmis(member, sum(counts), lambda r, port: (counts, port, tag, str(out), STRATEGIES, case, shares),
+                      out)
 
 
 @pytest.mark.timeout(600)
