@@ -153,11 +153,11 @@ def test_experience_layouts_take_the_file_and_refuse_only_what_their_learner_wou
         build_plan(imported(ANT, f"layout={layout}"), tmp_path / layout)
 
     def edit(p):
-        p["config"].update(normalize_rms_advantage=True, schedule_entropy=True)
+        p["config"].update(zero_rnn_on_done=False, schedule_entropy=True)
     variant = str(write_variant(tmp_path, edit))
     with pytest.raises(ConfigError) as e:
         build_plan(imported(variant, "layout=decoupled_async"), tmp_path / "async")
-    assert "train.rlgames_config.normalize_rms_advantage" in str(e.value)
+    assert "train.rlgames_config.zero_rnn_on_done" in str(e.value)
     assert "train.rlgames_config.schedule_entropy" in str(e.value)
     build_plan(imported(variant, "layout=tdg_ex"), tmp_path / "tdg_ex_variant")
 
