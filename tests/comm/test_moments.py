@@ -6,33 +6,17 @@ import threading
 from collections.abc import Callable
 
 import torch
+from reduction_helpers import ThreadSum
 
 from gmiexp.comm.moments import Moments, group_moments, merge_from_start
 
 
-class ThreadSum:
-    """An all-reduce (sum) among ``world`` threads standing for GMIs: every one ends with the same bits."""
-
-    def __init__(self, world: int) -> None:
-        self.world, self.parts = world, {}
-        self.barrier = threading.Barrier(world)
-
-    def __call__(self, t: torch.Tensor) -> None:
-        me = threading.get_ident()
-        self.parts[me] = t.clone()
-        self.barrier.wait()
-        total = sum(self.parts[k] for k in sorted(self.parts))
-        self.barrier.wait()
-        if self.barrier.wait() == 0:
-            self.parts.clear()
-        t.copy_(total)
-
-
-def run_gmis(world: int, fn: Callable[[int, ThreadSum], object]) -> list[object]:
+def run_gmis(world: int, fn: Callable[[int, Callable[[torch.Tensor], None]], object]) -> list[object]:
+    """``fn(rank, all_reduce)`` on ``world`` threads standing for GMIs; what each returned, by rank."""
     red, out = ThreadSum(world), [None] * world
 
     def body(i: int) -> None:
-        out[i] = fn(i, red)
+        out[i] = fn(i, red.for_rank(i))
 
     threads = [threading.Thread(target=body, args=(i,)) for i in range(world)]
     for t in threads:

@@ -208,3 +208,24 @@ def spawn_members(counts: list[int], strategies: list[str], numel: int, tmp_path
                 p.kill()
                 p.join()
     return procs, tag
+
+
+class ThreadSum:
+    """An in-place sum over ``world`` threads standing for GMIs (in rank order: every one gets the same bits).
+
+    ``for_rank(r)`` is GMI ``r``'s all-reduce, as the trainers' reductions hand one to their callers.
+    """
+
+    def __init__(self, world: int) -> None:
+        self.world, self.parts = world, {}
+        self.barrier = threading.Barrier(world)
+
+    def for_rank(self, rank: int):  # noqa: ANN201
+        def all_reduce(t: torch.Tensor) -> None:
+            self.parts[rank] = t.clone()
+            self.barrier.wait()
+            total = sum(self.parts[r] for r in range(self.world))
+            self.barrier.wait()
+            t.copy_(total)
+
+        return all_reduce

@@ -12,6 +12,7 @@ import threading
 
 import pytest
 import torch
+from reduction_helpers import ThreadSum
 from torch import nn
 
 from gmiexp.config import TrainConfig
@@ -48,24 +49,8 @@ def shard(b: dict[str, torch.Tensor], envs: list[int]) -> dict[str, torch.Tensor
     return {k: v[rows] for k, v in b.items()}
 
 
-class GroupSum:
-    """An in-place sum over ``world`` threads, as the reduction sums over the trainer group."""
-
-    def __init__(self, world: int) -> None:
-        self.world, self.parts, self.barrier = world, {}, threading.Barrier(world)
-
-    def for_rank(self, rank: int):
-        def reduce_sum(t: torch.Tensor) -> None:
-            self.parts[rank] = t.clone()
-            self.barrier.wait()
-            total = sum(self.parts[r] for r in range(self.world))
-            self.barrier.wait()
-            t.copy_(total)
-        return reduce_sum
-
-
 def update(world: int, train: TrainConfig) -> list[tuple[Linear, Learner]]:
-    b, group, out = batch(), GroupSum(world), []
+    b, group, out = batch(), ThreadSum(world), []
     per = ENVS // world
     for r in range(world):
         model = Linear()

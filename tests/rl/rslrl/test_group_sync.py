@@ -4,33 +4,15 @@ from __future__ import annotations
 
 import copy
 import threading
-from typing import Any
 
 import torch
+from reduction_helpers import ThreadSum
 from rsl_rl.extensions import RandomNetworkDistillation
 from rsl_rl.models import MLPModel
 from rsl_rl.modules import EmpiricalNormalization
 from tensordict import TensorDict
 
 from gmiexp.rl.rslrl.sync import GroupNormalization, StepMoments, group_normalisers
-
-
-class ThreadSum:
-    """A sum over ``world`` threads standing for GMIs (float64, in rank order: every one gets the same bits)."""
-
-    def __init__(self, world: int) -> None:
-        self.parts: dict[int, torch.Tensor] = {}
-        self.barrier = threading.Barrier(world)
-
-    def of(self, rank: int) -> Any:
-        def all_reduce(t: torch.Tensor) -> None:
-            self.parts[rank] = t.clone()
-            self.barrier.wait()
-            total = sum(self.parts[r] for r in sorted(self.parts))
-            self.barrier.wait()
-            t.copy_(total)
-
-        return all_reduce
 
 
 def test_g_gmis_normalisers_move_as_one_process_s() -> None:
@@ -48,7 +30,7 @@ def test_g_gmis_normalisers_move_as_one_process_s() -> None:
     calls = [0, 0]
 
     def gmi(rank: int) -> None:
-        reduce = red.of(rank)
+        reduce = red.for_rank(rank)
 
         def counted(t: torch.Tensor) -> None:
             calls[rank] += 1
