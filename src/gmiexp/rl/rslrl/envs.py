@@ -48,11 +48,13 @@ def set_path(obj: Any, dotted: str, value: Any) -> None:
         raise ConfigError(f"invalid task.env_config key: {dotted!r}; the environment config has no {last!r}")
 
 
-def mjlab_vec_env(env_id: str, *, num_envs: int, device: str, seed: int, **env_config: Any) -> Any:
+def mjlab_vec_env(env_id: str, *, num_envs: int, device: str, seed: int, render_mode: str | None = None,
+                  **env_config: Any) -> Any:
     """The mjlab training path for one GMI: the registered env config, ``ManagerBasedRlEnv``, ``RslRlVecEnvWrapper``.
 
     ``env_config`` sets fields of mjlab's env config by dotted path (``episode_length_s``, ``scene.env_spacing``).
     mjlab steps on the GMI's GPU, else on the CPU (a stand-in model device such as ``lazy`` included).
+    ``render_mode="rgb_array"``: mjlab's offscreen renderer is built with the environment (``mode=eval``'s video).
     """
     configure_warp_cache()
     import mjlab.tasks  # noqa: F401  (registers the tasks)
@@ -66,7 +68,7 @@ def mjlab_vec_env(env_id: str, *, num_envs: int, device: str, seed: int, **env_c
     for k, v in env_config.items():
         set_path(cfg, k, v)
     with stdout_to_stderr():
-        env = ManagerBasedRlEnv(cfg=cfg, device=sim_device(device))
+        env = ManagerBasedRlEnv(cfg=cfg, device=sim_device(device), render_mode=render_mode)
     return RslRlVecEnvWrapper(env, clip_actions=load_rl_cfg(env_id).clip_actions)
 
 
