@@ -9,7 +9,8 @@ its times). A *run row* says the same things for the whole run, so a name means 
   ``perf/epoch_env_steps_per_s`` this iteration's; ``perf/gmi/<id>/env_steps_per_s`` each GMI's steady rate;
 * ``wall_s``: seconds since the launch began (the summary's ``wall_s`` at the end);
 * ``time/*_s``: running totals, averaged over the GMIs that have them (the summary's at the end);
-* ``reward/mean`` and ``episode/length``: the run-wide episode window. The PPO layouts' GMIs hold it
+* ``reward/mean`` and ``episode/length`` (and an rsl_rl run's RND parts, ``reward/extrinsic_mean`` and
+  ``reward/intrinsic_mean``): the run-wide episode window. The PPO layouts' GMIs hold it
   themselves (every GMI the same figure, :mod:`gmiexp.rl.rlgames.episodes`); where simulator GMIs list their
   finished episodes (``episodes/returns``, serving and experience layouts) it is the mean of the last
   ``games_to_track`` over every GMI (:func:`gmiexp.stats.last_episodes`). ``gmi/<id>/reward/mean`` is each
@@ -42,6 +43,9 @@ LEAD_PREFIXES = ("reward/", "episode/", "loss/", "train/", "sync/", "async/polic
                  "replay/", "iteration")
 GAMES_TO_TRACK = 100  # rl-games' default episode window (``config.games_to_track``)
 TRAINER_PREFIXES = ("loss/", "train/")  # the first trainer's, where the lead GMI has none (experience layouts)
+#: a GMI row's episode lists -> the run row's window over every GMI (RND's parts: rsl_rl GMIs with RND)
+RUN_WINDOWS = {"episodes/returns": "reward/mean", "episodes/lengths": "episode/length",
+               "episodes/extrinsic": "reward/extrinsic_mean", "episodes/intrinsic": "reward/intrinsic_mean"}
 
 
 class Sink(Protocol):
@@ -153,12 +157,10 @@ class RunRows:
                if rows and rows[-1].get("gmi/reward/mean") is not None}
         if any("episodes/returns" in r for rows in sims.values() for r in rows[-1:]):
             window = int(self.plan.train.rlgames_config.get("games_to_track", GAMES_TO_TRACK))
-            returns = last_episodes(sims, window)
-            lengths = last_episodes(sims, window, "episodes/lengths")
-            if returns:
-                out["reward/mean"] = sum(returns) / len(returns)
-            if lengths:
-                out["episode/length"] = sum(lengths) / len(lengths)
+            for key, name in RUN_WINDOWS.items():
+                values = last_episodes(sims, window, key)
+                if values:
+                    out[name] = sum(values) / len(values)
         return out
 
 

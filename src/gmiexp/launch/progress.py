@@ -52,6 +52,9 @@ class Progress:
     def finished(self, frames: int) -> None:
         """Every GMI finished: ``frames`` is the whole run (100%), whatever the planned total was."""
 
+    def retotal(self, total: int) -> None:
+        """The run's total as its GMIs count it (a library whose steps per iteration the Plan does not know)."""
+
     def close(self) -> None:
         pass
 
@@ -78,6 +81,9 @@ class ProgressBar(Progress):
 
     def finished(self, frames: int) -> None:
         self.bar.total = frames
+
+    def retotal(self, total: int) -> None:
+        self.bar.total = total
 
     def close(self) -> None:
         self.bar.close()
@@ -108,6 +114,9 @@ class ProgressLines(Progress):
     def finished(self, frames: int) -> None:
         self.total = frames
         self.printed = None  # the last line is printed again, at 100%
+
+    def retotal(self, total: int) -> None:
+        self.total = total
 
     def close(self) -> None:
         if self.last is not None and self.last != self.printed:

@@ -88,7 +88,15 @@ class Watchdog:
             print(f"gmiexp: live metrics: {e}", file=sys.stderr, flush=True)
 
     def _show(self, display: Progress, statuses: list[dict | None]) -> None:
-        """The run's row (frames, env steps/s, iteration, reward) once it trains, else the phase it waits in."""
+        """The run's row (frames, env steps/s, iteration, reward) once it trains, else the phase it waits in.
+
+        A GMI that knows the run's frames better than the Plan says so in its status (``total_frames``: rsl_rl's
+        ``num_steps_per_env`` comes from a recipe read in the GMIs), and the display counts to that.
+        """
+        total = next((int(s["total_frames"]) for s in statuses if s and s.get("total_frames")), None)
+        if total is not None and total != self.total_frames:
+            self.total_frames = total
+            display.retotal(total)
         row = self.live.last if self.live is not None else None
         if row is None:
             s0 = statuses[0] if statuses else None

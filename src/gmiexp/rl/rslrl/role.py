@@ -3,7 +3,8 @@
 Each GMI builds its own rsl_rl VecEnv (its share of ``batch.total_envs``, its device), the runner config
 (mjlab's registered recipe for an mjlab task, then ``train.file``, then ``train.rslrl``), and the task's runner
 class under :class:`gmiexp.rl.rslrl.runner.GMIRunnerMixin`. Group rank 0 keeps rsl_rl's checkpoints
-(``<run_dir>/rsl_rl/model_<it>.pt``, rsl_rl's format) and its TensorBoard log.
+(``<run_dir>/rsl_rl/model_<it>.pt``, rsl_rl's format), the policy record beside them
+(:mod:`gmiexp.rl.rslrl.checkpoint`) and rsl_rl's TensorBoard log.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from rsl_rl.runners import OnPolicyRunner
 
+from gmiexp.rl.rslrl.checkpoint import write_record
 from gmiexp.rl.rslrl.config import CHECKPOINT_DIR, fit_batch, runner_config
 from gmiexp.rl.rslrl.envs import MJLAB_FACTORY, load_factory, mjlab_recipe
 from gmiexp.rl.rslrl.runner import StopTraining, gmi_runner
@@ -42,6 +44,8 @@ class RslRlRole(Role):
         env = factory(task.env_id, num_envs=gmi.num_envs, device=device, seed=gmi.env_seed, **dict(task.env_config))
         group = GroupSync(self.ctx.mgr, self.ctx.reduction, rank, world, seed=int(plan.seed)) if world > 1 else None
         log_dir = self.ctx.run_dir / CHECKPOINT_DIR if rank == 0 else None
+        if log_dir is not None:  # mode=eval reads the task and runner config beside the checkpoints
+            write_record(log_dir, cfg, task, plan.plan_id)
         runner = gmi_runner(runner_base)(env, cfg, str(log_dir) if log_dir else None, device,  # type: ignore[call-arg]
                                          status=self.ctx.status, group=group, check_sync=plan.train.check_sync)
         if plan.checkpoint:
@@ -51,7 +55,9 @@ class RslRlRole(Role):
             runner.current_learning_iteration += 1
         start = int(runner.current_learning_iteration)
         todo = max(0, int(plan.max_iterations) - start)
-        self.ctx.status.beat(force=True, stage="training")
+        # the run's frames as rsl_rl counts them (its num_steps_per_env, not train.horizon_length): the progress total
+        total = int(plan.max_iterations) * int(cfg["num_steps_per_env"]) * plan.total_envs()
+        self.ctx.status.beat(force=True, stage="training", total_frames=total)
         t0 = time.perf_counter()
         stopped = False
         try:

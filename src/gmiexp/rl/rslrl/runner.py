@@ -35,22 +35,37 @@ def state_digest(models: list[torch.nn.Module]) -> str:
     return h.hexdigest()[:16]
 
 
+#: the episode figures a GMI keeps: return (with RND: extrinsic + intrinsic, as rsl_rl counts it), length, RND's parts
+EPISODE_PARTS = ("returns", "lengths", "extrinsic", "intrinsic")
+#: their windows' means in a history row, each rsl_rl's figure: Train/mean_reward, Train/mean_episode_length,
+#: Rnd/mean_extrinsic_reward, Rnd/mean_intrinsic_reward
+ROW_KEYS = {"returns": "reward/mean", "lengths": "episode/length", "extrinsic": "reward/extrinsic_mean",
+            "intrinsic": "reward/intrinsic_mean"}
+
+
 class StopTraining(Exception):
     """Raised at an iteration boundary when the run is asked to stop (Ctrl-C, SIGTERM, a re-shape)."""
 
 
 class GMILogger(Logger):
-    """rsl_rl's logger (TensorBoard on group rank 0) plus gmiexp's per-iteration rows and heartbeats on every GMI."""
+    """rsl_rl's logger (TensorBoard on group rank 0) plus gmiexp's per-iteration rows and heartbeats on every GMI.
+
+    Every GMI keeps its own episode window the way rsl_rl's logger keeps group rank 0's (the last 100 episodes;
+    with RND an episode's return is its extrinsic plus intrinsic reward, as rsl_rl's ``Train/mean_reward`` counts
+    it), so a GMI's ``gmi/reward/mean`` and ``episode/length`` are rsl_rl's ``Train/mean_reward`` and
+    ``Train/mean_episode_length`` of that GMI; RND's two parts are ``reward/extrinsic_mean`` and
+    ``reward/intrinsic_mean`` (rsl_rl's ``Rnd/mean_extrinsic_reward`` and ``Rnd/mean_intrinsic_reward``).
+    """
 
     def __init__(self, *args: Any, status: StatusWriter, group: GroupSync | None,
                  digest: Callable[[], str] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.status, self.group, self.digest = status, group, digest
-        self.returns = torch.zeros(self.num_envs, device=self.device)
-        self.lengths = torch.zeros(self.num_envs, device=self.device)
-        self.finished: deque[float] = deque(maxlen=100)
-        self.finished_len: deque[float] = deque(maxlen=100)
-        self.new: tuple[list[float], list[float]] = ([], [])  # this iteration's episodes, for the run-wide window
+        self.rnd = bool(self.cfg["algorithm"].get("rnd_cfg"))
+        # running sums and the last 100 episodes, as rsl_rl's (rewards+intrinsic, extrinsic, intrinsic, lengths)
+        self.sums = {k: torch.zeros(self.num_envs, dtype=torch.float, device=self.device) for k in EPISODE_PARTS}
+        self.windows: dict[str, deque[float]] = {k: deque(maxlen=100) for k in EPISODE_PARTS}
+        self.new: dict[str, list[float]] = {k: [] for k in EPISODE_PARTS}  # this iteration's, for the run's window
         self.t_start = time.perf_counter()
         self.frames0: int | None = None
         self.totals = {"collect_s": 0.0, "learn_s": 0.0}
@@ -58,18 +73,35 @@ class GMILogger(Logger):
     def process_env_step(self, rewards: torch.Tensor, dones: torch.Tensor, extras: dict,
                          intrinsic_rewards: torch.Tensor | None = None) -> None:
         super().process_env_step(rewards, dones, extras, intrinsic_rewards)
-        self.returns += rewards.reshape(-1)
-        self.lengths += 1
+        s = self.sums
+        if intrinsic_rewards is not None:  # rsl_rl's arithmetic, so the windows are its own to the bit
+            s["extrinsic"] += rewards
+            s["intrinsic"] += intrinsic_rewards
+            s["returns"] += rewards + intrinsic_rewards
+        else:
+            s["returns"] += rewards
+        s["lengths"] += 1
         ended = (dones.reshape(-1) > 0).nonzero(as_tuple=False).reshape(-1)
         if ended.numel():
-            returns, lengths = self.returns[ended].cpu().tolist(), self.lengths[ended].cpu().tolist()
-            self.finished.extend(returns)
-            self.finished_len.extend(lengths)
-            self.new[0].extend(returns)
-            self.new[1].extend(lengths)
-            self.returns[ended] = 0
-            self.lengths[ended] = 0
+            for k in self.parts():
+                values = s[k][ended].cpu().tolist()
+                self.windows[k].extend(values)
+                self.new[k].extend(values)
+                s[k][ended] = 0
         self.status.beat()
+
+    def parts(self) -> tuple[str, ...]:
+        """The episode figures this run keeps: RND's two parts only with RND."""
+        return EPISODE_PARTS if self.rnd else ("returns", "lengths")
+
+    def means(self) -> dict[str, float | None]:
+        """The windows' means under gmiexp's row keys (None before an episode ended)."""
+        return {ROW_KEYS[k]: statistics.mean(self.windows[k]) if self.windows[k] else None for k in self.parts()}
+
+    @property
+    def finished(self) -> deque[float]:
+        """The last 100 episodes' returns (rsl_rl's ``rewbuffer`` of this GMI)."""
+        return self.windows["returns"]
 
     def log(self, it: int, start_it: int, total_it: int, collect_time: float, learn_time: float,
             loss_dict: dict, learning_rate: float, action_std: torch.Tensor, rnd_weight: float | None,
@@ -83,7 +115,8 @@ class GMILogger(Logger):
             self.frames0 = start_it * local * world  # non-zero after resuming from a checkpoint
         self.totals["collect_s"] += collect_time
         self.totals["learn_s"] += learn_time
-        reward = statistics.mean(self.finished) if self.finished else None
+        means = self.means()
+        reward = means["reward/mean"]
         row = {
             "iteration": it + 1,
             "time": time.time(),
@@ -91,11 +124,10 @@ class GMILogger(Logger):
             "frames": (it + 1) * local * world,  # every GMI steps its share: the group's frames, counted once
             "frames0": self.frames0,
             "local_frames": local,
-            "reward/mean": reward,  # this GMI's window; the run row's is every GMI's (gmiexp.stats.last_episodes)
+            # this GMI's windows; the run row's are every GMI's (gmiexp.stats.last_episodes)
+            **means,
             "gmi/reward/mean": reward,
-            "episodes/returns": self.new[0],
-            "episodes/lengths": self.new[1],
-            "episode/length": statistics.mean(self.finished_len) if self.finished_len else None,
+            **{f"episodes/{k}": self.new[k] for k in self.parts()},
             "perf/env_steps_per_s": local / max(collect_time + learn_time, 1e-9),
             "time/collect_s": self.totals["collect_s"],
             "time/train_s": self.totals["learn_s"],
@@ -107,7 +139,7 @@ class GMILogger(Logger):
         self.status.beat(force=True, iteration=row["iteration"], frames=row["frames"],
                          steps_per_s=row["perf/env_steps_per_s"] * world, reward=reward)
         self.status.history(row)
-        self.new = ([], [])
+        self.new = {k: [] for k in EPISODE_PARTS}
         stop = stop_requested()
         if self.group is not None:  # every GMI ends the same iteration: group rank 0's word
             stop = self.group.mgr.broadcast_float(float(stop), self.group.mgr.plan.trainer_group[0]) > 0
