@@ -14,6 +14,8 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
+from gmiexp.config.compose import conf_dir
+from gmiexp.config.mjlab_tasks import check_task_override
 from gmiexp.config.schema import BACKEND_SCHEMAS, GROUP_SCHEMAS, BackendConfig, Config
 from gmiexp.errors import ConfigError, invalid
 
@@ -54,7 +56,12 @@ def unknown_key(key: str, root: type) -> ConfigError | None:
 
 
 def check_overrides(args: Sequence[str]) -> None:
-    """Raise ConfigError (exit 2) for the first command-line override whose key the schema lacks."""
+    """Raise ConfigError (exit 2) for the first command-line override whose key the schema lacks.
+
+    A ``task=`` option that is neither a ``conf/task`` file nor an mjlab task id is refused here too, naming both
+    (Hydra would list only the files).
+    """
+    check_task_override(args, conf_dir())
     for arg in args:
         if arg.startswith(("-", "+", "~")) or "=" not in arg:
             continue

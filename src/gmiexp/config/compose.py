@@ -13,6 +13,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from gmiexp.config import igym
 from gmiexp.config.checks import check_keys, validate
+from gmiexp.config.mjlab_tasks import check_task_override
 from gmiexp.config.registration import register_configs
 from gmiexp.config.rlgames_yaml import check_file_used, unwrap
 from gmiexp.config.schema import Config
@@ -54,6 +55,7 @@ def compose_config(*overrides: str) -> Config:
     from hydra import compose, initialize_config_dir
 
     register_configs()
+    check_task_override(overrides, conf_dir())
     with initialize_config_dir(config_dir=conf_dir(), version_base="1.3"):
         cfg = compose(config_name="config", overrides=list(overrides))
     return to_config(cfg, check=False)

@@ -12,7 +12,15 @@ from rsl_rl.models import MLPModel
 from tensordict import TensorDict
 
 from gmiexp.errors import ConfigError
-from gmiexp.rl.rslrl.config import check, fit_batch, merge, runner_config, upgrade_legacy
+from gmiexp.rl.rslrl.config import (
+    check,
+    device_note,
+    fit_batch,
+    merge,
+    runner_config,
+    trained_on,
+    upgrade_legacy,
+)
 
 #: rsl_rl 3.x / Isaac Lab 2.x style: one ActorCritic ``policy`` block and ``empirical_normalization``
 LEGACY = {
@@ -91,3 +99,94 @@ def test_cli_refuses_a_distillation_file_and_other_layouts_before_launch(tmp_pat
     r = run_cli("mode=plan", "train=rslrl", "task=Mjlab-Cartpole-Balance", "layout=tdg_ex",
                 f"hydra.run.dir={tmp_path / 'b'}")
     assert r.returncode == 2 and "valid: tcg_ex" in r.stderr, r.stderr[-2000:]
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+#: Isaac Lab's params/agent.yaml as its train.py writes them (tests/rl/rslrl/fixtures: how each was written)
+ISAACLAB = sorted(p.name for p in FIXTURES.glob("isaaclab*.yaml"))
+
+
+def test_every_isaac_lab_agent_yaml_is_read_device_included_and_refused_only_for_what_cannot_run_here() -> None:
+    """device: cuda:0 (where it trained) and the MISSING fields ({}) are accepted; the one refusal is the symmetry
+    function of Isaac Lab's task package, which this environment cannot import, and it is the only reason given."""
+    assert len(ISAACLAB) == 5
+    refused = {}
+    for name in ISAACLAB:
+        try:
+            runner_config({}, str(FIXTURES / name), {})
+        except ConfigError as e:
+            refused[name] = str(e)
+    assert list(refused) == ["isaaclab3_anymal_d_flat_symmetry.yaml"]
+    msg = refused["isaaclab3_anymal_d_flat_symmetry.yaml"]
+    assert "1 key(s)" in msg and "algorithm.symmetry_cfg.data_augmentation_func" in msg
+    assert "'isaaclab_tasks.manager_based.locomotion.velocity.mdp.symmetry.anymal' is not importable" in msg
+
+
+def test_isaac_lab_3_0_format_becomes_the_runner_config_rsl_rl_5_takes(tmp_path: Path) -> None:
+    cfg = runner_config({}, str(FIXTURES / "isaaclab3_anymal_d_rough.yaml"), {})
+    for gone in ("device", "policy", "empirical_normalization"):
+        assert gone not in cfg, gone
+    assert cfg["actor"] == {"class_name": "MLPModel", "hidden_dims": [512, 256, 128], "activation": "elu",
+                            "obs_normalization": False,
+                            "distribution_cfg": {"class_name": "GaussianDistribution", "init_std": 1.0,
+                                                 "std_type": "scalar"}}
+    assert cfg["critic"]["distribution_cfg"] is None and cfg["obs_groups"] == {"actor": ["policy"],
+                                                                              "critic": ["policy"]}
+    rnn = runner_config({}, str(FIXTURES / "isaaclab3_anymal_d_flat_recurrent.yaml"), {})
+    assert rnn["actor"]["class_name"] == "RNNModel" and rnn["actor"]["rnn_type"] == "lstm"
+    # the symmetry file runs once its function is one this environment has (the tests' own mirror)
+    text = (FIXTURES / "isaaclab3_anymal_d_flat_symmetry.yaml").read_text().replace(
+        "isaaclab_tasks.manager_based.locomotion.velocity.mdp.symmetry.anymal:compute_symmetric_states",
+        "rslrl_parity:mirror")
+    (tmp_path / "agent.yaml").write_text(text)
+    sym = runner_config({}, str(tmp_path / "agent.yaml"), {})
+    assert sym["algorithm"]["symmetry_cfg"]["data_augmentation_func"] == "rslrl_parity:mirror"
+
+
+def test_isaac_lab_2_x_and_3_0_files_of_one_task_give_the_same_models() -> None:
+    """Franka lift as Isaac Lab 2.x writes it (policy: ActorCritic) and as 3.0 writes it (actor/critic)."""
+    old = runner_config({}, str(FIXTURES / "isaaclab2_franka_lift.yaml"), {})
+    new = runner_config({}, str(FIXTURES / "isaaclab3_franka_lift.yaml"), {})
+    assert old["actor"] == new["actor"]
+    assert {k: v for k, v in old["critic"].items()} == {k: v for k, v in new["critic"].items() if v is not None}
+    shared = set(old["algorithm"]) & set(new["algorithm"])
+    assert {k: old["algorithm"][k] for k in shared} == {k: new["algorithm"][k] for k in shared}
+
+
+def test_rsl_rl_4_model_keys_and_the_recurrent_policy_are_upgraded_as_isaac_lab_does() -> None:
+    """Isaac Lab with rsl_rl 4.x keeps ``stochastic``/``init_noise_std``; ActorCriticRecurrent becomes RNNModel."""
+    cfg = upgrade_legacy({"actor": {"class_name": "MLPModel", "hidden_dims": [8], "activation": "elu",
+                                    "stochastic": True, "init_noise_std": 0.5, "noise_std_type": "log",
+                                    "state_dependent_std": True},
+                          "critic": {"class_name": "MLPModel", "hidden_dims": [8], "activation": "elu",
+                                     "stochastic": False}})
+    assert cfg["actor"]["distribution_cfg"] == {"class_name": "HeteroscedasticGaussianDistribution",
+                                                "init_std": 0.5, "std_type": "log"}
+    assert "stochastic" not in cfg["critic"] and "distribution_cfg" not in cfg["critic"]
+    rec = upgrade_legacy({"policy": {"class_name": "ActorCriticRecurrent", "init_noise_std": 1.0,
+                                     "actor_hidden_dims": [8], "critic_hidden_dims": [8], "activation": "elu",
+                                     "rnn_type": "gru", "rnn_hidden_dim": 16, "rnn_num_layers": 1}})
+    assert rec["actor"]["class_name"] == rec["critic"]["class_name"] == "RNNModel"
+    assert rec["critic"]["rnn_type"] == "gru" and rec["actor"]["rnn_hidden_dim"] == 16
+
+
+def test_device_is_a_record_in_a_file_and_refused_as_an_override() -> None:
+    assert trained_on({}, str(FIXTURES / "isaaclab3_franka_lift.yaml")) == "cuda:0"
+    note = device_note("cuda:0", "cpu", 2)
+    assert "'cuda:0'" in note and "GMI 0 on 'cpu'" in note and "\n" not in note
+    with pytest.raises(ConfigError, match="device: the GMIs' device is train.device"):
+        runner_config({}, "", {"device": "cuda:1"})
+
+
+def test_mjlab_s_own_agent_yaml_with_its_tuples_is_read(tmp_path: Path) -> None:
+    """mjlab's train writes ``yaml.dump(asdict(cfg))``: its tuples come out tagged ``!!python/tuple``."""
+    pytest.importorskip("mjlab.rl", reason="needs gmiexp[mjlab]")
+    from dataclasses import asdict
+
+    from mjlab.rl import RslRlOnPolicyRunnerCfg
+    from mjlab.utils.os import dump_yaml
+
+    dump_yaml(tmp_path / "agent.yaml", asdict(RslRlOnPolicyRunnerCfg()))
+    assert "!!python/tuple" in (tmp_path / "agent.yaml").read_text()
+    cfg = runner_config({}, str(tmp_path / "agent.yaml"), {})
+    assert cfg["actor"]["hidden_dims"] == [128, 128, 128] and cfg["obs_groups"]["actor"] == ["actor"]

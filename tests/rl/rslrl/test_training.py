@@ -46,6 +46,21 @@ def test_mjlab_recipes_train_with_two_gmis(task: str, envs: int, steps: int, dev
     check_trained(tmp_path, 2, envs * steps)
 
 
+@pytest.mark.timeout(600)
+def test_an_isaac_lab_agent_yaml_as_written_trains_two_gmis_of_an_mjlab_task(tmp_path: Path) -> None:
+    """Isaac Lab 3.0's params/agent.yaml of Franka lift (device: cuda:0, MISSING fields as {}) on this CPU host."""
+    f = Path(__file__).parent / "fixtures" / "isaaclab3_franka_lift.yaml"
+    assert "device: cuda:0" in f.read_text()
+    r = run_cli(*FAST, "task=Mjlab-Cartpole-Balance", f"train.file={f}", "batch.total_envs=8", "max_iterations=2",
+                "train.device=cpu", "launch.heartbeat_timeout_s=300", f"hydra.run.dir={tmp_path}", timeout=560)
+    assert r.returncode == 0, r.stderr[-3000:]
+    check_trained(tmp_path, 2, 8 * 24)  # the file's num_steps_per_env
+    said = [ln for p in (tmp_path / "logs").rglob("*") if p.is_file() for ln in p.read_text(errors="replace")
+            .splitlines() if "trained on device 'cuda:0'" in ln] + [
+        ln for ln in r.stderr.splitlines() if "trained on device 'cuda:0'" in ln]
+    assert said and all("GMI 0 on 'cpu'" in ln for ln in said)
+
+
 def test_a_vec_env_of_our_own_trains_resumes_and_requeues_with_frames_continued(tmp_path: Path) -> None:
     """The seam Isaac Lab users come through: ``task.vec_env=<module>:<function>`` returning an rsl_rl VecEnv."""
     common = [*FAST, "task=Cartpole", "task.vec_env=rslrl_vecenv:make", "batch.total_envs=8",

@@ -16,7 +16,7 @@ from typing import Any
 from rsl_rl.runners import OnPolicyRunner
 
 from gmiexp.rl.rslrl.checkpoint import write_record
-from gmiexp.rl.rslrl.config import CHECKPOINT_DIR, fit_batch, runner_config
+from gmiexp.rl.rslrl.config import CHECKPOINT_DIR, device_note, fit_batch, runner_config, trained_on
 from gmiexp.rl.rslrl.envs import MJLAB_FACTORY, load_factory, mjlab_recipe
 from gmiexp.rl.rslrl.runner import StopTraining, gmi_runner
 from gmiexp.rl.rslrl.sync import GroupSync
@@ -38,6 +38,9 @@ class RslRlRole(Role):
         warning = fit_batch(cfg, gmi.num_envs, world)
         if warning and rank == 0:
             print(f"gmiexp: warning: {warning}", file=sys.stderr, flush=True)
+        note = device_note(trained_on(recipe, plan.train.file), device, world)
+        if note and rank == 0:  # Isaac Lab's agent.yaml names the device it trained on: say once where we train
+            print(f"gmiexp: {note}", file=sys.stderr, flush=True)
         cfg["seed"] = gmi.seed  # gmiexp.planner.seeds: mjlab's and rsl_rl's habit, seed + rank
         cfg["logger"] = "tensorboard"  # W&B is written by the launcher from the history rows
         factory = load_factory(task.vec_env or MJLAB_FACTORY)
