@@ -22,6 +22,8 @@ from gmiexp.launch.launcher import launch, node_run_dir
 from gmiexp.launch.live import LiveLog
 from gmiexp.launch.ownership import LOCK_NAME, own_run_dir
 from gmiexp.launch.summary import one_line, run_config, write_summary
+from gmiexp.pbt.members import describe as describe_population
+from gmiexp.pbt.members import refuse_unavailable
 from gmiexp.planner.build import build_plan, replanner
 from gmiexp.planner.commands import format_commands, node_commands
 from gmiexp.planner.resources import MIB, check_resources, disk_need, free_bytes, shm_need
@@ -184,6 +186,8 @@ def run_plan(cfg: Config, run_dir: Path, overrides: list[str] | None = None) -> 
           file=sys.stderr, flush=True)
     if cmds:
         print(format_commands(cmds), file=sys.stderr, flush=True)
+    if cfg.pbt is not None:
+        print(describe_population(cfg), file=sys.stderr, flush=True)
     return {"status": "ok", "plan_id": plan.plan_id}
 
 
@@ -225,6 +229,7 @@ def run_job(cfg: DictConfig | Config, run_dir: Path) -> tuple[int, dict | None]:
     """Run one job; return its exit code and what its mode returned (a train run's summary)."""
     try:
         c = to_config(cfg)
+        refuse_unavailable(c)  # pbt=...: no population controller yet (mode=plan shows the members)
         try:
             run_dir.mkdir(parents=True, exist_ok=True)  # c.mode is a Mode: to_config checked it
         except OSError as e:

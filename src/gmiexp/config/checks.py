@@ -27,7 +27,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from gmiexp.errors import invalid
+from gmiexp.errors import ConfigError, invalid
 from gmiexp.registry import Registry, is_spec
 
 RANGES_ATTR = "__ranges__"
@@ -329,6 +329,41 @@ INITIALIZER_KWARGS = {
 }
 
 
+@dataclasses.dataclass(frozen=True)
+class Pair(Check):
+    """A range ``[lo, hi]``: two numbers, each within ``within``, the first no larger than the second."""
+
+    within: Between
+
+    def ok(self, value: Any) -> bool:
+        return (isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 2
+                and all(self.within.ok(v) for v in value) and value[0] <= value[1])
+
+    def describe(self) -> str:
+        return f"a pair [lo, hi] with lo <= hi, each {self.within.describe()}"
+
+    def bad_examples(self) -> list[Any]:
+        a = (self.within.lo or 0) + 1
+        return [[a + 1, a], [a], *([[b, a]] for b in self.within.bad_examples()[-1:])]
+
+
+@dataclasses.dataclass(frozen=True)
+class Section(Check):
+    """A nested section of the schema ``schema`` (a config group that is off by default, e.g. ``pbt``)."""
+
+    schema: str
+    options: str
+
+    def ok(self, value: Any) -> bool:
+        return dataclasses.is_dataclass(value) and type(value).__name__ == self.schema
+
+    def describe(self) -> str:
+        return f"null (off), or one of {self.options}"
+
+    def bad_examples(self) -> list[Any]:
+        return ["nope"]
+
+
 def ranges(**checks: Check) -> Callable[[type], type]:
     """Class decorator declaring the valid range of each field of a config schema."""
 
@@ -355,17 +390,68 @@ def _is_schema(annotation: Any) -> bool:
 
 
 def validate(node: Any, prefix: str = "") -> None:
-    """Check every field of ``node`` (a schema instance) and its nested schemas; raise the first violation."""
+    """Check every field of ``node`` (a schema instance) and its nested schemas; raise the first violation.
+
+    A section declared with :func:`all_at_once` (``pbt``) is refused with every violation it holds at once.
+    """
     checks = declared(type(node))
     for f in dataclasses.fields(node):
         value = getattr(node, f.name)
         path = f"{prefix}{f.name}"
         if dataclasses.is_dataclass(value):
-            validate(value, f"{path}.")
+            if hasattr(type(value), ALL_AT_ONCE_ATTR):
+                _refuse_all(value, f"{path}.")
+            else:
+                validate(value, f"{path}.")
             continue
         check = checks.get(f.name)
         if check is not None and not check.ok(value):
             raise invalid(path, value, check.describe())
+
+
+ALL_AT_ONCE_ATTR = "__all_at_once__"
+
+#: (section, its dotted prefix, the fields already refused) -> the reasons it is refused beyond its fields' ranges
+#: ("invalid <key>: ..." lines)
+CrossCheck = Callable[[Any, str, set[str]], list[str]]
+
+
+def all_at_once(cross: CrossCheck | None = None) -> Callable[[type], type]:
+    """Class decorator: refuse the section with every reason at once, its fields' ranges and then ``cross``.
+
+    ``cross`` checks what one field's range cannot say (keys against each other); it is told which fields are out of
+    range already, and leaves out what depends on them.
+    """
+
+    def attach(cls: type) -> type:
+        setattr(cls, ALL_AT_ONCE_ATTR, cross)
+        return cls
+
+    return attach
+
+
+def violations(node: Any, prefix: str = "") -> dict[str, str]:
+    """Field name -> ``invalid <path>: <value>; valid: ...`` for every field of ``node`` outside its declared range."""
+    checks = declared(type(node))
+    out = {}
+    for f in dataclasses.fields(node):
+        value, check = getattr(node, f.name), checks.get(f.name)
+        if check is not None and not check.ok(value):
+            out[f.name] = str(invalid(f"{prefix}{f.name}", value, check.describe()))
+    return out
+
+
+def _refuse_all(node: Any, prefix: str) -> None:
+    bad = violations(node, prefix)
+    reasons = list(bad.values())
+    cross = getattr(type(node), ALL_AT_ONCE_ATTR)
+    if cross is not None:
+        reasons += cross(node, prefix, set(bad))
+    if len(reasons) == 1:
+        raise ConfigError(reasons[0])
+    if reasons:
+        raise ConfigError(f"{len(reasons)} invalid {prefix.rstrip('.')} settings (nothing was launched):\n  "
+                          + "\n  ".join(reasons))
 
 
 def unknown_keys(cfg: DictConfig, schema: type, prefix: str = "") -> list[tuple[str, list[str]]]:

@@ -293,7 +293,10 @@ def _inspect(path: Path) -> Imported:
     flat = dict(leaves(params))
     imp = Imported()
     for key in sorted(set(doc) - {"params"}):
-        imp.notes.append(f"top-level {key}: rl-games' runner reads only params; ignored likewise")
+        if key == "pbt":  # rl-games master's and Isaac Lab's population-based training section
+            imp.notes.append("top-level pbt: population-based training's section, read with pbt=rlgames (docs/pbt.md)")
+        else:
+            imp.notes.append(f"top-level {key}: rl-games' runner reads only params; ignored likewise")
     env = map_env(flat, path)
     imp.notes += env.notes
     if env.refusal is not None:

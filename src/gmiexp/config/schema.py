@@ -7,7 +7,8 @@ rejected before anything starts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import importlib
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from omegaconf import MISSING
@@ -24,9 +25,12 @@ from gmiexp.config.checks import (
     Mapping,
     Maybe,
     OneOf,
+    Pair,
     Positive,
+    Section,
     Settings,
     Text,
+    all_at_once,
     declared,
     ranges,
 )
@@ -458,6 +462,135 @@ class BatchConfig:
     total_minibatch: int | None = None
 
 
+#: rl-games' agent changes these between epochs (``A2CBase.set_param``; the learning rate and KL threshold through its
+#: schedule), so a member takes them without a restart (pbt.exploit=inplace)
+RLGAMES_LIVE_KEYS = ("learning_rate", "kl_threshold", "gamma", "tau", "e_clip", "entropy_coef", "critic_coef",
+                     "bounds_loss_coef", "grad_norm", "mini_epochs")
+#: ... and these only through a restart (pbt.exploit=restart: the rollout buffer's shape changes)
+RLGAMES_RESTART_KEYS = ("horizon_length", "minibatch_size")
+#: rsl_rl's PPO fields it reads at every update (train=rslrl: train.rslrl.algorithm.<key>) -> (integer, lo, hi)
+RSLRL_LIVE_KEYS: dict[str, tuple[bool, float | None, float | None]] = {
+    "learning_rate": (False, 0, None), "gamma": (False, 0, 1), "lam": (False, 0, 1), "clip_param": (False, 0, None),
+    "entropy_coef": (False, 0, None), "value_loss_coef": (False, 0, None), "max_grad_norm": (False, 0, None),
+    "desired_kl": (False, 0, None), "num_learning_epochs": (True, 1, None),
+}
+
+
+@dataclass(frozen=True)
+class Mutable:
+    """A ``train.*`` key population-based training may mutate: its type, declared range, and whether in place."""
+
+    integer: bool
+    lo: float | None
+    hi: float | None
+    live: bool  # set between epochs without a restart
+
+
+def _mutable_keys() -> dict[str, Mutable]:
+    types = {f.name: f.type for f in fields(TrainConfig)}
+    out = {}
+    for name in (*RLGAMES_LIVE_KEYS, *RLGAMES_RESTART_KEYS):
+        check = declared(TrainConfig)[name]
+        assert isinstance(check, Between), name
+        out[f"train.{name}"] = Mutable(types[name] == "int", check.lo, check.hi, name in RLGAMES_LIVE_KEYS)
+    for name, (integer, lo, hi) in RSLRL_LIVE_KEYS.items():
+        out[f"train.rslrl.algorithm.{name}"] = Mutable(integer, lo, hi, True)
+    return out
+
+
+#: every key ``pbt.mutation`` and ``pbt.init`` may name
+PBT_KEYS: dict[str, Mutable] = _mutable_keys()
+
+
+def _pbt_reasons(pbt: PbtConfig, prefix: str, bad: set[str]) -> list[str]:
+    """What the fields' ranges cannot say: each mutation fits its key, in-place keys, DexPBT's population."""
+    out = []
+    if "mutation" not in bad:
+        if not pbt.mutation:
+            out.append(f"invalid {prefix}mutation: {{}}; valid: at least one key to mutate (rl-games refuses an "
+                       "empty mutation too), e.g. {train.learning_rate: mutate_float}")
+        mutations = _registry("gmiexp.pbt.mutation:MUTATIONS")
+        for key, name in pbt.mutation.items():
+            out += _mutation_fits(f"{prefix}mutation.{key}", PBT_KEYS[key], mutations.get(name))
+    if not {"exploit", "mutation"} & bad and pbt.exploit == "inplace":
+        live = [k for k, m in PBT_KEYS.items() if m.live]
+        for key in pbt.mutation:
+            if not PBT_KEYS[key].live:
+                out.append(f"invalid {prefix}mutation key with {prefix}exploit=inplace: {key!r}; valid: "
+                           f"{', '.join(live)} (or {prefix}exploit=restart: {key} changes the rollout's shape)")
+    if "init" not in bad:
+        for key in pbt.init:
+            if PBT_KEYS[key].integer:
+                out.append(f"invalid {prefix}init key: {key!r}; valid: a float key (members draw it log-uniformly)")
+    if not {"replace_rule", "population"} & bad and pbt.population <= 2:
+        rule = _registry("gmiexp.pbt.rules:REPLACE_RULES").get(pbt.replace_rule)
+        if rule.mixes_values:  # DexPBT waits for more than max(2, N // 2) members' objectives
+            out.append(f"invalid {prefix}population with {prefix}replace_rule={pbt.replace_rule}: {pbt.population}; "
+                       "valid: >= 3 (the rule waits for more than max(2, population // 2) members' objectives, so "
+                       "2 members never exploit)")
+    return out
+
+
+def _mutation_fits(path: str, key: Mutable, mutation: Any) -> list[str]:
+    """The mutation suits its key: an integer key takes an integer mutation, a key's range lies in its domain."""
+    if not all(hasattr(mutation, a) for a in ("name", "integer", "domain")):
+        return [f"invalid {path}: {mutation!r}; valid: a registered mutation or <module>:<attr> of a "
+                "gmiexp.pbt.mutation.Mutation (the @mutation decorator registers one)"]
+    if mutation.integer != key.integer:
+        kind = "integer" if key.integer else "float"
+        return [f"invalid {path}: {mutation.name!r}; valid: a mutation of {kind} values ({path} is a {kind} key)"]
+    lo, hi = mutation.domain
+    if (lo is not None and (key.lo is None or key.lo < lo)) or (hi is not None and (key.hi is None or key.hi > hi)):
+        return [f"invalid {path}: {mutation.name!r}; valid: a mutation for values in [{key.lo}, {key.hi}] "
+                f"({mutation.name} takes values in [{lo}, {hi}])"]
+    return []
+
+
+def _registry(spec: str) -> Any:
+    module, attr = spec.split(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+@all_at_once(_pbt_reasons)
+@ranges(
+    population=AtLeast(2, "members"), interval_steps=AtLeast(1, "env steps"), threshold_std=AtLeast(0),
+    threshold_abs=AtLeast(0), mutation_rate=Between(0, 1), change_range=Pair(AtLeast(1, "factor")),
+    mutation=Mapping(OneOf(tuple(PBT_KEYS)), OneOf(registry="gmiexp.pbt.mutation:MUTATIONS")),
+    init=Mapping(OneOf(tuple(PBT_KEYS)), Pair(Positive())),
+    objective=Text(r"\S+", "reward/mean (the run-wide return) or a dotted key of the environment's infos (rl-games' "
+                   "pbt.objective, e.g. episode.Curriculum/difficulty_level; DexPBT's true_objective)"),
+    replace_rule=OneOf(registry="gmiexp.pbt.rules:REPLACE_RULES"), replace_fraction_worst=Between(0, 1, open_lo=True),
+    replace_fraction_best=Between(0, 1, open_lo=True), replace_threshold_frac_std=AtLeast(0),
+    replace_threshold_frac_absolute=AtLeast(0), leader_params_prob=Between(0, 1),
+    start_after=AtLeast(0, "env steps"), initial_delay=AtLeast(0, "env steps"), exploit=OneOf(("inplace", "restart")),
+)
+@dataclass
+class PbtConfig:
+    """Population-based training (pbt=default|dexpbt|rlgames; off by default): Isaac Lab's / rl-games' and DexPBT's."""
+
+    population: int = 8  # members (rl-games' num_policies)
+    interval_steps: int = 100_000  # env steps of a member between its comparisons with the population
+    threshold_std: float = 0.10  # default rule: leaders above max(mean + threshold_std * std, mean + threshold_abs)
+    threshold_abs: float = 0.05  # default rule: underperformers below min(mean - threshold_std * std, mean - ...abs)
+    mutation_rate: float = 0.25  # probability that a mutating member changes each key of mutation
+    change_range: list[float] = field(default_factory=lambda: [1.1, 2.0])  # mutate_float's factor k ~ U(lo, hi)
+    # train.* key -> mutation function (mutate_float | mutate_discount | mutate_eps_clip | mutate_float_min_1 |
+    # mutate_mini_epochs | <module>:<attr>); at least one (pbt=default: Isaac Lab's example set, pbt=dexpbt: DexPBT's)
+    mutation: dict[str, str] = field(default_factory=dict)
+    # train.* key -> [lo, hi]: each member starts with the key drawn log-uniformly over it (e.g. learning rates)
+    init: dict[str, list[float]] = field(default_factory=dict)
+    objective: str = "reward/mean"  # what ranks members: the run-wide return, or a dotted key of the env's infos
+    replace_rule: str = "default"  # default (Isaac Lab / rl-games master) | dexpbt (DexPBT)
+    replace_fraction_worst: float = 0.125  # dexpbt: the bottom ceil(fraction * population) may be replaced
+    replace_fraction_best: float = 0.3  # dexpbt: ... by one of the top ceil(fraction * population)
+    replace_threshold_frac_std: float = 0.5  # dexpbt: only when the lead exceeds this many standard deviations
+    replace_threshold_frac_absolute: float = 0.05  # dexpbt: ... and this fraction of the leader's |objective|
+    leader_params_prob: float = 0.5  # dexpbt: a replaced member mutates the leader's values with this probability
+    start_after: int = 0  # env steps after a member's start or exploit before it may be replaced again (DexPBT)
+    initial_delay: int = 0  # env steps after the run's start before any member is replaced (DexPBT)
+    exploit: str = "inplace"  # inplace (state copied over shared memory between epochs) | restart (the anchors' way)
+
+
 @ranges(
     mode=OneOf(tuple(Mode)), seed=Between(-1, 2**32 - 1), capture_video_freq=AtLeast(1, "epochs"),
     num_envs=AtLeast(1, "environments per GMI"),
@@ -467,6 +600,7 @@ class BatchConfig:
     objective=Text(r"(perf|reward|time|mem|cpu|gpu|async)/[\w/.]+", "a summary.json metric such as "
                    "perf/env_steps_per_s, reward/mean, time/train_s, mem/peak_rss_mb"),
     extra=Anything("free-form: experiments' own knobs"),
+    pbt=Maybe(Section("PbtConfig", "pbt=default, pbt=dexpbt, pbt=rlgames (the rl-games file's pbt: section)")),
 )
 @dataclass
 class Config:
@@ -495,6 +629,7 @@ class Config:
     batch: BatchConfig = field(default_factory=BatchConfig)
     async_train: AsyncConfig = field(default_factory=AsyncConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    pbt: PbtConfig | None = None  # population-based training: null (off) | pbt=default | pbt=dexpbt | pbt=rlgames
     extra: dict[str, Any] = field(default_factory=dict)  # free-form, for experiments' own knobs
     # IsaacGymEnvs' habits (gmiexp.config.igym):
     test: bool = False  # true: mode=eval (play checkpoint= instead of training)
@@ -513,4 +648,5 @@ GROUP_SCHEMAS: dict[str, type] = {
     "hardware": HardwareConfig,
     "logger": LoggerConfig,
     "search": SearchConfig,
+    "pbt": PbtConfig,
 }

@@ -1,0 +1,54 @@
+"""The population a ``pbt`` config describes: each member's starting values, for ``mode=plan`` and the controller."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gmiexp.config import Config
+from gmiexp.config.enums import Mode
+from gmiexp.errors import ConfigError
+from gmiexp.pbt.mutation import initial_values
+
+
+def base_values(cfg: Config) -> dict[str, Any]:
+    """The run's value of every key ``pbt.mutation`` and ``pbt.init`` name (None: rsl_rl's recipe decides it)."""
+    assert cfg.pbt is not None
+    out: dict[str, Any] = {}
+    for key in (*cfg.pbt.mutation, *cfg.pbt.init):
+        node: Any = cfg
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else getattr(node, part, None)
+        out[key] = node
+    return out
+
+
+def starting_values(cfg: Config) -> list[dict[str, Any]]:
+    """Each member's starting values: the run's, with ``pbt.init``'s keys drawn log-uniformly (seeded per member)."""
+    assert cfg.pbt is not None
+    init = {k: (lo, hi) for k, (lo, hi) in cfg.pbt.init.items()}
+    return initial_values(base_values(cfg), init, cfg.pbt.population, cfg.seed)
+
+
+def describe(cfg: Config) -> str:
+    """The population in a few lines (``mode=plan`` prints it on stderr)."""
+    assert cfg.pbt is not None
+    p = cfg.pbt
+    lines = [f"pbt: {p.population} members, rule {p.replace_rule}, every {p.interval_steps} env steps, objective "
+             f"{p.objective}, exploit {p.exploit}; mutating {', '.join(p.mutation)} (rate {p.mutation_rate})"]
+    for m, values in enumerate(starting_values(cfg)):
+        shown = ", ".join(f"{k}={_fmt(v)}" for k, v in values.items())
+        lines.append(f"  member {m}: {shown}")
+    lines.append("  (planned only: the population controller is not built yet, docs/pbt.md)")
+    return "\n".join(lines)
+
+
+def _fmt(value: Any) -> str:
+    return "recipe" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def refuse_unavailable(cfg: Config) -> None:
+    """Exit 2 before anything starts: a ``pbt`` run cannot train yet (honest until the controller exists)."""
+    if cfg.pbt is not None and Mode(cfg.mode) not in (Mode.plan, Mode.doctor):
+        raise ConfigError(f"invalid mode={Mode(cfg.mode).value} with pbt: population-based training is not "
+                          "available yet (its rules and config are; the population controller is not built, "
+                          "docs/pbt.md); valid: mode=plan (shows the members), or no pbt group (pbt=null)")
