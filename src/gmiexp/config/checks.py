@@ -358,7 +358,7 @@ class Section(Check):
         return dataclasses.is_dataclass(value) and type(value).__name__ == self.schema
 
     def describe(self) -> str:
-        return f"null (off), or one of {self.options}"
+        return f"one of {self.options} (null: off)"
 
     def bad_examples(self) -> list[Any]:
         return ["nope"]
