@@ -22,6 +22,11 @@ class PointMass(VecEnv):
         self.gen = torch.Generator().manual_seed(seed)
         self.state = torch.rand(num_envs, 2, generator=self.gen) * 2 - 1
         self.episode_length_buf = torch.zeros(num_envs, dtype=torch.long)
+        self.step_dt = 0.02  # rsl_rl's RND scales its weight by ``env.unwrapped.step_dt`` (Isaac Lab's and mjlab's)
+
+    @property
+    def unwrapped(self) -> PointMass:
+        return self
 
     def get_observations(self) -> TensorDict:
         return TensorDict({"policy": self.state.clone()}, batch_size=[self.num_envs])

@@ -1,12 +1,16 @@
-"""The watchdog kills a silent GMI even while another GMI has not written its first status yet."""
+"""The watchdog kills a silent GMI even while another GMI has not written its first status yet, and shows the run's
+progress to the total its GMIs report."""
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
+from gmiexp.launch.progress import ProgressLines
 from gmiexp.launch.watchdog import Watchdog
 from gmiexp.status import StatusWriter
 
@@ -32,3 +36,14 @@ def test_a_gmi_that_beats_is_left_alone(tmp_path: Path) -> None:
     dog = Watchdog(str(tmp_path), gmis=[0], total_frames=1, heartbeat_timeout_s=5.0, progress=False)
     dog._check_heartbeats([{"pid": 1, "time": time.time(), "stage": "running"}], time.time() - 60)
     assert dog.hang is None
+
+
+def test_the_progress_line_counts_to_the_total_a_gmi_reports(tmp_path: Path) -> None:
+    """train=rslrl's Go1: the Plan counts train.horizon_length (16) steps, rsl_rl's recipe 24; the GMIs say so."""
+    out = io.StringIO()
+    lines = ProgressLines(total=24_576, stream=out, interval_s=0.0)
+    live = SimpleNamespace(last={"frames": 12_288, "iteration": 1, "perf/env_steps_per_s": 100.0}, all_rows=[])
+    dog = Watchdog(str(tmp_path), gmis=[0, 1], total_frames=24_576, heartbeat_timeout_s=5.0, progress=False,
+                   live=live)
+    dog._show(lines, [{"stage": "training", "total_frames": 36_864}, None])
+    assert out.getvalue().startswith("gmiexp progress: 12,288/36,864 frames (33%) | iteration 1 |")

@@ -1,9 +1,11 @@
-"""``mode=eval checkpoint=<.pth>``: play a trained policy on the task it was trained on.
+"""``mode=eval checkpoint=<.pth | model_<it>.pt>``: play a trained policy on the task it was trained on.
 
-Everything is checked before an episode runs (exit 2 on a bad checkpoint, a task that does not
-match, a video that cannot be made); the policy runs in this process, on the recorded task's
-simulator, ``eval.episodes`` episodes side by side. Writes ``summary.json`` (``eval/return_mean``,
-``eval/return_std``, ``eval/length_mean``) and prints a one-line summary.
+An rl-games checkpoint plays through rl-games' player (:mod:`gmiexp.eval.policy`), an rsl_rl one (``model_<it>.pt``
+of a ``train=rslrl`` run, mjlab or Isaac Lab) through rsl_rl's runner (:mod:`gmiexp.eval.rslrl`). Everything is
+checked before an episode runs (exit 2 on a bad checkpoint, a task that does not match, a video that cannot be
+made); the policy runs in this process, on the recorded task's simulator, ``eval.episodes`` episodes side by side.
+Writes ``summary.json`` (``eval/return_mean``, ``eval/return_std``, ``eval/length_mean``) and prints a one-line
+summary. ``eval.video=true`` (or IsaacGymEnvs' ``capture_video=True``) films one episode into ``eval.mp4``.
 """
 
 from __future__ import annotations
@@ -20,15 +22,18 @@ import torch
 from gmiexp.config import Config, EvalConfig, TaskConfig
 from gmiexp.envs import check_task, make_vec_env, task_spaces
 from gmiexp.envs.video import Filmer
-from gmiexp.errors import ConfigError, invalid
+from gmiexp.errors import invalid
 from gmiexp.eval.episodes import Episodes, play
 from gmiexp.eval.policy import check_fits, load_checkpoint, make_player, restore, start_episodes
+from gmiexp.eval.rslrl import play_rslrl
+from gmiexp.eval.task import TASK_IDENTITY, check_task_matches, requested_task
 from gmiexp.planner.build import build_plan
 from gmiexp.rl.rlgames.fit import check_checkpoint_fits
 from gmiexp.rl.rlgames.params import build_params
 from gmiexp.rl.rlgames.record import RECORD, read_record
+from gmiexp.rl.rslrl.checkpoint import read_state
 
-TASK_IDENTITY = ("simulator", "env_id")
+__all__ = ["TASK_IDENTITY", "check_eval", "check_task_matches", "one_line", "requested_task", "run_eval"]
 
 
 def check_eval(e: EvalConfig) -> None:
@@ -38,30 +43,6 @@ def check_eval(e: EvalConfig) -> None:
         raise invalid("eval.video_steps", e.video_steps, "an integer >= 1")
     if min(e.video_width, e.video_height) < 16:
         raise invalid("eval.video_width x eval.video_height", (e.video_width, e.video_height), "sizes >= 16")
-
-
-def requested_task(cfg: Config) -> dict[str, Any] | None:
-    """The task the command line asked for explicitly (``task=...``, ``task.*=``, ``train=rlgames``), if any."""
-    from hydra.core.hydra_config import HydraConfig
-
-    if not HydraConfig.initialized():
-        return None
-    asked = [o.lstrip("+~").split("=")[0] for o in HydraConfig.get().overrides.task]
-    if any(k == "task" or k.startswith("task.") or k in ("train", "train.file") for k in asked):
-        return dataclasses.asdict(cfg.task)
-    return None
-
-
-def check_task_matches(recorded: dict[str, Any], asked: dict[str, Any] | None, checkpoint: Path) -> None:
-    if asked is None:
-        return
-    have = {k: recorded.get(k) for k in TASK_IDENTITY}
-    want = {k: asked.get(k) for k in TASK_IDENTITY}
-    if have != want:
-        raise ConfigError(
-            f"invalid checkpoint={checkpoint} for task {asked.get('name')} ({want['simulator']} {want['env_id']}): "
-            f"it was trained on task {recorded.get('name')} ({have['simulator']} {have['env_id']}); "
-            "drop the task override to evaluate it on its own task")
 
 
 def policy_from_config(cfg: Config, run_dir: Path) -> tuple[TaskConfig, dict[str, Any]]:
@@ -76,11 +57,17 @@ def run_eval(cfg: Config, run_dir: Path, asked: dict[str, Any] | None = None) ->
     e = cfg.eval
     check_eval(e)
     if not cfg.checkpoint:
-        raise invalid("checkpoint", "", "an rl-games .pth written by gmiexp training (mode=eval checkpoint=...)")
+        raise invalid("checkpoint", "", "an rl-games .pth or an rsl_rl model_<it>.pt (mode=eval checkpoint=...)")
     ckpt = Path(cfg.checkpoint).expanduser().resolve()
     if not ckpt.is_file():
-        raise invalid("checkpoint", cfg.checkpoint, "an existing rl-games .pth file")
+        raise invalid("checkpoint", cfg.checkpoint, "an existing rl-games .pth or rsl_rl model_<it>.pt file")
     asked = asked if asked is not None else requested_task(cfg)
+    video = bool(e.video or cfg.capture_video)
+    rslrl = read_state(ckpt)
+    if rslrl is not None:  # rsl_rl's model_<it>.pt
+        with contextlib.redirect_stdout(sys.stderr):  # rsl_rl and mjlab print while they build
+            task, episodes, path, frames = play_rslrl(cfg, ckpt, rslrl, asked, run_dir, video)
+        return summarise(run_dir, ckpt, task, e, episodes, path, frames)
     if (ckpt.parent / RECORD).is_file() or asked is None:
         record = read_record(ckpt)
         task, params = TaskConfig(**record["task"]), record["params"]
@@ -92,14 +79,20 @@ def run_eval(cfg: Config, run_dir: Path, asked: dict[str, Any] | None = None) ->
     check_task(task)
     check_checkpoint_fits(ckpt, task)  # sizes, in one line, before a simulator is built
     filmer = None
-    if e.video:  # opened (and its renderer probed) before anything else runs
+    if video:  # opened (and its renderer probed) before anything else runs
         filmer = Filmer(task, task_spaces(task).obs_shape, e.video_width, e.video_height,
                         min(e.video_steps, int(task.max_episode_length)))
     try:
-        episodes, video, frames = _play(cfg, ckpt, task, params, filmer, run_dir)
+        episodes, path, frames = _play(cfg, ckpt, task, params, filmer, run_dir)
     finally:
         if filmer is not None:
             filmer.close()
+    return summarise(run_dir, ckpt, task, e, episodes, path, frames)
+
+
+def summarise(run_dir: Path, ckpt: Path, task: TaskConfig, e: EvalConfig, episodes: Episodes, video: Path | None,
+              frames: int) -> dict[str, Any]:
+    """Write ``summary.json`` and print the one-line summary (every library's checkpoints alike)."""
     summary = {
         "status": "ok", "mode": "eval", "run_dir": str(run_dir),
         "checkpoint": str(ckpt), "task": task.name, "episodes": e.episodes, "deterministic": e.deterministic,

@@ -4,11 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
-from gmiexp.envs.vecenv import GMIVecEnv
+
+class Steps(Protocol):
+    """What :func:`play` steps: gmiexp's ``GMIVecEnv``, or an rsl_rl VecEnv through ``gmiexp.eval.rslrl.Stepper``."""
+
+    num_envs: int
+
+    def reset(self) -> Any: ...
+
+    def step(self, actions: torch.Tensor) -> tuple[Any, torch.Tensor, torch.Tensor, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -22,7 +31,7 @@ class Episodes:
                 "eval/length_mean": float(np.mean(self.lengths))}
 
 
-def play(env: GMIVecEnv, act: Callable[[torch.Tensor], torch.Tensor], max_steps: int) -> Episodes:
+def play(env: Steps, act: Callable[[Any], torch.Tensor], max_steps: int) -> Episodes:
     """Step every environment until its first episode ends (at most ``max_steps`` steps)."""
     n = env.num_envs
     returns = torch.zeros(n, dtype=torch.float64)

@@ -113,7 +113,10 @@ def task_sizes(task: TaskConfig) -> PolicySizes | None:
     """
     if task.vec_env or task.simulator != "mjlab":
         return None
-    obs, actions = task_dims(task)
+    try:
+        obs, actions = task_dims(task)
+    except (KeyError, ConfigError):  # a task the table does not list: the built actor is checked instead
+        return None
     return PolicySizes(obs=obs, actions=actions, mlp=None)
 
 
