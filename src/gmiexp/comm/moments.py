@@ -7,8 +7,9 @@ The one home of the normaliser arithmetic both trainers share (rl-games' ``Runni
   one collective (shifted by a value every GMI holds, so that large means do not cancel the variance away). A
   normaliser that updates on a batch calls it where one process would update on the whole batch;
   :func:`group_moments_many` does it for several batches in one collective.
-* :func:`merge_from_start`: Chan et al.'s parallel moments for statistics that moved on each GMI's own rows
-  since a common start ``(c0, m0, v0)``: the start is counted once, each GMI's rows once.
+
+No GMI's normaliser moves on its own rows alone, so nothing is merged afterwards (a merge of statistics that moved
+apart from a common start would have to count that start once: the one this replaced counted it G times).
 
 ``all_reduce`` sums a float64 host tensor over the group in place (every GMI ends with the same bits), so the
 results are bit-identical on every GMI.
@@ -80,24 +81,3 @@ def _moments(packed: torch.Tensor, shape: torch.Size, c: torch.Tensor | None) ->
     mean = packed[1:1 + k].reshape(shape) / n
     var = (packed[1 + k:].reshape(shape) / n - mean * mean).clamp_min(0.0)
     return Moments(n, mean + c if c is not None else mean, var)
-
-
-def merge_from_start(start: Moments, local: Moments, all_reduce: AllReduce) -> Moments:
-    """The moments of the common start and every GMI's rows since, from each GMI's own running moments.
-
-    Each GMI began at ``start`` and its running statistics ``local`` now also hold its own rows; what each added
-    (count, sum and sum of squares about ``start.mean``) is summed over the group, and the start counted once.
-    """
-    c0, m0, v0 = start.count, start.mean.double().reshape(-1), start.var.double().reshape(-1)
-    c, m, v = local.count, local.mean.double().reshape(-1), local.var.double().reshape(-1)
-    dm = m - m0
-    added = torch.cat([torch.tensor([c - c0], dtype=torch.float64), c * dm, c * (v + dm * dm) - c0 * v0])
-    all_reduce(added)
-    n, k = float(added[0]), m0.numel()
-    total = c0 + n
-    if n <= 0:
-        return start
-    mean_dev = added[1:1 + k] / total
-    var = ((c0 * v0 + added[1 + k:]) / total - mean_dev * mean_dev).clamp_min(0.0)
-    shape = start.mean.shape
-    return Moments(total, (m0 + mean_dev).reshape(shape), var.reshape(shape))

@@ -1,27 +1,19 @@
-"""Hand-checked numerics of the gradient reduction and normaliser merge."""
+"""Hand-checked numerics of the gradient reduction and the group normalisers."""
 
 from __future__ import annotations
 
 import copy
+import threading
 from pathlib import Path
 
 import torch
 from gmitest import FAST, run_cli
+from reduction_helpers import ThreadSum
 from rl_games.algos_torch.running_mean_std import RunningMeanStd
 from torch import nn
 
 from gmiexp.plan.minibatch import fit_minibatch
-from gmiexp.rl.rlgames.sync import merge_running_stats, reduce_gradients, start_moments
-
-
-class Sum2:
-    """Two fake GMIs: the 'all-reduce' adds the other GMI's tensor."""
-
-    def __init__(self, other: torch.Tensor) -> None:
-        self.other = other
-
-    def __call__(self, t: torch.Tensor) -> None:
-        t.add_(self.other)
+from gmiexp.rl.rlgames.sync import GroupRunningMeanStd, reduce_gradients, step_without_rows
 
 
 def stats_module(data: torch.Tensor) -> RunningMeanStd:
@@ -31,24 +23,67 @@ def stats_module(data: torch.Tensor) -> RunningMeanStd:
     return m
 
 
-def test_merge_running_stats_from_a_restored_normaliser_equals_one_process() -> None:
-    """rl-games' normalisers, restored with a large count, each GMI adding its own rows: the start counted once."""
+def test_group_normalisers_from_a_restored_normaliser_equal_one_process() -> None:
+    """rl-games' normaliser restored with a large count (100,000 rows of N(0,1)), each of 2 GMIs adding 10,000
+    rows of N(1,1): both end where one process adding all 20,000 ends (mean ~0.165, var ~1.14; the merge this
+    replaced counted the start twice: 0.089 / 1.086)."""
     torch.manual_seed(0)
     start = stats_module(torch.randn(100_000, 3))
-    a, b = torch.randn(10_000, 3) + 1, torch.randn(10_000, 3) * 2 - 1
-    one, ma, mb = (copy.deepcopy(start) for _ in range(3))
-    one(torch.cat([a, b]))
-    ma(a), mb(b)
-    record = start_moments(nn.Sequential(start))
-    pa = torch.cat([torch.tensor([float(ma.count) - 100_001.0], dtype=torch.float64),
-                    (ma.count * (ma.running_mean - start.running_mean)).double(),
-                    (ma.count * (ma.running_var + (ma.running_mean - start.running_mean) ** 2)
-                     - start.count * start.running_var).double()])
-    merge_running_stats(nn.Sequential(mb), Sum2(pa), record)  # GMI b's view; GMI a's added rows arrive summed
-    torch.testing.assert_close(mb.running_mean, one.running_mean, rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(mb.running_var, one.running_var, rtol=1e-5, atol=1e-6)
-    assert float(mb.count) == float(one.count) == 120_001.0
-    assert record[0].count == 120_001.0  # the next merge starts from here
+    adds = [torch.randn(10_000, 3) + 1, torch.randn(10_000, 3) + 1]
+    one = copy.deepcopy(start)
+    one(torch.cat(adds))
+    group, out = ThreadSum(2), [None, None]
+
+    def gmi(i: int) -> None:
+        m = GroupRunningMeanStd(copy.deepcopy(start), group.for_rank(i))
+        m.train()
+        m(adds[i])
+        out[i] = m
+
+    threads = [threading.Thread(target=gmi, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    for m in out:
+        torch.testing.assert_close(m.running_mean, one.running_mean, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(m.running_var, one.running_var, rtol=1e-5, atol=1e-6)
+        assert float(m.count) == float(one.count) == 120_001.0
+    assert 0.15 < float(one.running_mean[0]) < 0.18 and 1.12 < float(one.running_var[0]) < 1.16
+
+
+def test_a_gmi_without_rows_joins_the_step_and_adds_nothing() -> None:
+    """The learner's trainer with no rows in a minibatch joins the collective; the step is the other's rows.
+
+    On rl-games' per-channel statistics (image inputs), whose moments are over rows and pixels but whose count is
+    rows: the group normaliser counted pixels until this test.
+    """
+    torch.manual_seed(1)
+    start = RunningMeanStd((2, 3, 3), per_channel=True)  # rl-games' per-channel statistics of image inputs
+    start.train()
+    start(torch.randn(50, 2, 3, 3))
+    rows = torch.randn(20, 2, 3, 3) + 2
+    one = copy.deepcopy(start)
+    one(rows)
+    group, out = ThreadSum(2), [None, None]
+
+    def gmi(i: int) -> None:
+        m = GroupRunningMeanStd(copy.deepcopy(start), group.for_rank(i))
+        m.train()
+        if i == 0:
+            m(rows)
+        else:
+            step_without_rows(m)
+        out[i] = m
+
+    threads = [threading.Thread(target=gmi, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    for m in out:
+        torch.testing.assert_close(m.running_mean, one.running_mean, rtol=1e-5, atol=1e-6)
+        assert float(m.count) == float(one.count) == 1 + 50 + 20  # rl-games counts rows, not rows x pixels
 
 
 def test_reduce_gradients_averages_flat() -> None:

@@ -67,7 +67,8 @@ def make_learner(role: ExperienceSeat) -> Learner | FedUpdate:
                    ppo=role.sync or role.acfg.algo == "ppo",
                    num_minibatches=minibatches(plan, role.sync, tr.minibatch_size, tr.horizon_length),
                    world=len(plan.trainer_group), leader=role.gmi_id == min(plan.trainer_group),
-                   device=role.device, seed=plan.gmi(role.gmi_id).seed,
+                   rank=sorted(plan.trainer_group).index(role.gmi_id),
+                   device=role.device, seed=plan.seed,  # the group's one permutation of its rows
                    max_frames=planned_frames(plan, tr.horizon_length), states=role.states)
 
 

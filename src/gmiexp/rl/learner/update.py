@@ -5,6 +5,12 @@ the trainer group, STYLE item 11) and is weighted by rows, so a trainer with not
 round still takes part with weight 0 and every trainer applies the identical averaged gradient
 (identical weights everywhere). The KL estimate rides in the same reduction as the gradients, so
 the adaptive learning-rate schedule sees the group's KL and every trainer sets the same rate.
+
+G trainers make the update one trainer makes on all their rows (in trainer order): every trainer draws the same
+permutation of the group's rows (the run's seed) and trains its own rows of each minibatch, and with several
+trainers the normalisers step on the moments of every trainer's rows where one trainer steps them (the input
+normaliser on each minibatch forward, the value normaliser on the round's values and returns;
+:class:`~gmiexp.rl.rlgames.sync.GroupRunningMeanStd`), so nothing is merged afterwards.
 Replayed rollouts go through the same step (``off_policy=True``); they use the current rate and do
 not move the schedule (their KL measures the age of the behaviour policy, not the last update).
 """
@@ -18,7 +24,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from gmiexp.comm.moments import Moments
 from gmiexp.config import TrainConfig
 from gmiexp.device import step_boundary
 from gmiexp.rl.learner.gae import gae
@@ -27,7 +32,7 @@ from gmiexp.rl.learner.schedule import make_schedule, needs_kl
 from gmiexp.rl.learner.sequences import as_sequences, model_input, sequence_rows
 from gmiexp.rl.rlgames.checkpoint import SCHEDULE_KEY
 from gmiexp.rl.rlgames.states import StateLayout
-from gmiexp.rl.rlgames.sync import merge_running_stats, normalised, start_moments
+from gmiexp.rl.rlgames.sync import group_normalisers, normalised, step_without_rows
 
 #: Sums a tensor in place over the trainer group (every trainer calls it the same number of times).
 Reduce = Callable[[torch.Tensor], object]
@@ -46,14 +51,18 @@ class Learner:
 
     def __init__(self, model: nn.Module, optimiser: torch.optim.Optimizer, train: TrainConfig, reduce_sum: Reduce,
                  *, ppo: bool, num_minibatches: int, world: int, leader: bool, device: torch.device, seed: int,
-                 max_frames: int, states: StateLayout | None = None) -> None:
+                 max_frames: int, states: StateLayout | None = None, rank: int = 0) -> None:
+        """A trainer of a group of ``world``; ``rank`` is its place there, ``seed`` the minibatch permutation's.
+
+        Every trainer gets the same ``seed`` (the run's); its rows follow the rows of the trainers before it.
+        """
         self.model, self.opt, self.train, self.reduce_sum = model, optimiser, train, reduce_sum
         self.states = states  # a recurrent policy: minibatches of whole seq_length sequences
         self.seq_length = states.seq_length if states is not None else 1
         self.ppo = ppo
         self.mini_epochs = train.mini_epochs if ppo else 1
         self.num_minibatches = num_minibatches if ppo else 1
-        self.world, self.leader, self.device = world, leader, device
+        self.world, self.leader, self.device, self.rank = world, leader, device, rank
         self.schedule = make_schedule(train, max_frames)
         self.lr = float(train.learning_rate)
         self.frames = 0  # rows trained by the group in this run (fresh rows only): the linear schedule's clock
@@ -62,12 +71,13 @@ class Learner:
         self.last_kl = 0.0
         self.train_s = 0.0
         self.comm_s = 0.0
-        self._start: dict[int, Moments] = {}
         self._before: tuple[torch.Tensor, torch.Tensor] | None = None  # rows and neglogp of the last loss
         self._gen = torch.Generator().manual_seed(seed)
         # rl-games' own mixed precision (autocast and its GradScaler on CUDA; both off elsewhere, as in rl-games)
         self.mixed_precision = bool(train.mixed_precision) and device.type == "cuda"
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.mixed_precision)
+        # the group's normalisers before compiling: the compiled module calls the swapped ones
+        self.grouped = group_normalisers(model, self._sum) if world > 1 else []
         self.forward = torch.compile(model) if train.torch_compile else model  # as rl-games' Runner compiles
         # rl-games' schedule_type: "legacy" (its default) moves the rate after every minibatch on its KL,
         # "standard" once per mini-epoch on the mini-epoch's mean KL; A2C's one step is the same either way
@@ -110,16 +120,21 @@ class Learner:
 
     def dataset(self, fresh: Rollouts) -> dict[str, torch.Tensor] | None:
         """GAE per rollout, concatenated on the device; values normalised as configured (advantages: step)."""
-        if not fresh:
-            return None
         tr = self.train
+        vms = getattr(self.model, "value_mean_std", None)
+        if not fresh:
+            if tr.normalize_value and vms is not None:  # the group's values and returns steps, with no rows
+                vms.train()
+                step_without_rows(vms)
+                step_without_rows(vms)
+                vms.eval()
+            return None
         records = tr.horizon_length + 1  # the rollout's steps and its bootstrap record
         parts = [gae(b, records, n, tr.gamma, tr.tau) for n, b in fresh]
         if self.states is not None:
             parts = [as_sequences(p, b, records, n, self.states)
                      for p, (n, b) in zip(parts, fresh, strict=True)]
         d = {k: torch.cat([p[k] for p in parts]).to(self.device) for k in parts[0]}
-        vms = getattr(self.model, "value_mean_std", None)
         if tr.normalize_value and vms is not None:
             vms.train()
             d["values"] = vms(d["values"].reshape(-1, 1)).reshape(-1)
@@ -146,6 +161,8 @@ class Learner:
             step_boundary(mean)  # the forward as data, or each op of the backward run eagerly on lazy reruns it
             self.scaler.scale(mean).backward()
             kl = kl_sum.detach().reshape(1).to(params[0].dtype)
+        elif "running_mean_std" in self.grouped:  # the others' forward steps the input normaliser: join it
+            step_without_rows(self.model.running_mean_std)
         # the row count and the KL ride with the gradients, so they live on their device
         flat = torch.cat([p.grad.reshape(-1) * idx.numel() for p in params]
                          + [torch.tensor([float(idx.numel())], dtype=params[0].dtype, device=params[0].device), kl])
@@ -197,15 +214,18 @@ class Learner:
         t0 = time.perf_counter()
         comm0 = self.comm_s
         self._before = None
-        if not self._start:  # the normalisers every trainer starts the first merge from
-            self._start = start_moments(self.model)
         self.model.train()
         d = self.dataset(fresh)
         n = 0 if d is None else int(d["advantages"].numel())
         a = d["advantages"].double().cpu() if d is not None else torch.zeros(0, dtype=torch.float64)
-        head = self._sum(torch.tensor([float(n), float(done), float(a.sum()), float((a * a).sum())],
-                                      dtype=torch.float64))
+        units = n // self.seq_length  # rows, or whole sequences of a recurrent policy
+        shares = torch.zeros(self.world, dtype=torch.float64)
+        shares[self.rank] = units
+        head = self._sum(torch.cat([torch.tensor([float(n), float(done), float(a.sum()), float((a * a).sum())],
+                                                 dtype=torch.float64), shares]))
         total, all_done = int(head[0].item()), int(head[1].item()) == self.world
+        shares = [int(u) for u in head[4:].tolist()]
+        first = sum(shares[:self.rank])  # my units' place among the group's
         if d is not None and self.train.normalize_advantage and total > 1:
             # over every trainer's rows, as one trainer would over the whole batch: the partition is not the learning
             d["advantages"] = normalised(d["advantages"], total, head[2].item(), head[3].item())
@@ -221,12 +241,14 @@ class Learner:
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
         losses = []
-        units = n // self.seq_length  # rows, or whole sequences of a recurrent policy
         for _ in range(self.mini_epochs):
-            chunks = torch.randperm(units, generator=self._gen).chunk(self.num_minibatches) if units else ()
+            # one permutation of the group's units, the same on every trainer: each trains its own of each minibatch
+            group_units = sum(shares)
+            chunks = torch.randperm(group_units, generator=self._gen).chunk(self.num_minibatches) if group_units else ()
             rows = kl = 0.0
             for i in range(self.num_minibatches):
                 idx = chunks[i] if i < len(chunks) else torch.zeros(0, dtype=torch.long)
+                idx = idx[(idx >= first) & (idx < first + units)] - first
                 if self.states is not None:
                     idx = sequence_rows(idx, self.seq_length)
                 r, k, loss = self._minibatch(d, idx, params, off_policy)
@@ -245,7 +267,6 @@ class Learner:
                 lr, _ = self.schedule.update(self.lr, self.train.entropy_coef, self.epoch0 + self.updates,
                                              self.frames, self.last_kl)
                 self.set_lr(lr)
-        merge_running_stats(self.model, self._sum, self._start)
         self.model.eval()
         self.last_loss = sum(losses) / len(losses) if losses else 0.0
         self.train_s += time.perf_counter() - t0 - (self.comm_s - comm0)

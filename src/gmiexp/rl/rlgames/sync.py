@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -12,7 +13,7 @@ from rl_games.common.schedulers import RLScheduler
 from torch import nn
 
 from gmiexp.comm.manager import GMIManager
-from gmiexp.comm.moments import Moments, group_moments, merge_from_start
+from gmiexp.comm.moments import group_moments
 from gmiexp.comm.reduction import Reduction
 from gmiexp.device import host_staging
 
@@ -74,41 +75,6 @@ def reduce_gradients(params: Iterable[nn.Parameter], reduction: Reduction) -> No
         offset += n
 
 
-def running_stats_modules(model: nn.Module) -> list[nn.Module]:
-    """rl-games' RunningMeanStd modules (observation and value normalisers)."""
-    return [m for m in model.modules()
-            if all(hasattr(m, a) for a in ("running_mean", "running_var", "count"))]
-
-
-def _moments(m: nn.Module) -> Moments:
-    return Moments(float(m.count.item()), m.running_mean.detach().double().cpu().clone(),
-                   m.running_var.detach().double().cpu().clone())
-
-
-def start_moments(model: nn.Module) -> dict[int, Moments]:
-    """Every normaliser's statistics now: record them where the GMIs agree (the common start of the next merge)."""
-    return {idx: _moments(m) for idx, m in enumerate(running_stats_modules(model))}
-
-
-def merge_running_stats(model: nn.Module, all_reduce: Callable[[torch.Tensor], None],
-                        start: dict[int, Moments]) -> None:
-    """Every normaliser of ``model`` becomes that of the common start plus every GMI's rows since.
-
-    For normalisers that moved on each GMI's own rows (the learner's trainers): Chan et al.'s parallel moments
-    (:func:`gmiexp.comm.moments.merge_from_start`), the start counted once; ``start`` (from :func:`start_moments`)
-    is moved to the merged statistics. The collective is passed in, and the result is bit-identical on every GMI.
-    """
-    for idx, m in enumerate(running_stats_modules(model)):
-        if idx not in start:
-            raise ValueError("merge_running_stats: no start recorded (call start_moments where the GMIs agree)")
-        merged = merge_from_start(start[idx], _moments(m), all_reduce)
-        with torch.no_grad():
-            m.running_mean.copy_(merged.mean.view_as(m.running_mean).to(m.running_mean.dtype))
-            m.running_var.copy_(merged.var.view_as(m.running_var).to(m.running_var.dtype))
-            m.count.fill_(merged.count)
-        start[idx] = merged
-
-
 class GroupRunningMeanStd(RunningMeanStd):
     """rl-games' ``RunningMeanStd`` whose training update takes the moments of every GMI's rows.
 
@@ -134,15 +100,30 @@ class GroupRunningMeanStd(RunningMeanStd):
             raise ValueError("GroupRunningMeanStd: rl-games 1.6.5 never masks a RunningMeanStd update")
         axis = tuple(self.axis)
         batch = group_moments(input, self.all_reduce, axis, shift=self.running_mean)
-        dev, dt = self.running_mean.device, self.running_mean.dtype
-        self.running_mean, self.running_var, self.count = self._update_mean_var_count_from_moments(
-            self.running_mean, self.running_var, self.count, batch.mean.to(dev, dt), batch.var.to(dev, dt),
-            batch.count)
+        if batch.count > 0:  # no GMI had rows: one process would not have stepped either
+            dev, dt = self.running_mean.device, self.running_mean.dtype
+            # rl-games counts rows (per_channel: the moments are over rows and pixels, the count is rows)
+            rows = batch.count / math.prod(input.shape[i] for i in axis[1:])
+            self.running_mean, self.running_var, self.count = self._update_mean_var_count_from_moments(
+                self.running_mean, self.running_var, self.count, batch.mean.to(dev, dt), batch.var.to(dev, dt),
+                rows)
         self.training = False  # normalise with the updated statistics, as rl-games does, without a second update
         try:
             return super().forward(input, denorm)
         finally:
             self.training = True
+
+
+def step_without_rows(m: nn.Module) -> None:
+    """Take part in a group normaliser's step for which this GMI has no rows (it adds count 0).
+
+    Every GMI must join each of the group's steps; one with nothing in a minibatch (the learner's trainers, whose
+    shares of a minibatch vary) calls this where the others' forward steps the normaliser. Others: nothing.
+    """
+    if not (isinstance(m, GroupRunningMeanStd) and m.training):
+        return
+    shape = (0, *m.insize) if isinstance(m.insize, tuple | list) else (0, m.insize)  # the rows' shape: insize
+    m(torch.zeros(shape, dtype=m.running_mean.dtype, device=m.running_mean.device))
 
 
 def group_normalisers(model: nn.Module, all_reduce: Callable[[torch.Tensor], None]) -> list[str]:
