@@ -11,7 +11,7 @@ CONSTRAINTS := $(VENV)/torch-constraints.txt
 # "UserWarning: Failed to initialize NumPy" (a fresh venv); a CUDA build's version (2.5.1+cu124) is kept as is
 TORCH_PIN = $(PY) -c 'import importlib.metadata as m; print("torch==" + m.version("torch"))'
 
-.PHONY: venv renderer run test test-slow test-gpu test-slurm gpu-check lint plan doctor bench clean
+.PHONY: venv renderer run test test-slow test-gpu test-slurm test-rslrl-isaaclab gpu-check lint plan doctor bench clean
 
 venv: $(STAMP)
 
@@ -54,6 +54,29 @@ test: venv
 
 test-slow: venv
 	$(FRESH_CACHES) $(PY) -m pytest -q --durations=15 $(XDIST) -m slow
+
+# rsl_rl as an Isaac Lab 3.0 user has it: rsl-rl-lib $(RSLRL_ISAACLAB) and no mjlab (mjlab 1.6.0 pins 5.4.2, the
+# venv's, which `make test` runs). The environment sits in the venv's folder and builds in seconds: every package of
+# the venv linked in but mjlab and rsl_rl, and rsl-rl-lib installed into it without dependencies (the venv has
+# them). The rsl_rl tests run there (tests/rl/rslrl and any test file named for rsl_rl); those needing mjlab skip,
+# and pytest's summary names them.
+RSLRL_ISAACLAB ?= 5.5.1
+ISAACLAB_ENV := $(VENV)/rslrl-$(RSLRL_ISAACLAB)
+RSLRL_TESTS ?= tests/rl/rslrl $(filter-out tests/rl/rslrl/%,$(wildcard tests/test_*rsl*.py tests/*/test_*rsl*.py tests/*/*/test_*rsl*.py))
+PURELIB = -c 'import sysconfig; print(sysconfig.get_path("purelib"))'
+
+$(ISAACLAB_ENV)/.installed: $(STAMP)
+	rm -rf $(ISAACLAB_ENV)
+	$(PY) -m venv --without-pip $(ISAACLAB_ENV)
+	src=$$($(PY) $(PURELIB)) && dst=$$($(ISAACLAB_ENV)/bin/python $(PURELIB)) && \
+	for f in "$$src"/*; do case "$${f##*/}" in mjlab|mjlab-*|rsl_rl|rsl_rl_lib-*) ;; *) ln -s "$$f" "$$dst/" ;; esac; done && \
+	$(PY) -m pip install -q --no-deps --target "$$dst" "rsl-rl-lib==$(RSLRL_ISAACLAB)"
+	touch $@
+
+test-rslrl-isaaclab: $(ISAACLAB_ENV)/.installed
+	@if $(ISAACLAB_ENV)/bin/python -c 'import mjlab' 2>/dev/null; then echo "mjlab is importable in $(ISAACLAB_ENV)" >&2; exit 1; fi
+	@echo "rsl-rl-lib $$($(ISAACLAB_ENV)/bin/python -c 'import importlib.metadata as m; print(m.version("rsl-rl-lib"))'), mjlab not importable ($(ISAACLAB_ENV)): $(RSLRL_TESTS)"
+	$(FRESH_CACHES) $(ISAACLAB_ENV)/bin/python -m pytest -q --durations=10 $(XDIST) $(RSLRL_TESTS)
 
 test-gpu: venv
 	$(PY) -m pytest -q -m gpu

@@ -181,8 +181,10 @@ def member(rank: int, counts: list[int], port: int, tag: str, out: str, strategi
     torch.set_num_threads(1)
     plan = plan_of(counts)
     world = plan.world_size
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    # one process on the whole batch, before the group exists: rsl_rl 5.5's normaliser all-reduces its moments
+    # whenever torch.distributed is initialised, which would count every GMI's copy of the reference
     ref, ref_lr, ref_kls, sampled = one_process(case)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     results: dict[str, Any] = {"ref": ref, "ref_lr": ref_lr, "ref_kls": ref_kls}
     mgr = GMIManager(plan, rank)
     for s in strategies:

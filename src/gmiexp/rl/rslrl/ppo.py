@@ -7,7 +7,8 @@ normaliser on the moments of all GMIs' rows where rsl_rl updates it (:class:`gmi
 cuts each GMI's rows of one process's minibatches (:class:`gmiexp.rl.rslrl.minibatch.GroupRolloutStorage`),
 weighs each GMI's gradient and KL by its share of the minibatch, and normalises advantages over the group. The
 adaptive schedule's KL goes through rsl_rl's own ``all_reduce`` on gmiexp's gloo default group (the actor returns
-it on the host where gloo cannot reduce the device).
+it on the host where gloo cannot reduce the device). The rsl_rl internals used here are listed in
+:mod:`gmiexp.rl.rslrl.hooks`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,27 @@ from gmiexp.device import host_staging, step_boundary
 from gmiexp.rl.rlgames.lazy import lazy_scalar_guard
 from gmiexp.rl.rslrl.minibatch import GroupRolloutStorage
 from gmiexp.rl.rslrl.sync import GroupSync, group_normalisers
+
+
+@contextlib.contextmanager
+def update_device(alg: PPO) -> Iterator[None]:
+    """rsl_rl's update with ``alg.device`` the host while the models are on the lazy stand-in (no-op elsewhere).
+
+    In ``update`` rsl_rl reads ``self.device`` for two things only, and neither exists for ``lazy``: the device type
+    of its ``torch.amp.autocast`` (5.5; autocast has no lazy type and raises even when disabled) and the tensor its
+    adaptive schedule broadcasts the learning rate in (gloo cannot broadcast a lazy tensor: it returns it unchanged).
+    On the host both are what they are on a GPU: autocast off, the learning rate broadcast from rank 0. Every
+    tensor the update trains on is already on the models' device.
+    """
+    device = alg.device
+    if torch.device(device).type != "lazy":
+        yield
+        return
+    alg.device = "cpu"
+    try:
+        yield
+    finally:
+        alg.device = device
 
 
 @contextlib.contextmanager
@@ -77,7 +99,7 @@ class GMIPPO(PPO):
         super().__init__(*args, **kwargs)
         self.group = group
         # rsl_rl steps the adaptive schedule on rank 0 only and broadcasts the lr; every GMI sees the group's KL,
-        # so each takes the same step itself (the broadcast then changes nothing, and gloo cannot broadcast lazy)
+        # so each takes the same step itself (rank 0's broadcast then changes nothing)
         self.gpu_global_rank = 0
         #: rsl_rl's normalize_advantage_per_mini_batch as configured (the group storage may take it over)
         self.per_minibatch_advantages = self.normalize_advantage_per_mini_batch
@@ -114,9 +136,16 @@ class GMIPPO(PPO):
             step_boundary(self.storage.rewards)  # the lazy device's graph ends with the step
 
     def update(self) -> dict[str, float]:
-        """rsl_rl's update; on the lazy device its scalar products run eagerly (see gmiexp.rl.rlgames.lazy)."""
-        with lazy_scalar_guard(self._raw_actor):
-            return super().update()
+        """rsl_rl's update; on the lazy device its scalar products run eagerly (see gmiexp.rl.rlgames.lazy).
+
+        rsl_rl 5.5 updates the normalisers at the end of the update, on the rollout: those updates are taken here,
+        so a checkpoint saved or a digest taken after the update holds them.
+        """
+        with lazy_scalar_guard(self._raw_actor), update_device(self):
+            out = super().update()
+        if self.group is not None:
+            self.group.moments.flush()
+        return out
 
     def save(self) -> dict:
         """rsl_rl's checkpoint dict; on a stand-in device its tensors on the host (lazy storage cannot be pickled)."""

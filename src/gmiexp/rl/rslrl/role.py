@@ -18,6 +18,7 @@ from rsl_rl.runners import OnPolicyRunner
 from gmiexp.rl.rslrl.checkpoint import write_record
 from gmiexp.rl.rslrl.config import CHECKPOINT_DIR, device_note, fit_batch, runner_config, trained_on
 from gmiexp.rl.rslrl.envs import MJLAB_FACTORY, load_factory, mjlab_recipe
+from gmiexp.rl.rslrl.hooks import require as require_hooks
 from gmiexp.rl.rslrl.runner import StopTraining, gmi_runner
 from gmiexp.rl.rslrl.sync import GroupSync
 from gmiexp.role import Role
@@ -29,6 +30,7 @@ class RslRlRole(Role):
     stops_gracefully = True  # the logger ends rsl_rl's loop after the iteration; group rank 0 checkpoints
 
     def run(self) -> dict[str, Any]:
+        require_hooks()  # an rsl_rl release that changed an internal gmiexp overrides would train otherwise, silently
         plan, gmi = self.plan, self.ctx.gmi
         task, device = plan.task, str(self.device)
         group_ids = list(plan.trainer_group)

@@ -140,7 +140,8 @@ class GroupNormalization(EmpiricalNormalization):
 
     def __init__(self, like: EmpiricalNormalization, moments: StepMoments, immediate: bool = False) -> None:
         super().__init__(tuple(like._mean.shape[1:]), eps=like.eps, until=like.until)
-        self.load_state_dict(like.state_dict())
+        # through the host: the lazy device's tensors cannot be copied into a host module's (functionalisation)
+        self.load_state_dict({k: v.detach().cpu() for k, v in like.state_dict().items()})
         self.to(like._mean.device)
         self.train(like.training)
         self.moments, self.immediate = moments, immediate
