@@ -126,7 +126,7 @@ def test_an_mjlab_checkpoint_from_mjlabs_own_runner_plays_and_films(tmp_path: Pa
 
     task, logs = "Mjlab-Cartpole-Balance", tmp_path / "logs"
     agent = load_rl_cfg(task)
-    dump_yaml(logs / AGENT_YAML, agent)
+    dump_yaml(logs / AGENT_YAML, dataclasses.asdict(agent))  # as mjlab's train writes it
     runner = MjlabOnPolicyRunner(mjlab_vec_env(task, num_envs=2, device="cpu", seed=0),
                                  dataclasses.asdict(agent), str(logs), "cpu")
     runner.save(str(logs / "model_0.pt"))
