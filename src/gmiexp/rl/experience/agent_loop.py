@@ -165,13 +165,15 @@ class Collector:
         return self.buf
 
 
-def serve(role: ExperienceSeat, owned: list[Any]) -> dict[str, Any]:
-    """The serving GMI: collect rollouts with the newest published weights and dispense them to the trainers."""
+def open_routes(role: ExperienceSeat, owned: list[Any]) -> tuple[list[Route], Any]:
+    """The agent's channels to its trainers and its first trainer's weight board, both added to ``owned``.
+
+    The channels are made here, announced to the group and sealed once every GMI has attached.
+    """
     plan, gmi = role.plan, role.ctx.gmi
-    horizon, n = role.train_cfg.horizon_length, gmi.num_envs
-    records = horizon + 1  # the stepped records and the bootstrap one
-    routes = []
-    mine = {}
+    n = gmi.num_envs
+    records = role.train_cfg.horizon_length + 1  # the stepped records and the bootstrap one
+    routes, mine = [], {}
     for a, t in plan.channels:
         if a != gmi.id:
             continue
@@ -188,6 +190,14 @@ def serve(role: ExperienceSeat, owned: list[Any]) -> dict[str, Any]:
     links.barrier(role.ctx.mgr)
     for cs in mine.values():
         cs.seal()
+    return routes, board
+
+
+def serve(role: ExperienceSeat, owned: list[Any]) -> dict[str, Any]:
+    """The serving GMI: collect rollouts with the newest published weights and dispense them to the trainers."""
+    plan, gmi = role.plan, role.ctx.gmi
+    horizon, n = role.train_cfg.horizon_length, gmi.num_envs
+    routes, board = open_routes(role, owned)
     dispenser = Dispenser(role.fields, Migrator(routes, gmi.device))
     policy = Policy(role.model, role.spaces, n)
     col = Collector(make_env(role), n, policy, reward_shaper(plan.task), role.fields, horizon, role.states,

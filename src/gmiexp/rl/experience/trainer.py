@@ -12,6 +12,7 @@ publishing weights.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -121,6 +122,20 @@ def spans(ids: list[int]) -> list[list[int]]:
     return out
 
 
+@dataclass
+class Tally:
+    """What a trainer's rounds add up to (its summary's counts and times)."""
+
+    rounds: int = 0
+    updates: int = 0  #: rounds in which the group trained fresh rows
+    trained: int = 0  #: fresh rows this trainer trained
+    trained_all: int = 0  #: fresh rows the group trained
+    replay_batches: int = 0
+    replay_rows: int = 0
+    wait_s: float = 0.0
+    replay_s: float = 0.0
+
+
 class TrainLoop:
     """Rounds of: take rollouts, check them, update (collectively over the trainer group), replay, publish."""
 
@@ -141,6 +156,7 @@ class TrainLoop:
         self.lags: list[int] = []
         self.order = list(batchers)
         self.rr = 0
+        self.tally = Tally()
 
     def check(self, agent: int, batch: dict[str, torch.Tensor]) -> None:
         """Rows must be one whole rollout of the agent (one-record overlap), later than its previous one.
@@ -264,74 +280,95 @@ class TrainLoop:
         if not torch.equal(sums, torch.cat([x * g, x * x * g])):  # equal sums and squares: all equal
             raise RuntimeError(f"trainer GMI {self.role.gmi_id}: the trainers' weights diverged (digest {digest})")
 
+    def admit(self, got: list[tuple[int, dict[str, torch.Tensor]]]) -> list[tuple[int, dict[str, torch.Tensor]]]:
+        """The round's rollouts to train, in agent order (one rl-games batch of their environments).
+
+        Each is checked (:meth:`check`) and its policy lag recorded; an async rollout older than
+        ``async_train.max_policy_lag`` is dropped (counted in ``stale_rows``); the rest are copied to the replay
+        store now (a zero-copy batch is gone at the next take).
+        """
+        fresh = []
+        for a, batch in sorted(got, key=lambda x: x[0]):
+            rows = int(batch["seq"].numel())
+            self.rows_received += rows
+            self.check(a, batch)
+            lag = self.board.version - int(batch["version"].max())
+            self.lags.append(lag)
+            if lag > self.role.acfg.max_policy_lag and not self.role.sync:
+                self.stale_rows += rows
+                continue
+            n_envs = self.plan.gmi(a).num_envs
+            fresh.append((n_envs, batch))
+            if self.replay is not None:
+                self.replay.add(n_envs, batch)
+        return fresh
+
     def run(self) -> dict[str, Any]:
-        role, acfg = self.role, self.role.acfg
+        """Rounds until every agent is done; then the last weights, one checkpoint and the trainer's summary."""
+        role = self.role
         meter = Meter(role)
-        sync = role.sync
-        k = 1 if sync else acfg.publish_every
-        bound = acfg.max_policy_lag
-        rounds = updates = trained = trained_all = 0
-        replay_batches = replay_rows = 0
-        wait_s = replay_s = 0.0
+        every = 1 if role.sync else role.acfg.publish_every  # updates between weight publications
+        t = self.tally = Tally()
         last = time.perf_counter()
         while True:
             t0 = time.perf_counter()
-            got = self.take(sync)
-            wait_s += time.perf_counter() - t0
-            fresh = []
-            for a, batch in sorted(got, key=lambda x: x[0]):  # agent order: one rl-games batch of their environments
-                rows = int(batch["seq"].numel())
-                self.rows_received += rows
-                self.check(a, batch)
-                lag = self.board.version - int(batch["version"].max())
-                self.lags.append(lag)
-                if lag > bound and not sync:
-                    self.stale_rows += rows
-                else:
-                    n_envs = self.plan.gmi(a).num_envs
-                    fresh.append((n_envs, batch))
-                    if self.replay is not None:  # copy now: a zero-copy batch is gone at the next take
-                        self.replay.add(n_envs, batch)
-            done = not self.open
-            n, total, all_done = self.update.step(fresh, done)
-            trained_all += total
-            loss = self.update.last_loss
-            rounds += 1
-            rb = rr = 0
+            got = self.take(role.sync)
+            t.wait_s += time.perf_counter() - t0
+            n, total, all_done = self.update.step(self.admit(got), not self.open)
+            loss = self.update.last_loss  # the fresh rows' (replay rounds below move it)
+            t.trained_all += total
+            t.rounds += 1
+            replayed = (0, 0)
             if total > 0:
-                updates += 1
-                trained += n
-                if self.replay is not None:
-                    t0 = time.perf_counter()
-                    rb, rr = self.replay_round(done)
-                    replay_s += time.perf_counter() - t0
-                    replay_batches += rb
-                    replay_rows += rr
-                if updates % k == 0:
+                t.updates += 1
+                t.trained += n
+                replayed = self.replay_after(not self.open)
+                if t.updates % every == 0:
                     self.board.publish(role.model)
-                self.periodic(updates)
-            elif got and sync:  # a round short of an agent that stopped: the others still wait for a version
+                self.periodic(t.updates)
+            elif got and role.sync:  # a round short of an agent that stopped: the others still wait for a version
                 self.board.publish(role.model)
             if got or total:
-                now = time.perf_counter()
-                lag = max(self.lags[-len(got):]) if got else 0
-                extra = {"replay/batches": rb, "replay/rows": rr} if self.replay is not None else {}
-                meter.row(updates, 0, 0, train_samples=n, **{
-                    "async/train_samples_per_s": n / max(now - last, 1e-9), "async/lag": lag,
-                    "async/policy_version": self.board.version, "loss/total": loss,
-                    "train/kl": float(self.update.last_kl), "train/lr": float(self.update.lr),
-                    "time/train_s": self.update.train_s, "time/comm_s": self.update.comm_s, **extra})
-                last = now
+                last = self.log_round(meter, got, n, loss, replayed, last)
             if all_done:
                 break
-        if updates % k:
+        if t.updates % every:
             self.board.publish(role.model)
-        epoch, frame = self.update.epoch0 + self.iterations(), self.update.frame0 + trained_all
+        return self.finish(meter)
+
+    def replay_after(self, done: bool) -> tuple[int, int]:
+        """The replay rounds after a round that trained fresh rows (none without a store); (batches, rows)."""
+        if self.replay is None:
+            return 0, 0
+        t0 = time.perf_counter()
+        rb, rr = self.replay_round(done)
+        self.tally.replay_s += time.perf_counter() - t0
+        self.tally.replay_batches += rb
+        self.tally.replay_rows += rr
+        return rb, rr
+
+    def log_round(self, meter: Meter, got: list[Any], n: int, loss: float, replayed: tuple[int, int],
+                  last: float) -> float:
+        """The round's history row (rates, lag, version, loss, KL, rate, times); returns its time."""
+        now = time.perf_counter()
+        lag = max(self.lags[-len(got):]) if got else 0
+        extra = {"replay/batches": replayed[0], "replay/rows": replayed[1]} if self.replay is not None else {}
+        meter.row(self.tally.updates, 0, 0, train_samples=n, **{
+            "async/train_samples_per_s": n / max(now - last, 1e-9), "async/lag": lag,
+            "async/policy_version": self.board.version, "loss/total": loss,
+            "train/kl": float(self.update.last_kl), "train/lr": float(self.update.lr),
+            "time/train_s": self.update.train_s, "time/comm_s": self.update.comm_s, **extra})
+        return now
+
+    def finish(self, meter: Meter) -> dict[str, Any]:
+        """One checkpoint per run (the group's first trainer, as GMI 0 does in tcg_ex) and this trainer's summary."""
+        role, t = self.role, self.tally
+        epoch, frame = self.update.epoch0 + self.iterations(), self.update.frame0 + t.trained_all
         saved = ""
-        if role.gmi_id == min(self.plan.trainer_group):  # one checkpoint per run, as GMI 0 does in tcg_ex
+        if role.gmi_id == min(self.plan.trainer_group):
             path = Path(self.plan.run_dir) / "rl_games" / "run" / "nn" / self.plan.task.name
             saved = str(checkpoint.save(path, role.model, self.update.opt, epoch, frame, self.update.schedule_state()))
-        out = {"wall_s": meter.wall_s, "updates": updates, "rounds": rounds, "train_samples": trained,
+        out = {"wall_s": meter.wall_s, "updates": t.updates, "rounds": t.rounds, "train_samples": t.trained,
                "rows_received": self.rows_received, "seq_errors": self.seq_errors,
                "rollouts": {str(a): spans(ids) for a, ids in self.rollouts.items()},
                "stale_rows": self.stale_rows, "async/max_lag": max(self.lags, default=0),
@@ -340,9 +377,9 @@ class TrainLoop:
                "start_digest": self.update.start_digest, "resumed_epoch": self.update.epoch0, "epoch": epoch,
                "frame": frame, "checkpoint": saved,
                "time/train_s": self.update.train_s,
-               "time/comm_s": self.update.comm_s, "time/wait_s": wait_s}
+               "time/comm_s": self.update.comm_s, "time/wait_s": t.wait_s}
         if self.replay is not None:
-            out.update({"replay/batches": replay_batches, "replay/rows": replay_rows, "replay/time_s": replay_s,
+            out.update({"replay/batches": t.replay_batches, "replay/rows": t.replay_rows, "replay/time_s": t.replay_s,
                         **self.replay.stats()})
         return out
 
