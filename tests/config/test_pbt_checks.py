@@ -40,9 +40,12 @@ def test_pbt_dexpbt_is_dexpbts_pbt_default_yaml() -> None:
                           "train.mini_epochs": "mutate_mini_epochs", "train.gamma": "mutate_discount"}
 
 
-def test_a_mutation_key_with_dots_is_set_from_the_command_line() -> None:
-    p = compose_config("pbt=default", "pbt.population=4", "pbt.mutation={train.e_clip:mutate_eps_clip}").pbt
+def test_a_mutation_key_with_dots_is_added_from_the_command_line() -> None:
+    """Hydra's ``+`` merges a dict into the group's (a plain ``key={...}`` cannot add a key to a struct node)."""
+    p = compose_config("pbt=default", "pbt.population=4", "+pbt.mutation={train.e_clip:mutate_eps_clip}",
+                       "+pbt.init={train.learning_rate:[1e-5,1e-2]}").pbt
     assert p.population == 4 and p.mutation["train.e_clip"] == "mutate_eps_clip"
+    assert p.mutation["train.gamma"] == "mutate_discount" and p.init == {"train.learning_rate": [1e-5, 1e-2]}
 
 
 def test_every_pbt_field_declares_its_range() -> None:

@@ -18,7 +18,8 @@ from gmiexp.config.compose import compose_config  # noqa: F401  (re-exported for
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
 #: group options that need another key to compose (their required field)
-NEEDS = {("train", "rlgames"): ["train.file=rl_games:configs/mujoco/ant_envpool.yaml"]}
+NEEDS = {("train", "rlgames"): ["train.file=rl_games:configs/mujoco/ant_envpool.yaml"],
+         ("pbt", "rlgames"): ["train=rlgames", f"train.file={TESTS_DIR / 'config/fixtures/pbt/ant_envpool_pbt.yaml'}"]}
 FAST = ["task=Cartpole", "num_envs=32", "launch.progress=false", "train.horizon_length=16",
         "train.minibatch_size=256", "train.mini_epochs=2"]
 
