@@ -35,6 +35,10 @@ from gmiexp.tools.doctor import doctor, format_doctor
 
 
 def run_train(cfg: Config, run_dir: Path) -> dict:
+    if cfg.pbt is not None:  # a population: its members are runs of their own (gmiexp.pbt.controller)
+        from gmiexp.pbt.controller import run_population
+
+        return run_population(cfg, run_dir, _hydra_overrides())
 
     node_dir = node_run_dir(cfg.launch, run_dir)  # run_dir itself for one node, else run_dir/node<R>
     created = not node_dir.exists()
@@ -229,7 +233,7 @@ def run_job(cfg: DictConfig | Config, run_dir: Path) -> tuple[int, dict | None]:
     """Run one job; return its exit code and what its mode returned (a train run's summary)."""
     try:
         c = to_config(cfg)
-        refuse_unavailable(c)  # pbt=...: no population controller yet (mode=plan shows the members)
+        refuse_unavailable(c)  # pbt=... with a mode that cannot take a population
         try:
             run_dir.mkdir(parents=True, exist_ok=True)  # c.mode is a Mode: to_config checked it
         except OSError as e:

@@ -1,5 +1,6 @@
-"""Population-based training: the anchors' rules (``rules``) and mutations (``mutation``), pure and tested on tables.
+"""Population-based training: the anchors' rules and mutations (pure), and the population controller.
 
-The population controller that runs members on GMIs and exploits in place is designed in DESIGN.md ("Population-based
-training") and not built yet; ``pbt=...`` runs exit 2 saying so, ``mode=plan`` shows the members.
+``rules`` and ``mutation`` are tested on tables; ``controller`` runs members as packed runs with the restart exploit
+and records their lineage. DESIGN.md ("Population-based training") says what is built and what is not (the in-place
+exploit, rsl_rl members, resuming a population); those are refused with exit 2 before anything starts.
 """

@@ -38,7 +38,7 @@ def describe(cfg: Config) -> str:
     for m, values in enumerate(starting_values(cfg)):
         shown = ", ".join(f"{k}={_fmt(v)}" for k, v in values.items())
         lines.append(f"  member {m}: {shown}")
-    lines.append("  (planned only: the population controller is not built yet, docs/pbt.md)")
+    lines.append("  (mode=train runs them with pbt.exploit=restart, rl-games' PPO in tcg_ex; docs/pbt.md)")
     return "\n".join(lines)
 
 
@@ -47,8 +47,7 @@ def _fmt(value: Any) -> str:
 
 
 def refuse_unavailable(cfg: Config) -> None:
-    """Exit 2 before anything starts: a ``pbt`` run cannot train yet (honest until the controller exists)."""
-    if cfg.pbt is not None and Mode(cfg.mode) not in (Mode.plan, Mode.doctor):
-        raise ConfigError(f"invalid mode={Mode(cfg.mode).value} with pbt: population-based training is not "
-                          "available yet (its rules and config are; the population controller is not built, "
-                          "docs/pbt.md); valid: mode=plan (shows the members), or no pbt group (pbt=null)")
+    """Exit 2 before anything starts: a ``pbt`` group means a population to train or plan, not a search or an eval."""
+    if cfg.pbt is not None and Mode(cfg.mode) not in (Mode.train, Mode.plan, Mode.doctor):
+        raise ConfigError(f"invalid mode={Mode(cfg.mode).value} with pbt: a population is trained (mode=train) or "
+                          "planned (mode=plan); valid: mode=train, mode=plan, or no pbt group (pbt=null)")

@@ -1,0 +1,409 @@
+"""The population controller, first slice: members as packed runs, the anchors' restart exploit, lineage.
+
+``python -m gmiexp pbt=... pbt.exploit=restart`` runs each member as a normal gmiexp run (rl-games' PPO, tcg_ex) in
+its own process group on one of the pack launcher's slots (:mod:`gmiexp.pack.slots`), all at once, under
+``<run>/members/<m>/life<k>/`` (a life: one start of the member, from scratch or from a checkpoint). The members
+save a checkpoint every interval (``train.save_frequency``: ``pbt.interval_steps`` rounded to whole epochs), and
+the controller tails each member's ``history.jsonl``: at an interval's last epoch it posts the member's ``Record``
+(the run-wide return there, and its best within the interval) and asks :func:`gmiexp.pbt.rules.decide` with the
+others' records at equal or fewer frames, as the anchors do when a member crosses an interval. A member that
+mutates is stopped (SIGINT to its group, as the pack launcher stops members) and started again as its next life from
+its source's checkpoint of that interval (copied into the new life, so the lineage does not depend on the source's
+files) with the mutated ``train.*`` values as overrides: the anchors' ``os.execv`` with ``--checkpoint``. Frames
+the member trained past the checkpoint are lost, as the anchors lose them.
+
+Everything that happened goes to ``<run>/pbt/state.jsonl`` (starts, records, decisions with the values taken); at
+the end the best member's last checkpoint is copied with its policy record into ``<run>/pbt/best/``, which
+``mode=eval checkpoint=...`` plays. Not built yet (refused with exit 2 by :func:`refuse_unbuilt`): the in-place
+exploit, rsl_rl members, info-key objectives, several nodes; nor resuming a population or replacing a failed
+member (a failed member stops the population, exit 1).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import shutil
+import sys
+import time
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from gmiexp.backends import mps_daemon, mps_session
+from gmiexp.backends.common import visible_device
+from gmiexp.config import Config
+from gmiexp.config.schema import PBT_KEYS
+from gmiexp.errors import ConfigError, LaunchError
+from gmiexp.hardware import resolve
+from gmiexp.launch.requeue import EPOCH_IN_NAME, latest_checkpoint
+from gmiexp.pack import runner, slots
+from gmiexp.pack.runner import Job
+from gmiexp.pbt.members import starting_values
+from gmiexp.pbt.mutation import mutate
+from gmiexp.pbt.rules import Record, Rules, decide, member_rng, start_values, table_at
+from gmiexp.planner.build import build_plan
+from gmiexp.rl.rlgames.record import RECORD
+from gmiexp.signals import sigterm_raises
+from gmiexp.status import read_history
+
+STATE = "state.jsonl"
+OBJECTIVE = "reward/mean"  # the run-wide return, what this slice ranks members by
+#: what the controller sets on every member itself: the user's overrides of these are dropped
+OWNED = ("checkpoint", "launch.resume", "train.save_frequency", "hydra.run.dir", "mode", "seed")
+
+
+def refuse_unbuilt(cfg: Config) -> None:
+    """Exit 2 before anything starts for what a population cannot do yet, naming what runs instead."""
+    p = cfg.pbt
+    assert p is not None
+    reasons = []
+    if p.exploit != "restart":
+        reasons.append(f"invalid pbt.exploit={p.exploit} for a training run: the in-place exploit is not built yet "
+                       "(docs/pbt.md); valid: pbt.exploit=restart")
+    if p.objective != OBJECTIVE:
+        reasons.append(f"invalid pbt.objective={p.objective} for a training run: ranking by an info key is not built "
+                       f"yet; valid: {OBJECTIVE}")
+    if cfg.role != "ppo":
+        reasons.append(f"invalid role={cfg.role} with pbt: rsl_rl and other roles' members are not built yet; "
+                       "valid: role=ppo (rl-games' PPO)")
+    if cfg.layout.name != "tcg_ex":
+        reasons.append(f"invalid layout={cfg.layout.name} with pbt: only tcg_ex members are built; "
+                       "valid: layout=tcg_ex")
+    if cfg.launch.nnodes != 1:
+        reasons.append(f"invalid launch.nnodes={cfg.launch.nnodes} with pbt: a population runs on one node for now; "
+                       "valid: 1")
+    if cfg.checkpoint:
+        reasons.append(f"invalid checkpoint={cfg.checkpoint} with pbt: members start from scratch; valid: ''")
+    if len(reasons) == 1:
+        raise ConfigError(reasons[0])
+    if reasons:
+        raise ConfigError(f"{len(reasons)} invalid settings for a pbt run (nothing was launched):\n  "
+                          + "\n  ".join(reasons))
+
+
+def member_overrides(overrides: list[str]) -> list[str]:
+    """The user's overrides a member runs with: less ``pbt*`` and what the controller sets itself."""
+
+    def key(o: str) -> str:
+        return o.split("=", 1)[0].lstrip("+~")
+
+    return [o for o in overrides if key(o) != "pbt" and not key(o).startswith(("pbt.", "hydra."))
+            and key(o) not in OWNED]
+
+
+def value_overrides(values: dict[str, Any]) -> list[str]:
+    """``train.<key>=<value>`` overrides (repr: a float goes through Hydra exactly)."""
+    return [f"{k}={v!r}" for k, v in values.items() if v is not None]
+
+
+def with_values(cfg: Config, values: dict[str, Any]) -> Config:
+    """A member's Config: the run's, without ``pbt``, with ``values`` set on their dotted keys."""
+    out = replace(copy.deepcopy(cfg), pbt=None)
+    for dotted, value in values.items():
+        *parents, leaf = dotted.split(".")
+        node: Any = out
+        for p in parents:
+            node = getattr(node, p)
+        setattr(node, leaf, value)
+    return out
+
+
+def checkpoint_at(life_dir: Path, epoch: int) -> Path | None:
+    """The periodic checkpoint rl-games wrote at ``epoch`` in a life's ``nn/`` (``last_<name>_ep_<epoch>_...``)."""
+    for p in sorted(life_dir.glob("rl_games/*/nn/last_*.pth")):
+        m = EPOCH_IN_NAME.search(p.name)
+        if m and int(m.group(1)) == epoch:
+            return p
+    return None
+
+
+@dataclass
+class Life:
+    """One start of a member: its run dir, its job, its values, where it started (frames, epoch) and from what."""
+
+    member: int
+    index: int
+    values: dict[str, Any]
+    job: Job
+    started_frames: int = 0
+    seen: int = 0  # history records read
+    best: float | None = None  # the best objective within the current interval (DexPBT's)
+
+
+@dataclass
+class Population:
+    """The controller: the run's config, its members' lives, the records and the state file."""
+
+    cfg: Config
+    run_dir: Path
+    overrides: list[str]
+    poll_s: float = 0.3
+    grace_s: float = 20.0
+    epochs_per_interval: int = 1
+    frames_per_epoch: int = 0
+    lives: dict[int, Life] = field(default_factory=dict)
+    records: list[Record] = field(default_factory=list)
+    checkpoints: dict[tuple[int, int], Path] = field(default_factory=dict)  # (member, interval) -> its checkpoint
+    values_at: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)  # (member, interval) -> values
+    pool: list[slots.Slot] = field(default_factory=list)
+    member_of: slots.Member | None = None
+    per_gpu: int = 1
+    gpus: list[int] = field(default_factory=list)
+    exploits: int = 0
+    pending: list[tuple[Life, int, int]] = field(default_factory=list)  # (life, interval, frames) to decide
+
+    @property
+    def pbt_dir(self) -> Path:
+        return self.run_dir / "pbt"
+
+    @property
+    def rules(self) -> Rules:
+        p = self.cfg.pbt
+        assert p is not None
+        return Rules(population=p.population, threshold_std=p.threshold_std, threshold_abs=p.threshold_abs,
+                     replace_fraction_worst=p.replace_fraction_worst, replace_fraction_best=p.replace_fraction_best,
+                     replace_threshold_frac_std=p.replace_threshold_frac_std,
+                     replace_threshold_frac_absolute=p.replace_threshold_frac_absolute,
+                     leader_params_prob=p.leader_params_prob, start_after=p.start_after,
+                     initial_delay=p.initial_delay)
+
+    def check(self) -> list[dict[str, Any]]:
+        """Every member's config planned on its slot (exit 2 before any start); the interval in epochs."""
+        refuse_unbuilt(self.cfg)
+        p = self.cfg.pbt
+        assert p is not None
+        if (self.run_dir / "members").exists() or (self.pbt_dir / STATE).exists():
+            raise ConfigError(f"invalid run dir {self.run_dir} for pbt: it holds a population already and resuming "
+                              "one is not built yet; valid: a new run dir (hydra.run.dir=...)")
+        hw = resolve(self.cfg.hardware.name)
+        if hw.is_preset:
+            raise ConfigError(f"invalid hardware={self.cfg.hardware.name} for a pbt run: presets only plan; valid: "
+                              "auto, cpu")
+        self.gpus = slots.choose_gpus(hw, None)
+        self.per_gpu = math.ceil(p.population / len(self.gpus))  # every member at once: they compare at intervals
+        self.pool = slots.make_slots(hw, self.gpus, self.per_gpu)
+        backend = next((o.split("=", 1)[1] for o in reversed(self.overrides) if o.startswith("backend=")), None)
+        self.member_of = slots.Member(backend, self.cfg.gmis_per_gpu)
+        self._hw = hw
+        values = starting_values(self.cfg)
+        for m, v in enumerate(values):
+            plan, _ = build_plan(with_values(self.cfg, v), self.member_dir(m, 0), hardware=copy.deepcopy(hw))
+            if plan.role != "ppo" or plan.layout != "tcg_ex":
+                refuse_unbuilt(replace(self.cfg, role=plan.role))  # train=rslrl sets its role in the plan
+            if m == 0:
+                self.frames_per_epoch = sum(g.num_envs for g in plan.gmis) * plan.train.horizon_length
+        self.epochs_per_interval = max(1, round(p.interval_steps / self.frames_per_epoch))
+        return values
+
+    def member_dir(self, member: int, life: int) -> Path:
+        return self.run_dir / "members" / str(member) / f"life{life}"
+
+    def log(self, event: str, **fields: Any) -> None:
+        """Append one event to ``<run>/pbt/state.jsonl`` (the lineage)."""
+        self.pbt_dir.mkdir(parents=True, exist_ok=True)
+        with (self.pbt_dir / STATE).open("a") as f:
+            f.write(json.dumps({"event": event, "time": time.time(), **fields}, default=str) + "\n")
+
+    def start(self, member: int, values: dict[str, Any], slot: slots.Slot, source: Path | None = None,
+              started_frames: int = 0) -> Life:
+        """Start the member's next life on ``slot`` (from ``source``'s checkpoint, copied into it, when given)."""
+        index = self.lives[member].index + 1 if member in self.lives else 0
+        run_dir = self.member_dir(member, index)
+        # member m's own seed (seed + m), as the anchors' processes each draw their own: a population of one seed
+        # would step the same episodes; a restart keeps the member's seed and takes its source's weights
+        extra = [f"train.save_frequency={self.epochs_per_interval}", f"seed={self.cfg.seed + member}"]
+        if source is not None:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            start = run_dir / "start.pth"
+            shutil.copyfile(source, start)
+            if (source.parent / RECORD).is_file():  # the policy record (task, params) the checkpoint came with
+                shutil.copyfile(source.parent / RECORD, run_dir / RECORD)
+            extra += [f"checkpoint={start}", "launch.resume=never"]
+        assert self.member_of is not None
+        job = Job(member, [*member_overrides(self.overrides), *value_overrides(values), *extra], run_dir,
+                  slot_overrides=lambda s: slots.slot_overrides(s, self.member_of, self.per_gpu))  # type: ignore[arg-type]
+        runner.start(job, slot, [])
+        life = self.lives[member] = Life(member, index, dict(values), job, started_frames)
+        self.log("start", member=member, life=index, values=values, slot=slot.name, run_dir=str(run_dir),
+                 checkpoint=str(source) if source else None, frames=started_frames)
+        say(f"pbt: member {member} life {index} on {slot.name}" + (f" from {source}" if source else ""))
+        return life
+
+    def shared_daemons(self) -> AbstractContextManager[None]:
+        """An MPS GPU's one shared daemon for the whole population (as the pack launcher holds it for a sweep)."""
+        assert self.member_of is not None
+        gpus = slots.mps_gpus(self._hw, self.gpus, [self.member_of])
+        if not gpus:
+            return nullcontext()
+        return mps_session.running([mps_daemon.shared_daemon(visible_device(self._hw, g)) for g in gpus])
+
+    def run(self) -> dict[str, Any]:
+        """Run the population to every member's ``max_iterations``; its summary. Ctrl-C/SIGTERM stop every member."""
+        values = self.check()
+        p = self.cfg.pbt
+        assert p is not None
+        self.log("population", population=p.population, rule=p.replace_rule, exploit=p.exploit,
+                 interval_steps=p.interval_steps, epochs_per_interval=self.epochs_per_interval,
+                 frames_per_epoch=self.frames_per_epoch, mutation=dict(p.mutation))
+        say(f"pbt: {p.population} members, {self.per_gpu} per GPU on GPUs {self.gpus}; every "
+            f"{self.epochs_per_interval} epochs ({self.epochs_per_interval * self.frames_per_epoch} env steps), "
+            f"rule {p.replace_rule}, exploit {p.exploit}; state {self.pbt_dir / STATE}")
+        started = time.monotonic()
+        with sigterm_raises(lambda signum: KeyboardInterrupt(f"signal {signum}")), self.shared_daemons():
+            try:
+                for m, v in enumerate(values):
+                    self.start(m, v, self.pool[m])
+                self.loop()
+            except BaseException:
+                self.stop_all()
+                self.log("stopped", reason="interrupted or failed")
+                raise
+        return self.finish(time.monotonic() - started)
+
+    def running(self) -> list[Life]:
+        return [life for life in self.lives.values() if life.job.returncode is None]
+
+    def stop_all(self) -> None:
+        runner.stop([life.job for life in self.running()], self.grace_s)
+
+    def loop(self) -> None:
+        while self.running():
+            time.sleep(self.poll_s)
+            for life in list(self.running()):
+                code = life.job.proc.poll() if life.job.proc is not None else None
+                self.read(life, ended=code is not None)
+                if code is not None:
+                    runner.finish(life.job, code)
+                    if code != 0:
+                        err = (life.job.run_dir / runner.STDERR).read_text().strip().splitlines()[-5:]
+                        raise LaunchError(f"pbt member {life.member} failed (exit {code}): {life.job.run_dir}\n  "
+                                          + "\n  ".join(err))
+            self.decide_pending()
+
+    def read(self, life: Life, ended: bool) -> None:
+        """Post the life's new interval records (the epochs that end an interval, once their checkpoint is written)."""
+        history = read_history(life.job.run_dir)
+        while life.seen < len(history):
+            rec = history[life.seen]
+            objective = rec.get(OBJECTIVE)
+            if isinstance(objective, (int, float)) and math.isfinite(objective):
+                life.best = objective if life.best is None else max(life.best, objective)
+            epoch = int(rec["iteration"])
+            if epoch % self.epochs_per_interval == 0:
+                ckpt = checkpoint_at(life.job.run_dir, epoch)
+                later = life.seen + 1 < len(history) or ended
+                if ckpt is None and not later:
+                    return  # rl-games writes the checkpoint just after the epoch's record: next poll
+                self.post(life, epoch, int(rec["frames"]), objective, ckpt)
+            life.seen += 1
+
+    def post(self, life: Life, epoch: int, frames: int, objective: Any, ckpt: Path | None) -> None:
+        p = self.cfg.pbt
+        assert p is not None
+        interval = epoch // self.epochs_per_interval
+        known = objective if isinstance(objective, (int, float)) and math.isfinite(objective) else None
+        record = Record(life.member, interval, frames, known, life.best)
+        life.best = None
+        self.records.append(record)
+        if ckpt is not None:
+            self.checkpoints[(life.member, interval)] = ckpt
+        self.values_at[(life.member, interval)] = dict(life.values)
+        self.log("record", member=life.member, life=life.index, interval=interval, epoch=epoch, frames=frames,
+                 objective=known, best=record.best, checkpoint=str(ckpt) if ckpt else None)
+        if epoch < self.cfg.max_iterations:  # at its last epoch nothing is left to train
+            self.pending.append((life, interval, frames))
+
+    def complete(self, interval: int) -> bool:
+        """Every member has posted ``interval`` (one of its lives): the table there is the whole population's."""
+        assert self.cfg.pbt is not None
+        return {r.member for r in self.records if r.iteration == interval} >= set(range(self.cfg.pbt.population))
+
+    def decide_pending(self) -> None:
+        """Decide each posted record whose interval every member has reached, in the order posted.
+
+        Waiting for the whole population makes a decision depend on the objectives only, not on which member's
+        epoch ended first: a population repeats from its seed. The member trains on meanwhile; an exploit loses
+        what it trained since (as the anchors' restart does).
+        """
+        for item in list(self.pending):
+            life, interval, frames = item
+            if not self.complete(interval):
+                continue
+            self.pending.remove(item)
+            if self.lives[life.member] is not life or life.job.returncode is not None:
+                continue  # restarted or finished meanwhile
+            self.decide(life, interval, frames)
+
+    def decide(self, life: Life, interval: int, frames: int) -> None:
+        p = self.cfg.pbt
+        assert p is not None
+        table = table_at(self.records, p.population, interval)
+        rng = member_rng(self.cfg.seed, life.member, interval)
+        d = decide(p.replace_rule, table, life.member, self.rules, rng, started_at=life.started_frames)
+        if not d.mutates:
+            return
+        source = table[d.source]
+        assert source is not None
+        ckpt_from = self.checkpoints.get((d.source, source.iteration))
+        if ckpt_from is None:
+            self.log("decision", member=life.member, interval=interval, source=d.source, reason=d.reason,
+                     done="kept: the source has no checkpoint of that interval")
+            return
+        own = dict(life.values)
+        taken = start_values(p.replace_rule, own, self.values_at[(d.source, source.iteration)], self.rules, rng)
+        bounds = {k: (PBT_KEYS[k].lo, PBT_KEYS[k].hi) for k in taken if k in PBT_KEYS}
+        new = mutate(taken, p.mutation, p.mutation_rate, (p.change_range[0], p.change_range[1]), rng, bounds)
+        self.log("decision", member=life.member, interval=interval, frames=frames, source=d.source,
+                 source_interval=source.iteration, source_frames=source.frames, reason=d.reason, copies=d.copies,
+                 values_before=own, values_taken=taken, values=new, checkpoint=str(ckpt_from))
+        say(f"pbt: member {life.member} at interval {interval}: {d.reason}; restarts from member {d.source}'s "
+            f"checkpoint ({source.frames} frames) with {value_overrides(new)}")
+        slot = life.job.slot
+        assert slot is not None
+        runner.stop([life.job], self.grace_s)
+        self.exploits += 1
+        self.start(life.member, new, slot, source=ckpt_from, started_frames=source.frames)
+
+    def finish(self, wall_s: float) -> dict[str, Any]:
+        """The best member by its last objective; its last checkpoint and policy record into ``<run>/pbt/best/``."""
+        members = []
+        for m, life in sorted(self.lives.items()):
+            hist = read_history(life.job.run_dir)
+            ret = hist[-1].get(OBJECTIVE) if hist else None
+            members.append({"member": m, "lives": life.index + 1, "return": ret, "values": life.values,
+                            "run_dir": str(life.job.run_dir)})
+        scored = [x for x in members if isinstance(x["return"], (int, float)) and math.isfinite(x["return"])]
+        summary: dict[str, Any] = {"status": "ok", "run_dir": str(self.run_dir), "wall_s": wall_s,
+                                   "exploits": self.exploits, "members": members}
+        if scored:
+            best = max(scored, key=lambda x: x["return"])
+            found = latest_checkpoint(next(Path(best["run_dir"]).glob("rl_games/*/nn")))
+            if found is not None:
+                dest = self.pbt_dir / "best"
+                dest.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(found[0], dest / found[0].name)
+                shutil.copyfile(found[0].parent / RECORD, dest / RECORD)
+                summary["best"] = {"member": best["member"], "return": best["return"],
+                                   "checkpoint": str(dest / found[0].name)}
+            summary["metrics"] = {OBJECTIVE: best["return"]}
+        self.log("finished", **{k: v for k, v in summary.items() if k != "members"})
+        (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+        return summary
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def run_population(cfg: Config, run_dir: Path, overrides: list[str]) -> dict[str, Any]:
+    """``mode=train`` with ``pbt``: run the population (exit 2 before any start for what is not built)."""
+    summary = Population(cfg, run_dir, overrides).run()
+    best = summary.get("best")
+    print(f"gmiexp pbt ok: {len(summary['members'])} members, {summary['exploits']} exploits, wall "
+          f"{summary['wall_s']:.1f}s" + (f" | best member {best['member']} return {best['return']:.4g}: "
+                                         f"{best['checkpoint']}" if best else "") + f" | {run_dir}", flush=True)
+    return summary
+
