@@ -59,7 +59,7 @@ from gmiexp.rl.rlgames.checkpoint import (
 )
 from gmiexp.rl.rlgames.episodes import gather_over_group, local_mean, merge_meters, run_wide_meters
 from gmiexp.rl.rlgames.filming import EpochFilmer
-from gmiexp.rl.rlgames.lazy import fused_adam_supported, lazy_scalar_guard
+from gmiexp.rl.rlgames.lazy import lazy_scalar_guard, unfused_adam
 from gmiexp.rl.rlgames.observer import EpochReport, GMIObserver
 from gmiexp.rl.rlgames.runstate import gmi_record, resume, resume_line
 from gmiexp.rl.rlgames.sync import (
@@ -126,14 +126,10 @@ class GMISyncMixin:
             self.central_value_net = GMICentralValue(ctx, **central_value_args(self)).to(self.ppo_device)
             if self.normalize_value:
                 self.value_mean_std = self.central_value_net.model.value_mean_std
-        if not fused_adam_supported(self.model):
-            # rl-games 1.6.5 builds Adam with fused=True, which only a few device types implement
-            self.optimizer = torch.optim.Adam(self.model.parameters(), float(self.last_lr), eps=1e-08,
-                                              weight_decay=self.weight_decay)
-        if self.has_central_value and not fused_adam_supported(self.central_value_net.model):
-            cv = self.central_value_net  # its own fused Adam, likewise
-            cv.optimizer = torch.optim.Adam(cv.model.parameters(), float(cv.lr), eps=1e-08,
-                                            weight_decay=cv.weight_decay)
+        self.optimizer = unfused_adam(self.model, self.optimizer, self.last_lr, self.weight_decay)
+        if self.has_central_value:  # its own fused Adam, likewise
+            cv = self.central_value_net
+            cv.optimizer = unfused_adam(cv.model, cv.optimizer, cv.lr, cv.weight_decay)
         if self.gmi_sync:  # normalisers step on the group's moments, where rl-games steps them
             group_normalisers(self.model, gloo_sum())
             if self.has_central_value:

@@ -29,7 +29,7 @@ import torch
 from rl_games.algos_torch import a2c_continuous, a2c_discrete
 from rl_games.common.a2c_common import swap_and_flatten01
 
-from gmiexp.rl.rlgames.lazy import fused_adam_supported, lazy_scalar_guard
+from gmiexp.rl.rlgames.lazy import lazy_scalar_guard, unfused_adam
 
 #: The step fields of rl-games' ``ExperienceBuffer`` a rollout carries (``mus``/``sigmas``: continuous only;
 #: ``states``: a central value net's input).
@@ -99,10 +99,8 @@ class FedRollouts:
 
     def __init__(self, base_name: str, params: dict[str, Any]) -> None:
         super().__init__(base_name, params)  # type: ignore[call-arg]
-        if not fused_adam_supported(self.model):  # type: ignore[attr-defined]
-            # rl-games 1.6.5 builds Adam with fused=True, which only a few device types implement (not lazy)
-            self.optimizer = torch.optim.Adam(self.model.parameters(), float(self.last_lr),  # type: ignore[attr-defined]
-                                              eps=1e-08, weight_decay=self.weight_decay)  # type: ignore[attr-defined]
+        self.optimizer = unfused_adam(self.model, self.optimizer, self.last_lr,  # type: ignore[attr-defined]
+                                      self.weight_decay)  # type: ignore[attr-defined]
 
     #: called before every minibatch's gradients (a trainer GMI's heartbeat: an epoch may outlast its timeout)
     beat: Callable[[], None] | None = None

@@ -44,8 +44,16 @@ def model_device(model: nn.Module) -> torch.device:
     return next(model.parameters()).device
 
 
-def fused_adam_supported(model: nn.Module) -> bool:
-    return model_device(model).type in FUSED_ADAM_DEVICES
+def unfused_adam(model: nn.Module, optimizer: torch.optim.Optimizer, lr: float,
+                 weight_decay: float) -> torch.optim.Optimizer:
+    """``optimizer`` unfused where ``model``'s device has no fused Adam (lazy), else ``optimizer`` unchanged.
+
+    rl-games 1.6.5 builds Adam with ``fused=True``, which only a few device types implement. The one home of that
+    swap for every rl-games agent gmiexp builds (the GMI agent, its central value net, the fed agent).
+    """
+    if model_device(model).type in FUSED_ADAM_DEVICES:
+        return optimizer
+    return torch.optim.Adam(model.parameters(), float(lr), eps=1e-08, weight_decay=weight_decay)
 
 
 @contextmanager
