@@ -8,9 +8,10 @@ seed and partition (``gmis_per_gpu``) at the same ``batch.total_envs`` (the mini
 whatever the partition) and the same epochs; each seed runs the partitions in an order rotated by its index, so a
 drifting host slows each alike. Per run: its run-wide return curve (``reward/mean`` of summary.json's history
 against frames), its return at equal frames (the fewest frames any of the seed's runs of that task reached) and its
-final policy over ``eval_episodes`` deterministic episodes (``mode=eval``, rl-games' and rsl_rl's checkpoints alike; a
-checkpoint ``mode=eval`` refuses with exit 2 is recorded as not evaluated). Then, per task and measure, the paired differences of every
-partition to the first (2 - 1, 4 - 1), seed by seed, their mean with a 95% t interval, and whether 0 lies inside.
+final policy over ``eval_episodes`` deterministic episodes (``mode=eval``, rl-games' and rsl_rl's checkpoints alike;
+a checkpoint ``mode=eval`` refuses with exit 2 is recorded as not evaluated). Then, per task and measure, the paired
+differences of every partition to the first (2 - 1, 4 - 1), seed by seed, their mean with a 95% t interval, and
+whether 0 lies inside.
 Writes results/equivalence.csv (one row per run), equivalence_curves.csv (every run's curve), equivalence.md and
 equivalence.png (return against frames, one panel per task, one colour per partition; seeds thin, their mean thick).
 """
