@@ -103,13 +103,14 @@ def test_dexpbt_needs_three_members_and_a_mutation_at_least_one_key(tmp_path: Pa
     assert "invalid pbt.mutation: {}; valid: at least one key" in err
 
 
-def test_a_pbt_run_exits_2_saying_pbt_training_is_not_available_yet(tmp_path: Path, capsys) -> None:
+def test_a_pbt_run_with_the_in_place_exploit_exits_2_naming_the_one_built(tmp_path: Path, capsys) -> None:
     cfg = copy.deepcopy(BASE)
     cfg.mode = "train"
+    assert cfg.pbt.exploit == "inplace"  # the group's default, not built yet
     assert run(cfg, tmp_path / "run") == 2
     err = capsys.readouterr().err
-    assert "invalid mode=train with pbt: population-based training is not available yet" in err
-    assert "valid: mode=plan (shows the members), or no pbt group (pbt=null)" in err
+    assert "invalid pbt.exploit=inplace for a training run: the in-place exploit is not built yet" in err
+    assert "valid: pbt.exploit=restart" in err
     assert not (tmp_path / "run").exists()
 
 

@@ -41,7 +41,7 @@ from gmiexp.hardware import resolve
 from gmiexp.launch.requeue import EPOCH_IN_NAME, latest_checkpoint
 from gmiexp.pack import runner, slots
 from gmiexp.pack.runner import Job
-from gmiexp.pbt.members import starting_values
+from gmiexp.pbt.members import OBJECTIVE, refuse_unbuilt, starting_values
 from gmiexp.pbt.mutation import mutate
 from gmiexp.pbt.rules import Record, Rules, decide, member_rng, start_values, table_at
 from gmiexp.planner.build import build_plan
@@ -50,38 +50,8 @@ from gmiexp.signals import sigterm_raises
 from gmiexp.status import read_history
 
 STATE = "state.jsonl"
-OBJECTIVE = "reward/mean"  # the run-wide return, what this slice ranks members by
 #: what the controller sets on every member itself: the user's overrides of these are dropped
 OWNED = ("checkpoint", "launch.resume", "train.save_frequency", "hydra.run.dir", "mode", "seed")
-
-
-def refuse_unbuilt(cfg: Config) -> None:
-    """Exit 2 before anything starts for what a population cannot do yet, naming what runs instead."""
-    p = cfg.pbt
-    assert p is not None
-    reasons = []
-    if p.exploit != "restart":
-        reasons.append(f"invalid pbt.exploit={p.exploit} for a training run: the in-place exploit is not built yet "
-                       "(docs/pbt.md); valid: pbt.exploit=restart")
-    if p.objective != OBJECTIVE:
-        reasons.append(f"invalid pbt.objective={p.objective} for a training run: ranking by an info key is not built "
-                       f"yet; valid: {OBJECTIVE}")
-    if cfg.role != "ppo":
-        reasons.append(f"invalid role={cfg.role} with pbt: rsl_rl and other roles' members are not built yet; "
-                       "valid: role=ppo (rl-games' PPO)")
-    if cfg.layout.name != "tcg_ex":
-        reasons.append(f"invalid layout={cfg.layout.name} with pbt: only tcg_ex members are built; "
-                       "valid: layout=tcg_ex")
-    if cfg.launch.nnodes != 1:
-        reasons.append(f"invalid launch.nnodes={cfg.launch.nnodes} with pbt: a population runs on one node for now; "
-                       "valid: 1")
-    if cfg.checkpoint:
-        reasons.append(f"invalid checkpoint={cfg.checkpoint} with pbt: members start from scratch; valid: ''")
-    if len(reasons) == 1:
-        raise ConfigError(reasons[0])
-    if reasons:
-        raise ConfigError(f"{len(reasons)} invalid settings for a pbt run (nothing was launched):\n  "
-                          + "\n  ".join(reasons))
 
 
 def member_overrides(overrides: list[str]) -> list[str]:

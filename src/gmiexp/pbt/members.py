@@ -47,7 +47,41 @@ def _fmt(value: Any) -> str:
 
 
 def refuse_unavailable(cfg: Config) -> None:
-    """Exit 2 before anything starts: a ``pbt`` group means a population to train or plan, not a search or an eval."""
+    """Exit 2 before anything starts: a ``pbt`` group is a population to train (what is built) or to plan."""
     if cfg.pbt is not None and Mode(cfg.mode) not in (Mode.train, Mode.plan, Mode.doctor):
         raise ConfigError(f"invalid mode={Mode(cfg.mode).value} with pbt: a population is trained (mode=train) or "
                           "planned (mode=plan); valid: mode=train, mode=plan, or no pbt group (pbt=null)")
+    if cfg.pbt is not None and Mode(cfg.mode) == Mode.train:
+        refuse_unbuilt(cfg)
+
+
+OBJECTIVE = "reward/mean"  # the run-wide return, what the controller ranks members by
+
+
+def refuse_unbuilt(cfg: Config) -> None:
+    """Exit 2 before anything starts for what a population cannot do yet, naming what runs instead."""
+    p = cfg.pbt
+    assert p is not None
+    reasons = []
+    if p.exploit != "restart":
+        reasons.append(f"invalid pbt.exploit={p.exploit} for a training run: the in-place exploit is not built yet "
+                       "(docs/pbt.md); valid: pbt.exploit=restart")
+    if p.objective != OBJECTIVE:
+        reasons.append(f"invalid pbt.objective={p.objective} for a training run: ranking by an info key is not built "
+                       f"yet; valid: {OBJECTIVE}")
+    if cfg.role != "ppo":
+        reasons.append(f"invalid role={cfg.role} with pbt: rsl_rl and other roles' members are not built yet; "
+                       "valid: role=ppo (rl-games' PPO)")
+    if cfg.layout.name != "tcg_ex":
+        reasons.append(f"invalid layout={cfg.layout.name} with pbt: only tcg_ex members are built; "
+                       "valid: layout=tcg_ex")
+    if cfg.launch.nnodes != 1:
+        reasons.append(f"invalid launch.nnodes={cfg.launch.nnodes} with pbt: a population runs on one node for now; "
+                       "valid: 1")
+    if cfg.checkpoint:
+        reasons.append(f"invalid checkpoint={cfg.checkpoint} with pbt: members start from scratch; valid: ''")
+    if len(reasons) == 1:
+        raise ConfigError(reasons[0])
+    if reasons:
+        raise ConfigError(f"{len(reasons)} invalid settings for a pbt run (nothing was launched):\n  "
+                          + "\n  ".join(reasons))
