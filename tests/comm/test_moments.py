@@ -2,28 +2,10 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-
 import torch
-from reduction_helpers import ThreadSum
+from reduction_helpers import run_gmis
 
 from gmiexp.comm.moments import group_moments
-
-
-def run_gmis(world: int, fn: Callable[[int, Callable[[torch.Tensor], None]], object]) -> list[object]:
-    """``fn(rank, all_reduce)`` on ``world`` threads standing for GMIs; what each returned, by rank."""
-    red, out = ThreadSum(world), [None] * world
-
-    def body(i: int) -> None:
-        out[i] = fn(i, red.for_rank(i))
-
-    threads = [threading.Thread(target=body, args=(i,)) for i in range(world)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    return out
 
 
 def test_group_moments_are_those_of_every_gmis_rows() -> None:

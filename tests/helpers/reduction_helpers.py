@@ -8,7 +8,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -229,3 +229,19 @@ class ThreadSum:
             t.copy_(total)
 
         return all_reduce
+
+
+def run_gmis(world: int, fn: Callable[[int, Callable[[torch.Tensor], None]], object]) -> list[object]:
+    """``fn(rank, all_reduce)`` on ``world`` threads standing for GMIs (a :class:`ThreadSum`); each one's result."""
+    red, out = ThreadSum(world), [None] * world
+
+    def body(i: int) -> None:
+        out[i] = fn(i, red.for_rank(i))
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(world)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+        assert not t.is_alive(), "a GMI waits on a collective the others never joined"
+    return out

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import copy
-import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from gmitest import FAST, run_cli
-from reduction_helpers import ThreadSum
+from reduction_helpers import run_gmis
 from rl_games.algos_torch.running_mean_std import RunningMeanStd
 from torch import nn
 
@@ -32,20 +32,13 @@ def test_group_normalisers_from_a_restored_normaliser_equal_one_process() -> Non
     adds = [torch.randn(10_000, 3) + 1, torch.randn(10_000, 3) + 1]
     one = copy.deepcopy(start)
     one(torch.cat(adds))
-    group, out = ThreadSum(2), [None, None]
-
-    def gmi(i: int) -> None:
-        m = GroupRunningMeanStd(copy.deepcopy(start), group.for_rank(i))
+    def gmi(i: int, all_reduce: Callable[[torch.Tensor], None]) -> GroupRunningMeanStd:
+        m = GroupRunningMeanStd(copy.deepcopy(start), all_reduce)
         m.train()
         m(adds[i])
-        out[i] = m
+        return m
 
-    threads = [threading.Thread(target=gmi, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
-    for m in out:
+    for m in run_gmis(2, gmi):
         torch.testing.assert_close(m.running_mean, one.running_mean, rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(m.running_var, one.running_var, rtol=1e-5, atol=1e-6)
         assert float(m.count) == float(one.count) == 120_001.0
@@ -65,23 +58,16 @@ def test_a_gmi_without_rows_joins_the_step_and_adds_nothing() -> None:
     rows = torch.randn(20, 2, 3, 3) + 2
     one = copy.deepcopy(start)
     one(rows)
-    group, out = ThreadSum(2), [None, None]
-
-    def gmi(i: int) -> None:
-        m = GroupRunningMeanStd(copy.deepcopy(start), group.for_rank(i))
+    def gmi(i: int, all_reduce: Callable[[torch.Tensor], None]) -> GroupRunningMeanStd:
+        m = GroupRunningMeanStd(copy.deepcopy(start), all_reduce)
         m.train()
         if i == 0:
             m(rows)
         else:
             step_without_rows(m)
-        out[i] = m
+        return m
 
-    threads = [threading.Thread(target=gmi, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=30)
-    for m in out:
+    for m in run_gmis(2, gmi):
         torch.testing.assert_close(m.running_mean, one.running_mean, rtol=1e-5, atol=1e-6)
         assert float(m.count) == float(one.count) == 1 + 50 + 20  # rl-games counts rows, not rows x pixels
 
