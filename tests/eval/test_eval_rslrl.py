@@ -69,6 +69,7 @@ def test_a_train_rslrl_checkpoint_plays_its_task_as_its_own_actor_does(point_run
 
 def test_another_tasks_checkpoint_exits_2_naming_both_sizes_before_anything_is_built(point_run: Path,
                                                                                     tmp_path: Path) -> None:
+    pytest.importorskip("mjlab", reason="needs gmiexp[mjlab] (an mjlab task id)")
     cfg = compose_config("mode=eval", f"checkpoint={point_run}", "task=Mjlab-Cartpole-Balance")
     with pytest.raises(ConfigError, match=r"its policy has task Cartpole, 2 observations, 1 actions.*this run's has "
                                           r"task Mjlab-Cartpole-Balance, 5 observations, 1 actions"):

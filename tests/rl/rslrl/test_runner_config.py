@@ -90,6 +90,7 @@ def test_a_partition_that_cannot_split_the_minibatches_is_refused_naming_valid_c
 
 
 def test_cli_refuses_a_distillation_file_and_other_layouts_before_launch(tmp_path: Path) -> None:
+    pytest.importorskip("mjlab", reason="needs gmiexp[mjlab] (an mjlab task id)")
     f = tmp_path / "distill.yaml"
     f.write_text(yaml.safe_dump({"class_name": "DistillationRunner", "algorithm": {"class_name": "Distillation"}}))
     r = run_cli("mode=plan", "train=rslrl", "task=Mjlab-Cartpole-Balance", f"train.file={f}",
