@@ -22,9 +22,9 @@ from rlgames_parity import H, N, RecordingContinuous, RecordingDiscrete, StepEnv
 from gmiexp.plan import Plan
 from gmiexp.rl.experience.fed_update import as_rollout
 from gmiexp.rl.experience.trainer import TrainLoop
-from gmiexp.rl.rlgames.checkpoint import model_digest
 from gmiexp.rl.rlgames.fed import Rollout
 from gmiexp.rl.rlgames.states import FIELD, StateLayout
+from gmiexp.rl.state import model_digest
 
 
 def channel_rows(r: Rollout, states: StateLayout | None) -> dict[str, torch.Tensor]:

@@ -9,7 +9,7 @@ import pytest
 import torch
 from gmitest import FAST, run_cli
 
-from gmiexp.rl.rlgames.checkpoint import state_digest
+from gmiexp.rl.state import state_digest
 
 
 def run(run_dir: Path, *extra: str) -> dict:

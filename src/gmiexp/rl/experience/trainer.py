@@ -27,7 +27,7 @@ from gmiexp.rl.experience.seat import ExperienceSeat
 from gmiexp.rl.experience.weights import WeightBoard, state_nbytes
 from gmiexp.rl.learner.update import Learner, make_optimiser
 from gmiexp.rl.rlgames import checkpoint
-from gmiexp.rl.rlgames.checkpoint import model_digest
+from gmiexp.rl.state import model_digest
 from gmiexp.shm.wait import Backoff
 
 _TAKE = Backoff(spin=0, spin_s=0, min_sleep_s=1e-5, max_sleep_s=1e-3, check_s=0)  # trainers wait for rollouts

@@ -51,8 +51,6 @@ from gmiexp.rl.rlgames.checkpoint import (
     SCHEDULE_KEY,
     checksummed,
     episode_meters,
-    host,
-    model_digest,
     restore_episode_meters,
     restore_schedule,
     schedule_state,
@@ -70,6 +68,7 @@ from gmiexp.rl.rlgames.sync import (
     normalise_over_group,
     reduce_gradients,
 )
+from gmiexp.rl.state import model_digest, to_host
 from gmiexp.role import GMIContext
 
 
@@ -238,7 +237,7 @@ class GMISyncMixin:
         tensors: loadable on any host, and lazy tensors cannot be pickled. Outside the epoch end (where the
         GMIs gather their records) a multi-GMI checkpoint holds GMI 0's record only, which no start restores.
         """
-        state = host(super().get_full_state_weights())  # type: ignore[misc]
+        state = to_host(super().get_full_state_weights())  # type: ignore[misc]
         state[EPISODES_KEY] = episode_meters(self)
         state[SCHEDULE_KEY] = schedule_state(self)
         state[RUN_KEY] = {"segment": int(self.gmi_segment), "world_size": int(self.world_size),

@@ -21,6 +21,8 @@ import torch
 from rl_games.algos_torch import torch_ext
 from torch import nn
 
+from gmiexp.rl.state import to_host
+
 
 def load(path: str) -> dict[str, Any]:
     """rl-games' own loader (it also strips ``torch.compile``'s ``_orig_mod.`` prefixes)."""
@@ -44,7 +46,7 @@ def save(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer, epoch: 
     ``schedule``: the learning rate and entropy coefficient to go on with (:data:`SCHEDULE_KEY`).
     """
     os.makedirs(path.parent, exist_ok=True)
-    state = {"model": host(model.state_dict()), "optimizer": host(optimizer.state_dict()),
+    state = {"model": to_host(model.state_dict()), "optimizer": to_host(optimizer.state_dict()),
              "epoch": epoch, "frame": frame, "last_mean_rewards": -1e9}
     if schedule is not None:
         state[SCHEDULE_KEY] = dict(schedule)
@@ -163,28 +165,3 @@ def verify(pth: Path) -> bool | None:
         return None
     return file_sha256(Path(pth)) == want
 
-
-def host(obj: Any) -> Any:
-    """``obj`` with every tensor inside (dicts, lists, tuples) copied to the host."""
-    if torch.is_tensor(obj):
-        return obj.detach().cpu()
-    if isinstance(obj, dict):
-        return {k: host(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(host(v) for v in obj)
-    return obj
-
-
-def state_digest(state: dict[str, Any]) -> str:
-    """Hash of the exact bytes of every tensor of a ``state_dict`` (parameters and normalisers), in order."""
-    h = hashlib.sha1()
-    for name, t in state.items():
-        if torch.is_tensor(t):
-            h.update(name.encode())
-            h.update(t.detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()[:16]
-
-
-def model_digest(model: nn.Module) -> str:
-    """Hash of the exact bytes of every parameter and buffer (normalisers included)."""
-    return state_digest(model.state_dict())

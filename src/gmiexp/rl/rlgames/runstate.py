@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from gmiexp.rl.rlgames.checkpoint import EPISODE_METERS, host, restore_meter
+from gmiexp.rl.rlgames.checkpoint import EPISODE_METERS, restore_meter
+from gmiexp.rl.state import to_host
 
 #: the agent's tensors that carry episodes over an epoch's end (rl-games' ``init_current_rewards`` makes them)
 EPISODE_TENSORS = ("dones", "current_rewards", "current_shaped_rewards", "current_lengths")
@@ -72,16 +73,16 @@ def _tuples(obj: Any) -> Any:
 
 def gmi_record(agent: Any) -> dict[str, Any]:
     """The agent's GMI's part of the run at an epoch's end, on the host (see the module docstring)."""
-    lengths = host(agent.current_lengths)
-    episodes = {"obs": host(agent.obs), **{name: host(getattr(agent, name)) for name in EPISODE_TENSORS}}
+    lengths = to_host(agent.current_lengths)
+    episodes = {"obs": to_host(agent.obs), **{name: to_host(getattr(agent, name)) for name in EPISODE_TENSORS}}
     if getattr(agent, "is_rnn", False):
-        episodes["rnn_states"] = host(list(agent.rnn_states))
+        episodes["rnn_states"] = to_host(list(agent.rnn_states))
     env = agent.vec_env.get_env_state() if getattr(agent, "vec_env", None) is not None else None
     return {
         "gmi": int(agent.global_rank),
         "num_envs": int(lengths.shape[0]),
         "generators": generator_states(agent.ppo_device),
-        "env": host(env),
+        "env": to_host(env),
         "episodes": episodes,
         "in_progress": int((lengths > 0).sum()),
         "own_meters": own_meters(agent),

@@ -27,6 +27,7 @@ from gmiexp.device import host_staging, step_boundary
 from gmiexp.rl.rlgames.lazy import lazy_scalar_guard
 from gmiexp.rl.rslrl.minibatch import GroupRolloutStorage
 from gmiexp.rl.rslrl.sync import GroupSync, group_normalisers
+from gmiexp.rl.state import to_host
 
 
 @contextlib.contextmanager
@@ -79,17 +80,6 @@ def group_kl(base: type, group: GroupSync, host: bool) -> type:
 
     GroupKL.__name__ = GroupKL.__qualname__ = base.__name__  # same state dict, same printed name
     return GroupKL
-
-
-def host_tensors(obj: Any) -> Any:
-    """``obj`` (nested dicts, lists, tuples) with every tensor copied to the host."""
-    if isinstance(obj, torch.Tensor):
-        return obj.cpu()
-    if isinstance(obj, dict):
-        return {k: host_tensors(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return type(obj)(host_tensors(v) for v in obj)
-    return obj
 
 
 class GMIPPO(PPO):
@@ -150,7 +140,7 @@ class GMIPPO(PPO):
     def save(self) -> dict:
         """rsl_rl's checkpoint dict; on a stand-in device its tensors on the host (lazy storage cannot be pickled)."""
         saved = super().save()
-        return host_tensors(saved) if torch.device(self.device).type == "lazy" else saved
+        return to_host(saved) if torch.device(self.device).type == "lazy" else saved
 
     def broadcast_parameters(self) -> None:
         """Group rank 0's models, normalisers included, on every GMI (rsl_rl pickles state dicts over NCCL)."""

@@ -8,7 +8,6 @@ iteration's row to the GMI's ``history.jsonl`` and ends training at an iteration
 
 from __future__ import annotations
 
-import hashlib
 import statistics
 import time
 from collections import deque
@@ -21,19 +20,9 @@ from rsl_rl.utils.logger import Logger
 
 from gmiexp.rl.rslrl.ppo import GMIPPO
 from gmiexp.rl.rslrl.sync import GroupSync
+from gmiexp.rl.state import model_digest
 from gmiexp.signals import stop_requested
 from gmiexp.status import StatusWriter
-
-
-def state_digest(models: list[torch.nn.Module]) -> str:
-    """A hash of every parameter and buffer (normalisers included) of ``models``: equal on GMIs in sync."""
-    h = hashlib.sha1()
-    for m in models:
-        for name, t in m.state_dict().items():
-            h.update(name.encode())
-            h.update(t.detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()[:16]
-
 
 #: the episode figures a GMI keeps: return (with RND: extrinsic + intrinsic, as rsl_rl counts it), length, RND's parts
 EPISODE_PARTS = ("returns", "lengths", "extrinsic", "intrinsic")
@@ -162,7 +151,7 @@ class GMIRunnerMixin:
         self.logger = GMILogger(log_dir=old.log_dir, cfg=self.cfg, env_cfg=old.env_cfg, num_envs=old.num_envs,
                                 is_distributed=self.is_distributed, gpu_world_size=self.gpu_world_size,
                                 gpu_global_rank=self.gpu_global_rank, device=self.device, status=status, group=group,
-                                digest=(lambda: state_digest(self.alg.models())) if check_sync else None)
+                                digest=(lambda: model_digest(*self.alg.models())) if check_sync else None)
 
     def _configure_multi_gpu(self) -> None:
         """The group is gmiexp's (rsl_rl would read WORLD_SIZE, demand ``cuda:LOCAL_RANK`` and start NCCL)."""
