@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from gmiexp.errors import ConfigError, invalid
 
@@ -36,6 +36,23 @@ SPEC = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 def is_spec(name: object) -> bool:
     """``name`` is ``"module:attr"`` text (a variant :meth:`Registry.get` imports, registered or not)."""
     return isinstance(name, str) and SPEC.fullmatch(name) is not None
+
+
+def import_spec(spec: str, kind: str, valid: str) -> Any:
+    """The object ``"module:attr"`` names; ConfigError (exit 2) naming ``kind``, ``spec`` and ``valid`` otherwise.
+
+    The one home of importing what a user names as ``module:attr``: registries' variants, roles, ``task.vec_env``.
+    """
+    module, sep, attr = spec.partition(":")
+    if not (module and sep and attr):
+        raise ConfigError(f"invalid {kind}: {spec!r}; valid: {valid}")
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as e:
+        raise ConfigError(f"invalid {kind}: {spec!r}; cannot import module {module!r} ({e})") from e
+    if not hasattr(mod, attr):
+        raise ConfigError(f"invalid {kind}: {spec!r}; module {module!r} has no {attr!r}; valid: {valid}")
+    return getattr(mod, attr)
 
 
 class Registry(Generic[T]):
@@ -83,15 +100,8 @@ class Registry(Generic[T]):
 
     def _import(self, spec: str) -> T:
         """The object ``"module:attr"`` names (not added to the registry: :meth:`names` lists registered ones)."""
-        module, attr = spec.split(":")
-        try:
-            mod = importlib.import_module(module)
-        except ImportError as e:
-            raise ConfigError(f"invalid {self.kind}: {spec!r}; cannot import module {module!r} ({e})") from e
-        if not hasattr(mod, attr):
-            raise ConfigError(f"invalid {self.kind}: {spec!r}; module {module!r} has no {attr!r}; valid: "
-                              f"{', '.join(self.names())}, or <module>:<attr> of a {self.kind} class")
-        return getattr(mod, attr)  # type: ignore[no-any-return]
+        return import_spec(  # type: ignore[no-any-return]
+            spec, self.kind, f"{', '.join(self.names())}, or <module>:<attr> of a {self.kind} class")
 
     def names(self) -> tuple[str, ...]:
         """The registered names, sorted (registration order follows the import graph, which is no order)."""

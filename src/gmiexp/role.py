@@ -8,7 +8,6 @@ Plan's strategy, ``send``/``recv`` move tensors between GMIs.
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,7 @@ from gmiexp.comm.manager import GMIManager
 from gmiexp.comm.reduction import Reduction
 from gmiexp.errors import ConfigError
 from gmiexp.plan import GMI, Plan
-from gmiexp.registry import Registry
+from gmiexp.registry import Registry, import_spec
 from gmiexp.status import StatusWriter
 
 
@@ -116,12 +115,9 @@ def load_role(spec: str) -> type[Role]:
     if ":" not in spec:
         raise ConfigError(f"invalid role: {spec!r}; valid: {', '.join(ROLES)}, "
                           "or <module>:<Class> of a gmiexp.role.Role subclass")
-    mod_name, cls_name = spec.split(":", 1)
-    try:
-        mod = importlib.import_module(mod_name)
-    except ImportError as e:
-        raise ConfigError(f"invalid role: {spec!r}; cannot import module {mod_name!r} ({e})") from e
-    cls = getattr(mod, cls_name, None)
+    valid = f"{', '.join(ROLES)}, or <module>:<Class> of a gmiexp.role.Role subclass"
+    mod_name, _, cls_name = spec.partition(":")
+    cls = import_spec(spec, "role", valid)
     if not (isinstance(cls, type) and issubclass(cls, Role)):
         raise ConfigError(f"invalid role: {spec!r}; {cls_name!r} is not a gmiexp.role.Role subclass in {mod_name}")
     return cls

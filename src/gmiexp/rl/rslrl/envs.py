@@ -8,7 +8,6 @@ with that GMI's share of the global batch and its own device, and returns an rsl
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 from gmiexp.envs.mjlab_env import sim_device, stdout_to_stderr
 from gmiexp.envs.warp_cache import configure_warp_cache
 from gmiexp.errors import ConfigError
+from gmiexp.registry import import_spec
 
 #: the factory of ``task.simulator=mjlab`` when the task names none
 MJLAB_FACTORY = "gmiexp.rl.rslrl.envs:mjlab_vec_env"
@@ -23,15 +23,11 @@ MJLAB_FACTORY = "gmiexp.rl.rslrl.envs:mjlab_vec_env"
 
 def load_factory(spec: str) -> Callable[..., Any]:
     """The ``module:function`` a task names (exit 2 naming the problem when it does not resolve)."""
-    mod_name, _, attr = spec.partition(":")
-    if not mod_name or not attr:
-        raise ConfigError(f"invalid task.vec_env: {spec!r}; valid: <module>:<function> returning an rsl_rl VecEnv")
-    try:
-        fn = getattr(importlib.import_module(mod_name), attr)
-    except (ImportError, AttributeError) as e:
-        raise ConfigError(f"invalid task.vec_env: {spec!r}; cannot import it ({e})") from e
+    valid = "<module>:<function> returning an rsl_rl VecEnv"
+    fn = import_spec(spec, "task.vec_env", valid)
     if not callable(fn):
-        raise ConfigError(f"invalid task.vec_env: {spec!r}; {attr!r} is not callable")
+        raise ConfigError(f"invalid task.vec_env: {spec!r}; valid: {valid} ({spec.partition(':')[2]!r} is not "
+                          "callable)")
     return fn
 
 
