@@ -33,7 +33,7 @@ def reasons(log: str) -> str:
     if errors:
         i = errors[-1]
         listed = [ln.strip() for ln in lines[i + 1:] if ln.startswith("  ")]
-        return "; ".join([lines[i].removeprefix("gmiexp: error:").strip(), *listed])
+        return "; ".join([lines[i].removeprefix("gmiexp: error:").strip().rstrip(":"), *listed])
     tail = [ln for ln in lines if ln.strip()]
     return tail[-1].strip() if tail else "no output"
 

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+import yaml
 from gmitest import run_cli
 
 from gmiexp.config.compose import compose_config, conf_dir
-from gmiexp.config.mjlab_tasks import file_options
+from gmiexp.config.mjlab_tasks import file_options, host_problems, missing_files, registered
+from gmiexp.envs import MJLAB_DIMS
+from gmiexp.envs.mjlab_env import observation_dims
 
 pytest.importorskip("mjlab", reason="needs gmiexp[mjlab] (make venv installs it)")
+from mjlab.tasks.tracking.mdp import MotionCommandCfg  # noqa: E402
 
 
 def test_a_registered_id_composes_from_mjlab_s_registry() -> None:
@@ -39,5 +44,46 @@ def test_an_id_without_a_conf_task_file_trains_two_gmis(tmp_path: Path) -> None:
                 "train.device=cpu", "launch.progress=false", f"hydra.run.dir={tmp_path}", timeout=560)
     assert r.returncode == 0, r.stderr[-3000:]
     s = json.loads((tmp_path / "summary.json").read_text())
-    assert s["status"] == "ok" and s["config"]["task"]["env_id"] == env_id
+    assert s["status"] == "ok" and s["config"]["task"] == env_id
+    assert yaml.safe_load((tmp_path / "plan.yaml").read_text())["task"]["env_id"] == env_id
     assert (tmp_path / "rsl_rl" / "model_1.pt").is_file()
+
+
+def test_a_task_missing_its_data_file_is_refused_naming_it_and_one_that_has_it_is_not(tmp_path: Path) -> None:
+    """mjlab's tracking tasks replay a motion file the registered config leaves empty (every GMI would fail)."""
+    for env_id in [i for i in registered() if "Tracking" in i]:
+        (why,) = host_problems(env_id)
+        assert why.startswith("commands.motion.motion_file=''") and "W&B registry" in why
+    motion = tmp_path / "motion.npz"
+    motion.write_bytes(b"")
+    command = MotionCommandCfg(motion_file=str(motion), anchor_body_name="torso", body_names=("torso",),
+                               entity_name="robot", resampling_time_range=(1.0, 1.0))
+    assert missing_files(SimpleNamespace(commands={"motion": command})) == []
+    command.motion_file = str(tmp_path / "absent.npz")
+    assert missing_files(SimpleNamespace(commands={"motion": command})) == [
+        f"commands.motion.motion_file={command.motion_file!r}: the task reads this file in every environment and "
+        "mjlab's registered config has none (mjlab's train downloads a motion from a W&B registry, --registry-name); "
+        "gmiexp has no motion to give it"]
+
+
+def test_every_other_registered_id_has_sizes_without_building_it() -> None:
+    """mode=plan sizes a task from MJLAB_DIMS; a registered id the table lacks would be built on the CPU to plan."""
+    sizable = [i for i in registered() if not host_problems(i)]
+    assert set(sizable) == set(MJLAB_DIMS)  # the table holds no task that is refused here (it skips the check)
+
+
+@pytest.mark.parametrize("env_id", ["Mjlab-Cartpole-Balance", pytest.param("Mjlab-Lift-Cube-Yam-Rgb",
+                                                                          marks=pytest.mark.slow)])
+def test_size_table_is_mjlab_s_own(env_id: str) -> None:
+    assert observation_dims(env_id) == MJLAB_DIMS[env_id]
+
+
+def test_an_id_beyond_the_size_table_and_a_task_that_cannot_run_here_plan_or_exit_2(tmp_path: Path) -> None:
+    """Before: every registered id outside MJLAB_DIMS exited 2 as 'invalid mjlab env_id', tracking too."""
+    ok = run_cli("mode=plan", "train=rslrl", "task=Mjlab-Lift-Cube-Yam-Depth", "gmis_per_gpu=2",
+                 f"hydra.run.dir={tmp_path / 'a'}")
+    assert ok.returncode == 0 and ok.stdout.startswith("gmis:"), ok.stderr[-2000:]
+    r = run_cli("mode=plan", "train=rslrl", "task=Mjlab-Tracking-Flat-Unitree-G1", f"hydra.run.dir={tmp_path / 'b'}")
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert ("invalid task: 'Mjlab-Tracking-Flat-Unitree-G1'; mjlab's task cannot run here (1 reason(s)):\n"
+            "  commands.motion.motion_file=''") in r.stderr

@@ -14,6 +14,7 @@ before Hydra runs (:func:`check_task_override`, exit 2, naming the valid ones).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import math
 import sys
@@ -61,6 +62,42 @@ def task_fields(env_id: str) -> dict[str, Any]:
         "max_episode_length": max(1, math.ceil(float(env.episode_length_s) / step_s)),
         "continuous": True, "central_value": "critic" in groups,
     }
+
+
+def missing_files(env_cfg: Any) -> list[str]:
+    """The data files a task's commands read that it does not have, each with why (empty: none missing).
+
+    mjlab's motion tracking replays a motion (``commands.motion.motion_file``, an ``.npz``), which the registered
+    config leaves empty: ``mjlab train`` downloads one from a W&B registry (``--registry-name``) into it.
+    """
+    out = []
+    for name, term in sorted((getattr(env_cfg, "commands", None) or {}).items()):
+        for f in dataclasses.fields(term) if dataclasses.is_dataclass(term) else ():
+            value = getattr(term, f.name)
+            if f.name.endswith("_file") and isinstance(value, str) and not Path(value).is_file():
+                out.append(f"commands.{name}.{f.name}={value!r}: the task reads this file in every environment "
+                           "and mjlab's registered config has none (mjlab's train downloads a motion from a W&B "
+                           "registry, --registry-name); gmiexp has no motion to give it")
+    return out
+
+
+def host_problems(env_id: str) -> list[str]:
+    """Why a registered task cannot run here, every reason (empty: it can).
+
+    Tried task by task (experiments/mjlab_tasks): the camera tasks (RGB, depth, segmentation) run on a CPU host,
+    MuJoCo Warp's renderer included; what fails in every GMI is a data file the registered config does not have.
+    """
+    from mjlab.tasks.registry import load_env_cfg
+
+    return missing_files(load_env_cfg(env_id))
+
+
+def check_host(env_id: str) -> None:
+    """Refuse (exit 2) a registered task this host cannot run, naming every reason at once."""
+    bad = host_problems(env_id)
+    if bad:
+        raise ConfigError(f"invalid task: {env_id!r}; mjlab's task cannot run here ({len(bad)} reason(s)):\n  "
+                          + "\n  ".join(bad))
 
 
 def task_config(env_id: str) -> dict[str, Any]:

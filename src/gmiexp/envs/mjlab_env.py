@@ -11,6 +11,7 @@ observations from the ``actor`` group, the ``critic`` group as the central value
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -37,6 +38,30 @@ def stdout_to_stderr() -> Iterator[None]:
     """Send mjlab's tables and Warp's module-load lines print to stdout, which carries only program output."""
     with contextlib.redirect_stdout(sys.stderr):
         yield
+
+
+@functools.cache
+def observation_dims(env_id: str) -> tuple[int, int, int]:
+    """(actor observations, actions, critic observations) of a registered task, from one environment on the CPU.
+
+    For an id the size table (:data:`gmiexp.envs.MJLAB_DIMS`) lacks, so every registered task plans: building
+    the environment compiles no Warp kernel (the first step would), but it starts Warp: the cache is set first.
+    """
+    configure_warp_cache()
+    with stdout_to_stderr():
+        import mjlab.tasks  # noqa: F401  (registers mjlab's tasks)
+        from mjlab.envs import ManagerBasedRlEnv
+        from mjlab.tasks.registry import load_env_cfg
+
+        cfg = load_env_cfg(env_id)
+        cfg.scene.num_envs = 1
+        env = ManagerBasedRlEnv(cfg, device="cpu")
+    try:
+        dims = env.observation_manager.group_obs_dim
+        critic = dims.get("critic", dims["actor"])
+        return int(dims["actor"][-1]), int(env.single_action_space.shape[-1]), int(critic[-1])
+    finally:
+        env.close()
 
 
 def _box(n: int, bound: float) -> gym.spaces.Box:
