@@ -11,9 +11,10 @@ import yaml
 from gmitest import run_cli
 
 from gmiexp.config.compose import compose_config, conf_dir
-from gmiexp.config.mjlab_tasks import file_options, host_problems, missing_files, registered
+from gmiexp.config.mjlab_tasks import check_task_override, file_options, host_problems, missing_files, registered
 from gmiexp.envs import MJLAB_DIMS
 from gmiexp.envs.mjlab_env import observation_dims
+from gmiexp.errors import ConfigError
 
 pytest.importorskip("mjlab", reason="needs gmiexp[mjlab] (make venv installs it)")
 from mjlab.tasks.tracking.mdp import MotionCommandCfg  # noqa: E402
@@ -34,6 +35,16 @@ def test_an_unknown_task_exits_2_naming_the_files_and_mjlab_s_ids(tmp_path: Path
     assert r.returncode == 2, r.stderr[-2000:]
     assert "invalid task: 'Mjlab-Velocity-Flat-Unitree-G2'" in r.stderr
     assert "Mjlab-Velocity-Flat-Unitree-G1" in r.stderr and "CartPoleEnvpool" in r.stderr
+
+
+def test_a_users_task_file_on_hydra_searchpath_is_no_unknown_task(tmp_path: Path) -> None:
+    """A task of the user's own (a ``task/`` directory on ``hydra.searchpath``, tests/test_extension_points.py)."""
+    (tmp_path / "task").mkdir()
+    (tmp_path / "task" / "Drift.yaml").write_text("name: Drift\n")
+    check_task_override(["task=Drift", f"hydra.searchpath=[file://{tmp_path}]"], conf_dir())
+    check_task_override(["task=Drift", "hydra.searchpath=[pkg://somewhere.conf]"], conf_dir())  # Hydra decides
+    with pytest.raises(ConfigError, match="invalid task: 'Drift'"):
+        check_task_override(["task=Drift"], conf_dir())
 
 
 @pytest.mark.timeout(600)

@@ -120,9 +120,36 @@ def _task_values(args: Sequence[str]) -> list[str]:
     return out
 
 
+def searched_options(args: Sequence[str]) -> list[str] | None:
+    """The ``task`` options in the directories a ``hydra.searchpath=[file://...]`` override adds.
+
+    A user's own task files; None when the override adds a source whose options cannot be listed here
+    (``pkg://``: Hydra decides).
+    """
+    out: list[str] = []
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        if not (sep and key.lstrip("+") == "hydra.searchpath"):
+            continue
+        for entry in value.strip("[]").split(","):
+            entry = entry.strip().strip("'\"")
+            if not entry:
+                continue
+            if not entry.startswith("file://"):
+                return None
+            out += file_options(entry.removeprefix("file://"))
+    return out
+
+
 def check_task_override(args: Sequence[str], conf: str | Path) -> None:
-    """Refuse (exit 2) a ``task=`` option that is neither a ``conf/task`` file nor an mjlab task id, naming both."""
-    files = file_options(conf)
+    """Refuse (exit 2) a ``task=`` option that is no task file and no mjlab task id, naming them all.
+
+    Task files: ``conf/task``'s and those of a ``hydra.searchpath`` override's directories.
+    """
+    searched = searched_options(args)
+    if searched is None:
+        return
+    files = sorted({*file_options(conf), *searched})
     unknown = [v for v in _task_values(args) if v not in files]
     if not unknown:
         return
