@@ -47,6 +47,16 @@ def test_a_users_task_file_on_hydra_searchpath_is_no_unknown_task(tmp_path: Path
         check_task_override(["task=Drift"], conf_dir())
 
 
+def test_a_task_in_hydra_s_config_store_is_no_unknown_task() -> None:
+    """A task a user registers in Python (``ConfigStore.store(group="task", ...)``, as tests/helpers/pixel_sim.py)."""
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(group="task", name="stored_drift", node={"name": "StoredDrift"})
+    check_task_override(["task=stored_drift"], conf_dir())
+    with pytest.raises(ConfigError, match="invalid task: 'stored_drft'"):
+        check_task_override(["task=stored_drft"], conf_dir())
+
+
 @pytest.mark.timeout(600)
 def test_an_id_without_a_conf_task_file_trains_two_gmis(tmp_path: Path) -> None:
     env_id = "Mjlab-Cartpole-Swingup"

@@ -141,15 +141,26 @@ def searched_options(args: Sequence[str]) -> list[str] | None:
     return out
 
 
+def stored_options() -> list[str]:
+    """The ``task`` options registered in Hydra's ConfigStore (a user's Python-defined tasks)."""
+    from hydra.core.config_store import ConfigStore
+
+    try:
+        return [name.removesuffix(".yaml") for name in ConfigStore.instance().list(GROUP)]
+    except OSError:  # no task stored
+        return []
+
+
 def check_task_override(args: Sequence[str], conf: str | Path) -> None:
     """Refuse (exit 2) a ``task=`` option that is no task file and no mjlab task id, naming them all.
 
-    Task files: ``conf/task``'s and those of a ``hydra.searchpath`` override's directories.
+    Task files: ``conf/task``'s, those of a ``hydra.searchpath`` override's directories and those stored in Hydra's
+    ConfigStore.
     """
     searched = searched_options(args)
     if searched is None:
         return
-    files = sorted({*file_options(conf), *searched})
+    files = sorted({*file_options(conf), *searched, *stored_options()})
     unknown = [v for v in _task_values(args) if v not in files]
     if not unknown:
         return
