@@ -36,6 +36,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from gmiexp.pack import table as pack_table  # noqa: E402  (a packed sweep's table: makespan, slots)
+from gmiexp.pbt import views as pbt_views  # noqa: E402  (a population's members, lineage and curves)
 from gmiexp.rundir import RunFailed, evaluate, on_device, peak_memory_mb  # noqa: E402
 from gmiexp.stats import time_to_return  # noqa: E402
 
@@ -142,6 +143,8 @@ def load_runs(root: Path) -> list[Run]:
             continue
         if summary.get("mode") == "eval":
             evals[path.parent.parent] = summary
+        elif pbt_views.is_population(path.parent):
+            continue  # a population's own summary: its members' lives are the runs, its section says the rest
         else:
             runs.append(Run(path.parent, summary))
     for r in runs:
@@ -493,7 +496,8 @@ def build(root: Path, out: Path, selector: dict[str, str], project: str = "gmiex
     if use_wandb:
         note = wandb_report(runs, project, entity, f"gmiexp: {wandb_group or root.name}", wandb_group)
     path = out / "report.md"
-    text = [markdown(table, root, base, images, note, gtable, threshold), pack_table.markdown(root)]
+    text = [markdown(table, root, base, images, note, gtable, threshold), pack_table.markdown(root),
+            pbt_views.markdown(root, out)]
     path.write_text("\n".join(filter(None, text)))
     print(f"report: {len(runs)} runs in {len(groups)} groups -> {path}\nW&B: {note}")
     return path

@@ -1,0 +1,222 @@
+"""What a population did, read back from ``<run>/pbt/state.jsonl``: each member's curve, the lineage, TensorBoard.
+
+The controller writes every event of a population to one file (:data:`gmiexp.pbt.controller.STATE`); everything a
+user looks at is derived from it afterwards, so a stopped or failed population shows as far as it went:
+
+* :func:`curves`: each member's objective against frames along its lineage. A restart exploit starts the member's
+  next life from its source's frames; what the earlier life trained past them was thrown away and is not drawn.
+* :func:`lineage`: one row per exploit: who copied whom, at which interval and frames, which values changed.
+* :func:`write_tensorboard`: per member an event file under ``<run>/pbt/tensorboard/<member>/`` with Isaac Lab's
+  ``pbt/*`` keys (its PBT observer writes ``pbt/<param>`` and ``pbt/00_best_objective``; gmiexp at every
+  interval, with the member's own objective as ``pbt/objective``), so TensorBoard overlays the members.
+* :func:`markdown`: the population's section of ``python -m gmiexp.tools.report <run>`` (tables and a figure).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+STATE_FILE = Path("pbt") / "state.jsonl"
+TB_DIR = Path("pbt") / "tensorboard"
+BEST_OBJECTIVE = "pbt/00_best_objective"  # Isaac Lab's key: the population's best objective at the interval
+
+
+def is_population(run_dir: Path) -> bool:
+    return (run_dir / STATE_FILE).is_file()
+
+
+def events(run_dir: Path) -> list[dict[str, Any]]:
+    """Every event of the population in the order written (a line cut by a kill is skipped)."""
+    out = []
+    for line in (run_dir / STATE_FILE).read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x)
+
+
+def curves(evs: Sequence[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    """Per member the points along its lineage (``frames``, ``objective``, ``life``, ``values``, ``copied``).
+
+    A life's records past the frames its next life started from (a restart exploit) are dropped: that training was
+    thrown away. The next life begins with a point at those frames holding its source's objective (``copied``: the
+    source member), so a copy shows as a jump.
+    """
+    starts: dict[tuple[int, int], dict[str, Any]] = {}
+    by_life: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    copied: dict[tuple[int, int], dict[str, Any]] = {}  # (member, life) -> the exploit that started it
+    queue: dict[int, list[dict[str, Any]]] = {}
+    for row in lineage(evs):
+        queue.setdefault(row["member"], []).append(row)
+    for e in evs:
+        if e.get("event") == "start":
+            starts[(e["member"], e["life"])] = e
+            if e.get("checkpoint") and queue.get(e["member"]):
+                copied[(e["member"], e["life"])] = queue[e["member"]].pop(0)
+        elif e.get("event") == "record" and _finite(e.get("objective")):
+            by_life.setdefault((e["member"], e.get("life", 0)), []).append(e)
+    out: dict[int, list[dict[str, Any]]] = {}
+    for (member, life), start in sorted(starts.items()):
+        nxt = starts.get((member, life + 1))
+        cut = int(nxt["frames"]) if nxt is not None else None
+        values = start.get("values", {})
+        points = out.setdefault(member, [])
+        row = copied.get((member, life))
+        if row is not None and row["source_objective"] is not None:
+            points.append({"frames": int(start["frames"]), "objective": row["source_objective"],
+                           "interval": row["interval"], "life": life, "values": values, "copied": row["source"]})
+        for r in by_life.get((member, life), []):
+            if cut is not None and int(r["frames"]) > cut:
+                continue
+            points.append({"frames": int(r["frames"]), "objective": float(r["objective"]),
+                           "interval": r.get("interval"), "life": life, "values": values, "copied": None})
+    for points in out.values():
+        points.sort(key=lambda r: (r["frames"], r["life"]))
+    return {m: p for m, p in out.items() if p}
+
+
+def changed(before: dict[str, Any], after: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """The values an exploit changed: ``key -> (before, after)``."""
+    return {k: (before.get(k), v) for k, v in after.items() if before.get(k) != v}
+
+
+def lineage(evs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per exploit (a decision that copied a source): member, interval, frames, source, what changed."""
+    rows = []
+    seen: dict[tuple[int, Any], float] = {}  # (member, interval) -> its latest objective there
+    for e in evs:
+        if e.get("event") == "record" and _finite(e.get("objective")):
+            seen[(e["member"], e.get("interval"))] = float(e["objective"])
+        if e.get("event") != "decision" or "values" not in e:
+            continue  # a decision that kept the member (its source had no checkpoint) copies nothing
+        rows.append({"member": e["member"], "interval": e.get("interval"), "frames": e.get("frames"),
+                     "objective": seen.get((e["member"], e.get("interval"))),
+                     "source": e.get("source"), "source_frames": e.get("source_frames"),
+                     "source_objective": seen.get((e.get("source"), e.get("source_interval"))),
+                     "reason": e.get("reason"), "changed": changed(e.get("values_before") or {}, e["values"])})
+    return rows
+
+
+def best_by_interval(evs: Sequence[dict[str, Any]]) -> dict[int, float]:
+    """The population's best objective at each interval (over every member's record of it)."""
+    best: dict[int, float] = {}
+    for rows in curves(evs).values():
+        for r in rows:
+            i = r["interval"]
+            if i is not None:
+                best[i] = max(best.get(i, -math.inf), r["objective"])
+    return best
+
+
+def write_tensorboard(run_dir: Path) -> Path:
+    """``pbt/objective``, ``pbt/00_best_objective`` and ``pbt/<key>`` per member, against frames."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    evs = events(run_dir)
+    best = best_by_interval(evs)
+    root = run_dir / TB_DIR
+    for member, rows in curves(evs).items():
+        writer = SummaryWriter(log_dir=str(root / str(member)))
+        try:
+            for r in rows:
+                writer.add_scalar("pbt/objective", r["objective"], r["frames"])
+                if r["interval"] in best:
+                    writer.add_scalar(BEST_OBJECTIVE, best[r["interval"]], r["frames"])
+                for key, value in r["values"].items():
+                    if _finite(value):
+                        writer.add_scalar(f"pbt/{key}", value, r["frames"])
+        finally:
+            writer.close()
+    return root
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def members_table(run_dir: Path, evs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per member: its lives, exploits taken, last objective and frames, and the values it ended with."""
+    cur = curves(evs)
+    lives: dict[int, int] = {}
+    values: dict[int, dict[str, Any]] = {}
+    for e in evs:
+        if e.get("event") == "start":
+            lives[e["member"]] = max(lives.get(e["member"], 0), int(e["life"]) + 1)
+            values[e["member"]] = e.get("values", {})
+        elif e.get("event") == "exploit" and "values" in e:  # an in-place exploit: the same life, new values
+            values[e["member"]] = e["values"]
+    taken: dict[int, int] = {}
+    for row in lineage(evs):
+        taken[row["member"]] = taken.get(row["member"], 0) + 1
+    return [{"member": m, "lives": lives[m], "exploits": taken.get(m, 0),
+             "frames": cur[m][-1]["frames"] if cur.get(m) else None,
+             "objective": cur[m][-1]["objective"] if cur.get(m) else None, "values": values.get(m, {})}
+            for m in sorted(lives)]
+
+
+def plot(run_dir: Path, out: Path) -> Path | None:
+    """Each member's objective against frames; a marker where it copied another member."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    evs = events(run_dir)
+    cur = curves(evs)
+    if not cur:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for member, rows in sorted(cur.items()):
+        line, = ax.plot([r["frames"] for r in rows], [r["objective"] for r in rows], label=f"member {member}")
+        jumps = [r for r in rows if r["copied"] is not None]
+        ax.plot([r["frames"] for r in jumps], [r["objective"] for r in jumps], "o", color=line.get_color())
+    ax.set_xlabel("frames")
+    ax.set_ylabel("objective (run-wide return)")
+    ax.set_title("population: each member along its lineage (o: copied a leader)")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    path = out / "pbt.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def markdown(run_dir: Path, out: Path) -> str:
+    """The population's report section ("" when ``run_dir`` is not a population's)."""
+    if not is_population(run_dir):
+        return ""
+    evs = events(run_dir)
+    head = next((e for e in evs if e.get("event") == "population"), {})
+    end = next((e for e in reversed(evs) if e.get("event") in ("finished", "stopped")), None)
+    lines = ["## Population", "",
+             f"{head.get('population', '?')} members, rule {head.get('rule', '?')}, exploit "
+             f"{head.get('exploit', '?')}, every {head.get('epochs_per_interval', '?')} epochs; "
+             + (f"ended: {end['event']}" + (f" (best member {end['best']['member']}, "
+                                             f"{end['best']['checkpoint']})" if end.get("best") else "")
+                if end else "still running or killed") + f". Lineage: `{run_dir / STATE_FILE}`.", "",
+             "| member | lives | exploits | frames | last objective | values |", "|---|---|---|---|---|---|"]
+    for r in members_table(run_dir, evs):
+        vals = ", ".join(f"{k.split('.')[-1]}={_fmt(v)}" for k, v in r["values"].items())
+        lines.append(f"| {r['member']} | {r['lives']} | {r['exploits']} | {_fmt(r['frames'])} | "
+                     f"{_fmt(r['objective'])} | {vals} |")
+    rows = lineage(evs)
+    lines += ["", f"### Lineage: {len(rows)} exploits", ""]
+    if rows:
+        lines += ["| member | interval | frames | copied | at frames | changed |", "|---|---|---|---|---|---|"]
+        for r in rows:
+            ch = ", ".join(f"{k.split('.')[-1]} {_fmt(a)} -> {_fmt(b)}" for k, (a, b) in r["changed"].items())
+            lines.append(f"| {r['member']} | {r['interval']} | {r['frames']} | member {r['source']} | "
+                         f"{r['source_frames']} | {ch or 'nothing'} |")
+    png = plot(run_dir, out)
+    if png is not None:
+        lines += ["", f"![population]({png.name})"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,79 @@
+"""A population's views from its state file: curves along the lineage, the lineage, TensorBoard's pbt/*, the report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gmiexp.pbt import views
+from gmiexp.tools import report
+
+LR = "train.learning_rate"
+
+
+def write_state(run_dir: Path, evs: list[dict[str, Any]]) -> None:
+    (run_dir / "pbt").mkdir(parents=True, exist_ok=True)
+    (run_dir / views.STATE_FILE).write_text("".join(json.dumps(e) + "\n" for e in evs) + '{"event": "rec')
+
+
+def population(run_dir: Path) -> list[dict[str, Any]]:
+    """Two members, one interval an epoch of 100 frames; member 1 trains to 300, then copies member 0 at 100."""
+    start = [{"event": "start", "member": m, "life": 0, "values": {LR: lr}, "frames": 0, "checkpoint": None}
+             for m, lr in ((0, 1e-3), (1, 1e-2))]
+    rec = [{"event": "record", "member": m, "life": 0, "interval": i, "frames": 100 * i, "objective": obj}
+           for m, i, obj in ((0, 1, 5.0), (1, 1, 1.0), (1, 2, 1.5), (1, 3, 2.0), (0, 2, 7.0))]
+    evs = [{"event": "population", "population": 2, "rule": "default", "exploit": "restart",
+            "epochs_per_interval": 1}, *start, *rec,
+           {"event": "decision", "member": 1, "interval": 1, "frames": 100, "source": 0, "source_interval": 1,
+            "source_frames": 100, "reason": "underperformer", "values_before": {LR: 1e-2}, "values": {LR: 1.5e-3}},
+           {"event": "start", "member": 1, "life": 1, "values": {LR: 1.5e-3}, "frames": 100, "checkpoint": "x.pth"},
+           {"event": "record", "member": 1, "life": 1, "interval": 2, "frames": 200, "objective": 6.0},
+           {"event": "finished", "best": {"member": 0, "checkpoint": "best.pth"}}]
+    write_state(run_dir, evs)
+    return evs
+
+
+def test_a_member_s_curve_follows_its_lineage_and_drops_what_a_restart_threw_away(tmp_path: Path) -> None:
+    population(tmp_path)
+    evs = views.events(tmp_path)  # the line a kill cut short is skipped
+    cur = views.curves(evs)
+    assert [(p["frames"], p["objective"]) for p in cur[0]] == [(100, 5.0), (200, 7.0)]
+    # member 1: its own 1.0 at 100, the copy's 5.0 there (a jump), then its new life: 1.5 and 2.0 are gone
+    assert [(p["frames"], p["objective"], p["life"]) for p in cur[1]] == [(100, 1.0, 0), (100, 5.0, 1), (200, 6.0, 1)]
+    assert [p["copied"] for p in cur[1]] == [None, 0, None]
+    [row] = views.lineage(evs)
+    assert (row["member"], row["source"], row["objective"], row["source_objective"]) == (1, 0, 1.0, 5.0)
+    assert row["changed"] == {LR: (1e-2, 1.5e-3)}
+    assert views.best_by_interval(evs) == {1: 5.0, 2: 7.0}
+
+
+def test_tensorboard_has_isaac_lab_s_pbt_keys_per_member(tmp_path: Path) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    population(tmp_path)
+    root = views.write_tensorboard(tmp_path)
+    acc = EventAccumulator(str(root / "1"))
+    acc.Reload()
+    assert {"pbt/objective", views.BEST_OBJECTIVE, f"pbt/{LR}"} <= set(acc.Tags()["scalars"])
+    assert [(e.step, e.value) for e in acc.Scalars(f"pbt/{LR}")] == [(100, pytest.approx(1e-2)),
+                                                                      (100, pytest.approx(1.5e-3)),
+                                                                      (200, pytest.approx(1.5e-3))]
+    assert [(e.step, e.value) for e in acc.Scalars(views.BEST_OBJECTIVE)] == [(100, 5.0), (100, 5.0), (200, 7.0)]
+
+
+def test_the_report_shows_the_population_and_not_its_summary_as_a_run(tmp_path: Path) -> None:
+    population(tmp_path)
+    (tmp_path / "summary.json").write_text(json.dumps({"status": "ok", "members": [], "exploits": 1}))
+    life = tmp_path / "members" / "0" / "life0"
+    life.mkdir(parents=True)
+    (life / "summary.json").write_text(json.dumps({"status": "ok", "config": {"task": "Cartpole", "seed": 1},
+                                                   "metrics": {"reward/mean": 7.0, "perf/env_steps_per_s": 9.0}}))
+    path = report.build(tmp_path, tmp_path / "report", {}, use_wandb=False)
+    text = path.read_text()
+    assert "1 runs in 1 groups" in text  # the population's own summary.json is not a run
+    assert "## Population" in text and "### Lineage: 1 exploits" in text
+    assert "| 1 | 1 | 100 | member 0 | 100 | learning_rate 0.01 -> 0.0015 |" in text
+    assert (tmp_path / "report" / "pbt.png").is_file()
