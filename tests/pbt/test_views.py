@@ -77,3 +77,18 @@ def test_the_report_shows_the_population_and_not_its_summary_as_a_run(tmp_path: 
     assert "## Population" in text and "### Lineage: 1 exploits" in text
     assert "| 1 | 1 | 100 | member 0 | 100 | learning_rate 0.01 -> 0.0015 |" in text
     assert (tmp_path / "report" / "pbt.png").is_file()
+
+
+def test_w_and_b_holds_the_population_s_lineage_and_members(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from wandb_records import read_run
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    population(tmp_path)
+    group = views.wandb_group(None, tmp_path)
+    views.log_wandb(tmp_path, "gmiexp", None, "offline", group)
+    wb = read_run(tmp_path / "pbt")
+    assert wb["run"].run_group == f"pbt-{tmp_path.name}" and wb["run"].job_type == "pbt"
+    assert [(h["frames"], h["member/1"]) for h in wb["history"] if "member/1" in h] == [(100, 1.0), (100, 5.0),
+                                                                                       (200, 6.0)]
+    assert wb["summary"]["exploits"] == 1 and wb["summary"]["best_objective"] == 7.0
+    assert any("lineage" in f for f in wb["files"]) and any("members" in f for f in wb["files"])

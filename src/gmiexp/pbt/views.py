@@ -220,3 +220,43 @@ def markdown(run_dir: Path, out: Path) -> str:
     if png is not None:
         lines += ["", f"![population]({png.name})"]
     return "\n".join(lines) + "\n"
+
+
+def wandb_group(group: str | None, run_dir: Path) -> str:
+    """The W&B group of a population: the user's ``logger.group``, else ``pbt-<run dir name>`` (one per population)."""
+    return group or f"pbt-{run_dir.name}"
+
+
+def log_wandb(run_dir: Path, project: str, entity: str | None, mode: str, group: str) -> None:
+    """One W&B run for the population itself (``job_type=pbt``) beside its members' runs in ``group``.
+
+    It holds the lineage and the members as tables, every member's objective against frames (``member/<m>``) and
+    the population's best; the members' own runs (one per life, written by their launchers) carry the training.
+    """
+    import os
+
+    import wandb
+
+    os.environ.setdefault("WANDB_SILENT", "true")
+    evs = events(run_dir)
+    run = wandb.init(project=project, entity=entity, mode=mode, group=group, job_type="pbt",
+                     name=f"{run_dir.name}/population", dir=str(run_dir / "pbt"), reinit="finish_previous",
+                     settings=wandb.Settings(console="off", silent=True, x_disable_stats=True))
+    try:
+        run.define_metric("frames")
+        run.define_metric("member/*", step_metric="frames")
+        for member, points in sorted(curves(evs).items()):
+            for p in points:
+                run.log({"frames": p["frames"], f"member/{member}": p["objective"]})
+        cols = ["member", "interval", "frames", "source", "source_frames", "objective", "source_objective", "changed"]
+        run.log({"lineage": wandb.Table(columns=cols, data=[
+            [r["member"], r["interval"], r["frames"], r["source"], r["source_frames"], r["objective"],
+             r["source_objective"], json.dumps(r["changed"], default=str)] for r in lineage(evs)])})
+        table = members_table(run_dir, evs)
+        run.log({"members": wandb.Table(columns=["member", "lives", "exploits", "frames", "objective", "values"],
+                                        data=[[r["member"], r["lives"], r["exploits"], r["frames"], r["objective"],
+                                               json.dumps(r["values"], default=str)] for r in table])})
+        scored = [r["objective"] for r in table if _finite(r["objective"])]
+        run.summary.update({"exploits": len(lineage(evs)), **({"best_objective": max(scored)} if scored else {})})
+    finally:
+        run.finish()
