@@ -74,8 +74,26 @@ def test_a_start_from_a_checkpoint_is_the_next_segment(tmp_path: Path) -> None:
     plan, _ = build_plan(compose_config("task=Cartpole", "hardware=cpu", "gmis_per_gpu=2", "num_envs=16", "seed=7",
                                         f"checkpoint={tmp_path / 'ck.pth'}"), tmp_path / "run")
     assert start_segment(plan) == 3 and [g.env_seed for g in plan.gmis] == [7 + 3 * 32, 7 + 3 * 32 + 16]
-    assert [g.seed for g in plan.gmis] == [7, 8]  # the processes' streams come back from the checkpoint
+    # the processes' streams: the segment's, where the checkpoint holds none for a GMI (runstate, carry)
+    assert [g.seed for g in plan.gmis] == [7 + 3 * 2**16, 7 + 3 * 2**16 + 1]
     experience, _ = build_plan(compose_config("task=Cartpole", "hardware=cpu", "layout=tdg_ex", "seed=7",
                                               f"checkpoint={tmp_path / 'ck.pth'}"), tmp_path / "tdg")
     before = [g.env_seed for g in experience.gmis]
     assert start_segment(experience) == 0 and [g.env_seed for g in experience.gmis] == before  # keeps none
+
+
+def test_no_gmi_of_a_later_segment_is_seeded_as_any_gmi_of_another() -> None:
+    """A GMI a re-shape adds (1 -> 2 GMIs: GMI 1) draws its segment's streams, not epoch 0's (issue 42)."""
+    from gmiexp.planner.seeds import SEGMENT_STRIDE, process_seed
+
+    for seed in (0, 7, 2**32 - 3):
+        seen = {}
+        for segment in range(6):
+            for gmi in (0, 1, 2, 3, SEGMENT_STRIDE - 1):
+                s = process_seed(seed, gmi, segment)
+                assert s not in seen, f"segment {segment} GMI {gmi} repeats the seed of {seen[s]}"
+                assert 0 <= s < 2**32 or segment == 0  # numpy's legacy seeder (rl-games' runner) takes 32 bits
+                seen[s] = (segment, gmi)
+    assert process_seed(7, 3) == 10  # segment 0: seed + GMI, rl-games' and rsl_rl's multi-GPU habit
+    with pytest.raises(ValueError, match="GMIs and segments 0..65535"):
+        process_seed(7, SEGMENT_STRIDE, 1)

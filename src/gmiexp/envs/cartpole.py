@@ -13,6 +13,8 @@ from gmiexp.envs.vecenv import GMIVecEnv
 
 
 class CartpoleVecEnv(GMIVecEnv):
+    env_state_rows = TorchCartpole.ENV_ROWS  # each environment's state and step counter carry over a re-shape
+
     def __init__(self, num_envs: int, seed: int, max_episode_length: int = 200, device: str = "cpu") -> None:
         high = np.array([4.8, np.inf, 0.42, np.inf], dtype=np.float32)
         super().__init__(num_envs, gym.spaces.Box(-high, high, dtype=np.float32), gym.spaces.Discrete(2))

@@ -39,6 +39,9 @@ def failed(state: torch.Tensor) -> torch.Tensor:
 class TorchCartpole:
     """Batched cart-pole. ``step`` returns (obs, reward, terminated, truncated)."""
 
+    #: :meth:`get_state`'s keys that hold one row per environment (its generator is the simulator's own)
+    ENV_ROWS = ("state", "steps")
+
     def __init__(self, num_envs: int, seed: int = 0, max_episode_length: int = 200,
                  device: str | torch.device = "cpu") -> None:
         self.num_envs = num_envs

@@ -16,6 +16,11 @@ from gmiexp.device import step_boundary
 class GMIVecEnv(IVecEnv, metaclass=ABCMeta):
     """Common part of gmiexp's simulators: env_info, time accounting (``time/sim_s``)."""
 
+    #: the keys of ``get_env_state()`` whose first dimension is the environment: a re-shape hands each environment's
+    #: rows to whichever GMI steps it next (:mod:`gmiexp.rl.rlgames.carry`); the other keys are the simulator's own
+    #: (its generator) and stay the new simulator's. None: the state does not split per environment, or none is saved
+    env_state_rows: tuple[str, ...] | None = None
+
     def __init__(self, num_envs: int, observation_space: gym.Space, action_space: gym.Space) -> None:
         self.num_envs = num_envs
         self.observation_space = observation_space

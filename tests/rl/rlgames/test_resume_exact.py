@@ -130,12 +130,12 @@ def test_a_requeued_envpool_run_seeds_fresh_episodes_and_says_how_many_were_cut(
     train(tmp_path, 2, *run, f"max_iterations={STOP}")
     resumed = train(tmp_path, 2, *run, f"max_iterations={EPOCHS}")
     reports = [resumed["gmis"][str(i)]["resume"] for i in range(2)]
-    cut = reports[0]["episodes_cut"]
+    cut, frames = reports[0]["episodes_cut"], reports[0]["frames_cut"]
     assert all(r["segment"] == 1 and r["restored"] and not r["simulator"] and r["episodes_cut"] == cut
-               for r in reports), reports
-    assert 0 < cut <= 64 and [r["env_seed"] for r in reports] == [7 + 64, 7 + 64 + 32]  # segment 1's seeds
+               and r["frames_cut"] == frames for r in reports), reports
+    assert 0 < cut <= 64 and cut <= frames and [r["env_seed"] for r in reports] == [7 + 64, 7 + 64 + 32]
     said = [line for log in tmp_path.glob("logs/**/*.log") for line in log.read_text().splitlines()
             if line.startswith("gmiexp: resumed")]
     assert said == [f"gmiexp: resumed after epoch {STOP} (segment 1): generators restored, but the simulator cannot "
-                    f"save its state; {cut} episodes in progress were cut (the environments start new ones from "
-                    "segment 1's seeds)"], said
+                    f"save its state; {cut} episodes in progress were cut ({frames} frames; the environments start "
+                    "new ones from segment 1's seeds)"], said

@@ -40,7 +40,8 @@ class Pool:
 def agent(rank: int, in_progress: int, n: int = 4, env: Any = None) -> SimpleNamespace:
     lengths = torch.zeros(n)
     lengths[:in_progress] = 5.0
-    return SimpleNamespace(global_rank=rank, ppo_device=torch.device("cpu"), obs={"obs": torch.randn(n, 3)},
+    return SimpleNamespace(global_rank=rank, world_size=2, horizon_length=4, minibatch_size=4 * n,
+                           ppo_device=torch.device("cpu"), obs={"obs": torch.randn(n, 3)},
                            dones=torch.zeros(n, dtype=torch.uint8), current_rewards=torch.ones(n, 1),
                            current_shaped_rewards=torch.ones(n, 1), current_lengths=lengths, is_rnn=False,
                            vec_env=env or Pool(),
@@ -52,17 +53,18 @@ def test_a_simulator_that_cannot_save_its_state_cuts_the_episodes_in_progress_an
     want = draws()
     fresh = agent(1, 0)
     report = resume(fresh, run, rank=1, world_size=2)
-    assert report == {"restored": True, "simulator": False, "episodes_cut": 5}
+    assert report == {"restored": True, "simulator": False, "episodes_cut": 5, "frames_cut": 5 * 5}
     assert draws() == want  # the streams go on from where GMI 1 recorded them
     assert int(fresh.current_lengths.sum()) == 0  # the fresh episodes: nothing carried into them
     line = resume_line(report, epoch=10, segment=1)
-    assert "5 episodes in progress were cut" in line and "segment 1's seeds" in line
+    assert "5 episodes in progress were cut (25 frames; " in line and "segment 1's seeds" in line
 
 
-def test_another_partition_restores_nothing_and_cuts_every_episode_in_progress() -> None:
+def test_records_of_another_partition_are_no_gmi_s_own() -> None:
+    """runstate restores a GMI's own record only; a re-shape carries what it can (test_carry.py)."""
     run = {"segment": 1, "world_size": 2, "gmis": [gmi_record(agent(0, 3)), gmi_record(agent(1, 4))]}
     report = resume(agent(0, 0, n=8), run, rank=0, world_size=1)  # re-shaped 2 -> 1
-    assert report == {"restored": False, "simulator": False, "episodes_cut": 7}
+    assert report == {"restored": False, "simulator": False, "episodes_cut": 7, "frames_cut": 35}
     assert resume(agent(0, 0), None, 0, 1)["episodes_cut"] is None  # a checkpoint that does not say: unknown
 
 

@@ -20,7 +20,8 @@ through the host where the device needs it) and the Plan's reduction:
 
 A checkpoint holds the run, not only the model (:mod:`gmiexp.rl.rlgames.runstate`): every GMI's generators,
 simulator state and running episodes, gathered to GMI 0 when it saves, and given back to each GMI when a run
-starts from it, so a resumed run goes on as the run never stopped.
+starts from it, so a resumed run goes on as the run never stopped; a start on another partition (a re-shape) goes
+on with what it can of them (:mod:`gmiexp.rl.rlgames.carry`).
 
 With these, G GMIs fed one batch make the update one process makes on it, to float round-off, when each GMI's
 environments are the ones :func:`gmiexp.plan.minibatch.gmi_envs` assigns it (docs/equivalence.md).
@@ -44,6 +45,7 @@ from rl_games.common.diagnostics import DefaultDiagnostics, PpoDiagnostics
 from torch import nn
 
 from gmiexp import signals
+from gmiexp.rl.rlgames.carry import resume, resume_line
 from gmiexp.rl.rlgames.central_value import GMICentralValue, central_value_args
 from gmiexp.rl.rlgames.checkpoint import (
     EPISODES_KEY,
@@ -56,10 +58,11 @@ from gmiexp.rl.rlgames.checkpoint import (
     schedule_state,
 )
 from gmiexp.rl.rlgames.episodes import gather_over_group, local_mean, merge_meters, run_wide_meters
+from gmiexp.rl.rlgames.exploit import InPlaceMember
 from gmiexp.rl.rlgames.filming import EpochFilmer
 from gmiexp.rl.rlgames.lazy import lazy_scalar_guard, unfused_adam
 from gmiexp.rl.rlgames.observer import EpochReport, GMIObserver
-from gmiexp.rl.rlgames.runstate import gmi_record, resume, resume_line
+from gmiexp.rl.rlgames.runstate import gmi_record
 from gmiexp.rl.rlgames.sync import (
     SyncedScheduler,
     broadcast_module,
@@ -156,6 +159,7 @@ class GMISyncMixin:
         self._deferring = False  # inside GMI 0's epoch end: saves wait for every GMI's record
         self._pending_saves: list[str] = []
         self._records: list[dict[str, Any]] | None = None
+        self._in_place = InPlaceMember.of(self, plan.run_dir)  # a pbt member's exploit in place (gmiexp.rl.exploit)
 
     def prepare_dataset(self, batch_dict: dict[str, Any]) -> None:
         """rl-games' dataset; with several GMIs, advantages normalised over every GMI's rows.
@@ -272,8 +276,8 @@ class GMISyncMixin:
         if not self._resuming:
             return
         run, self._restored_run, self._resuming = self._restored_run, None, False
-        self.resume_report = {"segment": int(self.gmi_segment),
-                              **resume(self, run, int(self.global_rank), int(self.world_size))}
+        self.resume_report = {"segment": int(self.gmi_segment), **resume(
+            self, run, int(self.global_rank), int(self.world_size), int(self.gmi_ctx.gmi.seed))}
         if self.global_rank == 0:
             print(resume_line(self.resume_report, int(self.epoch_num), int(self.gmi_segment)), file=sys.stderr,
                   flush=True)
@@ -375,6 +379,8 @@ class GMISyncMixin:
                 flags = int(mgr.broadcast_float(float(int(should_exit) | (2 if self._pending_saves else 0))))
                 should_exit = bool(flags & 1)
                 self._write_pending(flags)
+            if self._in_place is not None:  # every GMI: publish at an interval's end, take a leader's state
+                self._in_place.epoch_end(epoch_num, should_exit)
             if should_exit:
                 return self.last_mean_rewards, epoch_num
 
