@@ -103,14 +103,14 @@ def test_dexpbt_needs_three_members_and_a_mutation_at_least_one_key(tmp_path: Pa
     assert "invalid pbt.mutation: {}; valid: at least one key" in err
 
 
-def test_a_pbt_run_with_the_in_place_exploit_exits_2_naming_the_one_built(tmp_path: Path, capsys) -> None:
+def test_a_pbt_run_asking_what_is_not_built_exits_2_before_its_run_dir_is_made(tmp_path: Path, capsys) -> None:
     cfg = copy.deepcopy(BASE)
-    cfg.mode = "train"
-    assert cfg.pbt.exploit == "inplace"  # the group's default, not built yet
+    cfg.mode, cfg.pbt.objective = "train", "episode.success"
+    assert cfg.pbt.exploit == "inplace"  # the group's default, built (tests/pbt/test_controller_inplace.py)
     assert run(cfg, tmp_path / "run") == 2
     err = capsys.readouterr().err
-    assert "invalid pbt.exploit=inplace for a training run: the in-place exploit is not built yet" in err
-    assert "valid: pbt.exploit=restart" in err
+    assert "invalid pbt.objective=episode.success for a training run" in err and "valid: reward/mean" in err
+    assert "pbt.exploit" not in err
     assert not (tmp_path / "run").exists()
 
 

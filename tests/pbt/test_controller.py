@@ -91,7 +91,6 @@ def test_a_member_runs_the_users_overrides_without_pbt_and_what_the_controller_s
 
 
 @pytest.mark.parametrize(("override", "named"), [
-    ("pbt.exploit=inplace", "invalid pbt.exploit=inplace for a training run: the in-place exploit is not built yet"),
     ("pbt.objective=episode.success", "invalid pbt.objective=episode.success"),
     ("layout=tdg_ex", "invalid layout=tdg_ex with pbt"),
 ])

@@ -12,11 +12,17 @@ its source's checkpoint of that interval (copied into the new life, so the linea
 files) with the mutated ``train.*`` values as overrides: the anchors' ``os.execv`` with ``--checkpoint``. Frames
 the member trained past the checkpoint are lost, as the anchors lose them.
 
-Everything that happened goes to ``<run>/pbt/state.jsonl`` (starts, records, decisions with the values taken); at
-the end the best member's last checkpoint is copied with its policy record into ``<run>/pbt/best/``, which
-``mode=eval checkpoint=...`` plays. Not built yet (refused with exit 2 by :func:`refuse_unbuilt`): the in-place
-exploit, rsl_rl members, info-key objectives, several nodes; nor resuming a population or replacing a failed
-member (a failed member stops the population, exit 1).
+With ``pbt.exploit=inplace`` (the default) no member stops: each publishes its state into a shared-memory segment
+at every interval's end, and an underperformer is sent a control file naming its source's segment and the values
+to go on with, which its GMIs take at their next epoch end and acknowledge (:mod:`gmiexp.rl.exploit`). The segments
+go under the controller's own run tag: unlinked once no decision needs them, at the end, and by a later launcher's
+sweep if the controller was killed.
+
+Everything that happened goes to ``<run>/pbt/state.jsonl`` (starts, records, decisions with the values taken, the
+in-place exploits taken); at the end the best member's last checkpoint is copied with its policy record into
+``<run>/pbt/best/``, which ``mode=eval checkpoint=...`` plays. Not built yet (refused with exit 2 by
+:func:`refuse_unbuilt`): rsl_rl members, info-key objectives, several nodes; nor resuming a population or replacing
+a failed member (a failed member stops the population, exit 1).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 import shutil
 import sys
 import time
@@ -45,7 +52,10 @@ from gmiexp.pbt.members import OBJECTIVE, refuse_unbuilt, starting_values
 from gmiexp.pbt.mutation import mutate
 from gmiexp.pbt.rules import Record, Rules, decide, member_rng, start_values, table_at
 from gmiexp.planner.build import build_plan
+from gmiexp.rl import exploit
 from gmiexp.rl.rlgames.record import RECORD
+from gmiexp.shm.cleanup import cleanup_run
+from gmiexp.shm.names import launcher_tag
 from gmiexp.signals import sigterm_raises
 from gmiexp.status import read_history
 
@@ -104,6 +114,16 @@ class Life:
 
 
 @dataclass
+class InPlace:
+    """An in-place exploit posted to a member and not yet acknowledged."""
+
+    control: exploit.Control
+    life: Life
+    decided: float  # time.time() of the decision
+    frames: int  # the member's frames at the interval decided on (what it trains past them is thrown away)
+
+
+@dataclass
 class Population:
     """The controller: the run's config, its members' lives, the records and the state file."""
 
@@ -124,10 +144,19 @@ class Population:
     gpus: list[int] = field(default_factory=list)
     exploits: int = 0
     pending: list[tuple[Life, int, int]] = field(default_factory=list)  # (life, interval, frames) to decide
+    tag: str = ""  # pbt.exploit=inplace: the run tag of the members' published states (the controller's pid)
+    segments: dict[tuple[int, int], str] = field(default_factory=dict)  # (member, interval) -> its published state
+    in_place: dict[int, InPlace] = field(default_factory=dict)  # member -> its exploit not yet acknowledged
+    verdicts: int = 0  # pbt.exploit=inplace: verdicts sent (each member waits for one at every interval's end)
 
     @property
     def pbt_dir(self) -> Path:
         return self.run_dir / "pbt"
+
+    @property
+    def inplace(self) -> bool:
+        """``pbt.exploit=inplace``: members publish their state, an underperformer takes a leader's without a stop."""
+        return self.cfg.pbt is not None and self.cfg.pbt.exploit == "inplace"
 
     @property
     def rules(self) -> Rules:
@@ -192,6 +221,9 @@ class Population:
             if (source.parent / RECORD).is_file():  # the policy record (task, params) the checkpoint came with
                 shutil.copyfile(source.parent / RECORD, run_dir / RECORD)
             extra += [f"checkpoint={start}", "launch.resume=never"]
+        if self.inplace:  # its GMIs publish their state under the controller's tag (gmiexp.rl.exploit)
+            run_dir.mkdir(parents=True, exist_ok=True)
+            exploit.write_member(run_dir, exploit.MemberSpec(self.tag, member, self.epochs_per_interval, os.getpid()))
         assert self.member_of is not None
         job = Job(member, [*member_overrides(self.overrides), *value_overrides(values), *extra], run_dir,
                   slot_overrides=lambda s: slots.slot_overrides(s, self.member_of, self.per_gpu))  # type: ignore[arg-type]
@@ -215,7 +247,8 @@ class Population:
         values = self.check()
         p = self.cfg.pbt
         assert p is not None
-        self.log("population", population=p.population, rule=p.replace_rule, exploit=p.exploit,
+        self.tag = launcher_tag() if self.inplace else ""  # names this pid: a later launcher sweeps it if killed
+        self.log("population", population=p.population, rule=p.replace_rule, exploit=p.exploit, tag=self.tag,
                  interval_steps=p.interval_steps, epochs_per_interval=self.epochs_per_interval,
                  frames_per_epoch=self.frames_per_epoch, mutation=dict(p.mutation))
         say(f"pbt: {p.population} members, {self.per_gpu} per GPU on GPUs {self.gpus}; every "
@@ -231,6 +264,9 @@ class Population:
                 self.stop_all()
                 self.log("stopped", reason="interrupted or failed")
                 raise
+            finally:
+                if self.tag:
+                    cleanup_run(self.tag)  # every published state, whatever a member left
         return self.finish(time.monotonic() - started)
 
     def running(self) -> list[Life]:
@@ -242,6 +278,7 @@ class Population:
     def loop(self) -> None:
         while self.running():
             time.sleep(self.poll_s)
+            self.collect_acks()
             for life in list(self.running()):
                 code = life.job.proc.poll() if life.job.proc is not None else None
                 self.read(life, ended=code is not None)
@@ -252,6 +289,7 @@ class Population:
                         raise LaunchError(f"pbt member {life.member} failed (exit {code}): {life.job.run_dir}\n  "
                                           + "\n  ".join(err))
             self.decide_pending()
+            self.drop_segments()
 
     def read(self, life: Life, ended: bool) -> None:
         """Post the life's new interval records (the epochs that end an interval, once their checkpoint is written)."""
@@ -264,9 +302,11 @@ class Population:
             epoch = int(rec["iteration"])
             if epoch % self.epochs_per_interval == 0:
                 ckpt = checkpoint_at(life.job.run_dir, epoch)
+                ready = (exploit.published(self.segment(life.member, epoch // self.epochs_per_interval))
+                         if self.inplace else ckpt is not None)
                 later = life.seen + 1 < len(history) or ended
-                if ckpt is None and not later:
-                    return  # rl-games writes the checkpoint just after the epoch's record: next poll
+                if not ready and not later:
+                    return  # rl-games writes the checkpoint (its GMI 0 its state) just after the record: next poll
                 self.post(life, epoch, int(rec["frames"]), objective, ckpt)
             life.seen += 1
 
@@ -280,6 +320,8 @@ class Population:
         self.records.append(record)
         if ckpt is not None:
             self.checkpoints[(life.member, interval)] = ckpt
+        if self.inplace and exploit.published(self.segment(life.member, interval)):
+            self.segments[(life.member, interval)] = self.segment(life.member, interval)
         self.values_at[(life.member, interval)] = dict(life.values)
         self.log("record", member=life.member, life=life.index, interval=interval, epoch=epoch, frames=frames,
                  objective=known, best=record.best, checkpoint=str(ckpt) if ckpt else None)
@@ -305,37 +347,91 @@ class Population:
             self.pending.remove(item)
             if self.lives[life.member] is not life or life.job.returncode is not None:
                 continue  # restarted or finished meanwhile
-            self.decide(life, interval, frames)
+            if not self.decide(life, interval, frames) and self.inplace:  # it waits for the verdict: go on
+                self.verdicts += 1
+                exploit.post_control(life.job.run_dir, exploit.go_on(interval, self.verdicts))
 
-    def decide(self, life: Life, interval: int, frames: int) -> None:
+    def decide(self, life: Life, interval: int, frames: int) -> bool:
+        """Whether the member copies or mutates (and was sent its verdict, or restarted)."""
         p = self.cfg.pbt
         assert p is not None
+        if life.member in self.in_place:  # its last verdict is not taken yet (a member that ended waits no more)
+            self.log("decision", member=life.member, interval=interval, done="kept: an exploit in place is pending")
+            return False
         table = table_at(self.records, p.population, interval)
         rng = member_rng(self.cfg.seed, life.member, interval)
         d = decide(p.replace_rule, table, life.member, self.rules, rng, started_at=life.started_frames)
         if not d.mutates:
-            return
+            return False
         source = table[d.source]
         assert source is not None
         ckpt_from = self.checkpoints.get((d.source, source.iteration))
-        if ckpt_from is None:
+        segment = self.segments.get((d.source, source.iteration))
+        if (segment if self.inplace else ckpt_from) is None:
             self.log("decision", member=life.member, interval=interval, source=d.source, reason=d.reason,
-                     done="kept: the source has no checkpoint of that interval")
-            return
+                     done=f"kept: the source has no {'published state' if self.inplace else 'checkpoint'} of that "
+                          "interval")
+            return False
         own = dict(life.values)
-        taken = start_values(p.replace_rule, own, self.values_at[(d.source, source.iteration)], self.rules, rng)
+        source_values = self.values_at[(d.source, source.iteration)]
+        taken = start_values(p.replace_rule, own, source_values, self.rules, rng)
         bounds = {k: (PBT_KEYS[k].lo, PBT_KEYS[k].hi) for k in taken if k in PBT_KEYS}
         new = mutate(taken, p.mutation, p.mutation_rate, (p.change_range[0], p.change_range[1]), rng, bounds)
+        self.exploits += 1
+        self.verdicts += 1
         self.log("decision", member=life.member, interval=interval, frames=frames, source=d.source,
                  source_interval=source.iteration, source_frames=source.frames, reason=d.reason, copies=d.copies,
-                 values_before=own, values_taken=taken, values=new, checkpoint=str(ckpt_from))
+                 values_before=own, values_taken=taken, values=new, exploit=p.exploit,
+                 **({"segment": segment, "id": self.verdicts} if self.inplace else {"checkpoint": str(ckpt_from)}))
+        if self.inplace:
+            assert segment is not None
+            control = exploit.Control(self.verdicts, d.source, source.iteration, segment, new, dict(source_values))
+            exploit.post_control(life.job.run_dir, control)
+            self.in_place[life.member] = InPlace(control, life, time.time(), frames)
+            life.started_frames = source.frames  # DexPBT's grace counts from the exploit
+            say(f"pbt: member {life.member} at interval {interval}: {d.reason}; takes member {d.source}'s state "
+                f"({source.frames} frames) in place with {value_overrides(new)}")
+            return True
         say(f"pbt: member {life.member} at interval {interval}: {d.reason}; restarts from member {d.source}'s "
             f"checkpoint ({source.frames} frames) with {value_overrides(new)}")
         slot = life.job.slot
         assert slot is not None
         runner.stop([life.job], self.grace_s)
-        self.exploits += 1
         self.start(life.member, new, slot, source=ckpt_from, started_frames=source.frames)
+        return True
+
+    def segment(self, member: int, interval: int) -> str:
+        return exploit.state_segment(self.tag, member, interval)
+
+    def collect_acks(self) -> None:
+        """Record each in-place exploit its member has taken (or ended without taking) in the lineage."""
+        for member, pending in list(self.in_place.items()):
+            life, control = pending.life, pending.control
+            ack = next((a for a in exploit.acks(life.job.run_dir) if a.get("id") == control.id), None)
+            if ack is None:
+                if life.job.returncode is not None or (life.job.proc is not None and life.job.proc.poll() is not None):
+                    del self.in_place[member]
+                    self.log("exploited", member=member, life=life.index, id=control.id, source=control.source,
+                             interval=control.interval, done="not taken: the member ended first")
+                continue
+            del self.in_place[member]
+            if "error" in ack:
+                self.log("exploited", member=member, life=life.index, id=control.id, done=ack["error"])
+                continue
+            life.values = dict(control.values)
+            self.log("exploited", member=member, life=life.index, id=control.id, source=control.source,
+                     interval=control.interval, segment=control.segment, values=control.values, epoch=ack["epoch"],
+                     frames=ack["frames"], frames_lost=int(ack["frames"]) - pending.frames,
+                     seconds=float(ack["time"]) - pending.decided, load_s=ack.get("load_s"), pid=ack.get("pid"),
+                     sha256=ack.get("sha256"), last_lr=ack.get("last_lr"))
+            say(f"pbt: member {member} took member {control.source}'s state of interval {control.interval} in place "
+                f"at its epoch {ack['epoch']} ({float(ack['time']) - pending.decided:.2f}s after the decision)")
+
+    def drop_segments(self) -> None:
+        """Unlink the published states no decision or pending exploit can still ask for (intervals decided)."""
+        waiting = {interval for _, interval, _ in self.pending} | {e.control.interval for e in self.in_place.values()}
+        for key in [k for k in self.segments if self.complete(k[1]) and k[1] not in waiting]:
+            exploit.drop(self.segments.pop(key))
 
     def finish(self, wall_s: float) -> dict[str, Any]:
         """The best member by its last objective; its last checkpoint and policy record into ``<run>/pbt/best/``."""

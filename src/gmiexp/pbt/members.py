@@ -38,7 +38,7 @@ def describe(cfg: Config) -> str:
     for m, values in enumerate(starting_values(cfg)):
         shown = ", ".join(f"{k}={_fmt(v)}" for k, v in values.items())
         lines.append(f"  member {m}: {shown}")
-    lines.append("  (mode=train runs them with pbt.exploit=restart, rl-games' PPO in tcg_ex; docs/pbt.md)")
+    lines.append(f"  (mode=train runs them as rl-games' PPO in tcg_ex, exploiting {p.exploit}; docs/pbt.md)")
     return "\n".join(lines)
 
 
@@ -62,10 +62,7 @@ def refuse_unbuilt(cfg: Config) -> None:
     """Exit 2 before anything starts for what a population cannot do yet, naming what runs instead."""
     p = cfg.pbt
     assert p is not None
-    reasons = []
-    if p.exploit != "restart":
-        reasons.append(f"invalid pbt.exploit={p.exploit} for a training run: the in-place exploit is not built yet "
-                       "(docs/pbt.md); valid: pbt.exploit=restart")
+    reasons = []  # both exploits are built: inplace (gmiexp.rl.exploit) and restart
     if p.objective != OBJECTIVE:
         reasons.append(f"invalid pbt.objective={p.objective} for a training run: ranking by an info key is not built "
                        f"yet; valid: {OBJECTIVE}")
