@@ -344,8 +344,8 @@ class LoggerConfig:
         rdzv_timeout_s=Positive("seconds"), resume=OneOf(("auto", "never")),
         reshape=OneOf(("off", "request", "auto")), reshape_budget=Between(0, 1),
         reshape_window=AtLeast(1, "epochs"), reshape_noise=Between(0, 1, open_hi=True),
-        reshape_drift=Between(0, 1, open_lo=True), reshape_max_gmis_per_gpu=AtLeast(1),
-        reshape_prior=ExistingFile("search.json of a mode=search run"))
+        reshape_drift=Between(0, 1, open_lo=True), reshape_cost_s=AtLeast(0, "seconds"),
+        reshape_max_gmis_per_gpu=AtLeast(1), reshape_prior=ExistingFile("search.json of a mode=search run"))
 @dataclass
 class LaunchConfig:
     """Process management around torch.distributed.elastic; ``nnodes > 1`` runs one launcher per node.
@@ -379,8 +379,11 @@ class LaunchConfig:
     reshape_budget: float = 0.25  # auto: at most this fraction of the run's epochs on trial partitions
     reshape_window: int = 3  # auto: steady epochs measured per window (the first epoch after a start excluded)
     reshape_noise: float = 0.02  # auto: the smallest relative gain that counts; a trial must also beat the
-    #   incumbent by more than the noise measured in its A-B-A windows (2 standard errors, from the epochs' spread)
+    #   incumbent by more than the noise measured in its A-B-A windows (2 standard errors, from the epochs' spread),
+    #   and is made only when a win this large would pay for it (gmiexp.launch.payback)
     reshape_drift: float = 0.15  # auto: explore again when throughput drifts this much from what was measured
+    reshape_cost_s: float = 10.0  # auto: one re-shape's seconds (stop, checkpoint, re-plan, relaunch, warm-up epoch)
+    #   until this run measured its own (>= 0); a move is made only when it pays (gmiexp.launch.payback)
     reshape_max_gmis_per_gpu: int = 4  # auto: the largest partition tried
     reshape_prior: str = ""  # auto: a mode=search run's search.json; partitions it profiled at this run's batch
     #   that lost to the starting one are not tried again (a run from the search's preset starts settled)

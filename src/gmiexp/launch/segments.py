@@ -58,6 +58,7 @@ def run_segments(plan: Plan, backend: Any, node_dir: Path, live: Any, reshaper: 
             raise
         except Reshaped as r:
             t_exit = time.time()
+            reshaper.segment_ended(r.summary)  # the episodes the re-shape that started it cut (its resume report)
             current, plan, backend, timing = _next_partition(replan, current, plan, r.decision, node_dir)
             r.decision.epoch = int(plan.resumed.get("epoch", r.decision.epoch))  # where the GMIs stopped
             live.next_segment(plan)
@@ -67,6 +68,7 @@ def run_segments(plan: Plan, backend: Any, node_dir: Path, live: Any, reshaper: 
             reshaper.done(r.decision, stop_s=round(t_exit - r.decision.decided_at, 3),
                           plan_s=round(time.time() - t_exit, 3), started_at=time.time(), **timing)
             reshaper.segment_started(gmis_per_gpu(plan), float(rows_before[-1]["wall_s"]) if rows_before else None)
+    reshaper.segment_ended(summary)
     return whole(summary)
 
 
