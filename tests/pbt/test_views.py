@@ -50,6 +50,27 @@ def test_a_member_s_curve_follows_its_lineage_and_drops_what_a_restart_threw_awa
     assert views.best_by_interval(evs) == {1: 5.0, 2: 7.0}
 
 
+def test_an_in_place_exploit_is_a_jump_in_the_same_life_once_the_member_took_it(tmp_path: Path) -> None:
+    start = [{"event": "start", "member": m, "life": 0, "values": {LR: lr}, "frames": 0, "checkpoint": None}
+             for m, lr in ((0, 1e-3), (1, 1e-2))]
+    rec = [{"event": "record", "member": m, "life": 0, "interval": i, "frames": 100 * i, "objective": obj}
+           for m, i, obj in ((0, 1, 5.0), (1, 1, 1.0), (0, 2, 7.0), (1, 2, 6.5), (0, 3, 8.0), (1, 3, 9.0))]
+    decision = {"event": "decision", "member": 1, "interval": 1, "frames": 100, "source": 0, "source_interval": 1,
+                "source_frames": 100, "values_before": {LR: 1e-2}, "values": {LR: 2e-3}, "exploit": "inplace",
+                "id": 3}
+    refused = {**decision, "member": 0, "id": 4}  # decided, never taken: no row
+    took = {"event": "exploited", "member": 1, "life": 0, "id": 3, "source": 0, "values": {LR: 2e-3}, "epoch": 2,
+            "frames": 200, "seconds": 0.4}
+    evs = [*start, *rec[:2], decision, refused, *rec[2:4], took, *rec[4:]]
+    write_state(tmp_path, evs)
+    [row] = views.lineage(views.events(tmp_path))
+    assert row["in_place"] and row["at_frames"] == 200 and row["changed"] == {LR: (1e-2, 2e-3)}
+    cur = views.curves(views.events(tmp_path))[1]
+    assert [(p["frames"], p["objective"], p["life"], p["copied"], p["values"][LR]) for p in cur] == [
+        (100, 1.0, 0, None, 1e-2), (200, 6.5, 0, None, 1e-2), (200, 5.0, 0, 0, 2e-3), (300, 9.0, 0, None, 2e-3)]
+    assert views.members_table(tmp_path, views.events(tmp_path))[1]["values"] == {LR: 2e-3}
+
+
 def test_tensorboard_has_isaac_lab_s_pbt_keys_per_member(tmp_path: Path) -> None:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -75,7 +96,7 @@ def test_the_report_shows_the_population_and_not_its_summary_as_a_run(tmp_path: 
     text = path.read_text()
     assert "1 runs in 1 groups" in text  # the population's own summary.json is not a run
     assert "## Population" in text and "### Lineage: 1 exploits" in text
-    assert "| 1 | 1 | 100 | member 0 | 100 | learning_rate 0.01 -> 0.0015 |" in text
+    assert "| 1 | 1 | 100 | member 0 | 100 | restart | learning_rate 0.01 -> 0.0015 |" in text
     assert (tmp_path / "report" / "pbt.png").is_file()
 
 

@@ -47,16 +47,19 @@ def _finite(x: Any) -> bool:
 def curves(evs: Sequence[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
     """Per member the points along its lineage (``frames``, ``objective``, ``life``, ``values``, ``copied``).
 
-    A life's records past the frames its next life started from (a restart exploit) are dropped: that training was
-    thrown away. The next life begins with a point at those frames holding its source's objective (``copied``: the
-    source member), so a copy shows as a jump.
+    A copy shows as a jump: a point at the frames where the member took its source's state, holding the source's
+    objective (``copied``: the source member). In place, the member goes on in the same life with the new values
+    from there. After a restart exploit its earlier life's records past the frames the next life started from are
+    dropped: that training was thrown away.
     """
     starts: dict[tuple[int, int], dict[str, Any]] = {}
     by_life: dict[tuple[int, int], list[dict[str, Any]]] = {}
-    copied: dict[tuple[int, int], dict[str, Any]] = {}  # (member, life) -> the exploit that started it
+    copied: dict[tuple[int, int], dict[str, Any]] = {}  # (member, life) -> the restart exploit that started it
+    rows = lineage(evs)
     queue: dict[int, list[dict[str, Any]]] = {}
-    for row in lineage(evs):
-        queue.setdefault(row["member"], []).append(row)
+    for row in rows:
+        if not row["in_place"]:
+            queue.setdefault(row["member"], []).append(row)
     for e in evs:
         if e.get("event") == "start":
             starts[(e["member"], e["life"])] = e
@@ -64,6 +67,11 @@ def curves(evs: Sequence[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
                 copied[(e["member"], e["life"])] = queue[e["member"]].pop(0)
         elif e.get("event") == "record" and _finite(e.get("objective")):
             by_life.setdefault((e["member"], e.get("life", 0)), []).append(e)
+
+    def point(frames: Any, objective: float, interval: Any, life: int, values: dict, source: int | None) -> dict:
+        return {"frames": int(frames), "objective": objective, "interval": interval, "life": life,
+                "values": values, "copied": source}
+
     out: dict[int, list[dict[str, Any]]] = {}
     for (member, life), start in sorted(starts.items()):
         nxt = starts.get((member, life + 1))
@@ -72,15 +80,20 @@ def curves(evs: Sequence[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
         points = out.setdefault(member, [])
         row = copied.get((member, life))
         if row is not None and row["source_objective"] is not None:
-            points.append({"frames": int(start["frames"]), "objective": row["source_objective"],
-                           "interval": row["interval"], "life": life, "values": values, "copied": row["source"]})
+            points.append(point(start["frames"], row["source_objective"], row["interval"], life, values, row["source"]))
         for r in by_life.get((member, life), []):
-            if cut is not None and int(r["frames"]) > cut:
-                continue
-            points.append({"frames": int(r["frames"]), "objective": float(r["objective"]),
-                           "interval": r.get("interval"), "life": life, "values": values, "copied": None})
-    for points in out.values():
-        points.sort(key=lambda r: (r["frames"], r["life"]))
+            if cut is None or int(r["frames"]) <= cut:
+                points.append(point(r["frames"], float(r["objective"]), r.get("interval"), life, values, None))
+    for member, points in out.items():
+        points.sort(key=lambda r: (r["frames"], r["life"], r["copied"] is None))
+        for row in (r for r in rows if r["in_place"] and r["member"] == member):  # in the order taken
+            at = int(row["at_frames"])
+            life = max((p["life"] for p in points if p["frames"] <= at), default=0)
+            keep = [p for p in points if p["frames"] <= at]
+            later = [{**p, "values": row["values"]} for p in points if p["frames"] > at]
+            jump = [point(at, row["source_objective"], row["interval"], life, row["values"], row["source"])] \
+                if row["source_objective"] is not None else []
+            points[:] = keep + jump + later
     return {m: p for m, p in out.items() if p}
 
 
@@ -90,18 +103,29 @@ def changed(before: dict[str, Any], after: dict[str, Any]) -> dict[str, tuple[An
 
 
 def lineage(evs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per exploit (a decision that copied a source): member, interval, frames, source, what changed."""
+    """One row per exploit taken: member, interval, frames, source, where it took it, what changed.
+
+    A restart exploit is taken when decided (the member's next life starts from its source's frames); one in place
+    when the member acknowledged it (its ``exploited`` event, at the member's own frames), else it is not a row.
+    """
+    taken = {(e["member"], e.get("id")): e for e in evs if e.get("event") == "exploited" and "values" in e}
     rows = []
     seen: dict[tuple[int, Any], float] = {}  # (member, interval) -> its latest objective there
     for e in evs:
         if e.get("event") == "record" and _finite(e.get("objective")):
             seen[(e["member"], e.get("interval"))] = float(e["objective"])
         if e.get("event") != "decision" or "values" not in e:
-            continue  # a decision that kept the member (its source had no checkpoint) copies nothing
+            continue  # a decision that kept the member copies nothing
+        in_place = e.get("exploit") == "inplace"
+        ack = taken.get((e["member"], e.get("id"))) if in_place else None
+        if in_place and ack is None:
+            continue  # sent, but the member ended (or failed to load it) before taking it
         rows.append({"member": e["member"], "interval": e.get("interval"), "frames": e.get("frames"),
                      "objective": seen.get((e["member"], e.get("interval"))),
                      "source": e.get("source"), "source_frames": e.get("source_frames"),
                      "source_objective": seen.get((e.get("source"), e.get("source_interval"))),
+                     "in_place": in_place, "at_frames": ack["frames"] if ack else e.get("source_frames"),
+                     "seconds": ack.get("seconds") if ack else None, "values": e["values"],
                      "reason": e.get("reason"), "changed": changed(e.get("values_before") or {}, e["values"])})
     return rows
 
@@ -152,7 +176,7 @@ def members_table(run_dir: Path, evs: Sequence[dict[str, Any]]) -> list[dict[str
         if e.get("event") == "start":
             lives[e["member"]] = max(lives.get(e["member"], 0), int(e["life"]) + 1)
             values[e["member"]] = e.get("values", {})
-        elif e.get("event") == "exploit" and "values" in e:  # an in-place exploit: the same life, new values
+        elif e.get("event") == "exploited" and "values" in e:  # an in-place exploit: the same life, new values
             values[e["member"]] = e["values"]
     taken: dict[int, int] = {}
     for row in lineage(evs):
@@ -211,11 +235,13 @@ def markdown(run_dir: Path, out: Path) -> str:
     rows = lineage(evs)
     lines += ["", f"### Lineage: {len(rows)} exploits", ""]
     if rows:
-        lines += ["| member | interval | frames | copied | at frames | changed |", "|---|---|---|---|---|---|"]
+        lines += ["| member | interval | frames | copied | its frames | how | changed |",
+                  "|---|---|---|---|---|---|---|"]
         for r in rows:
             ch = ", ".join(f"{k.split('.')[-1]} {_fmt(a)} -> {_fmt(b)}" for k, (a, b) in r["changed"].items())
+            how = f"in place at {r['at_frames']}" if r["in_place"] else "restart"
             lines.append(f"| {r['member']} | {r['interval']} | {r['frames']} | member {r['source']} | "
-                         f"{r['source_frames']} | {ch or 'nothing'} |")
+                         f"{r['source_frames']} | {how} | {ch or 'nothing'} |")
     png = plot(run_dir, out)
     if png is not None:
         lines += ["", f"![population]({png.name})"]
@@ -248,10 +274,12 @@ def log_wandb(run_dir: Path, project: str, entity: str | None, mode: str, group:
         for member, points in sorted(curves(evs).items()):
             for p in points:
                 run.log({"frames": p["frames"], f"member/{member}": p["objective"]})
-        cols = ["member", "interval", "frames", "source", "source_frames", "objective", "source_objective", "changed"]
+        cols = ["member", "interval", "frames", "source", "source_frames", "objective", "source_objective",
+                "in_place", "at_frames", "changed"]
         run.log({"lineage": wandb.Table(columns=cols, data=[
             [r["member"], r["interval"], r["frames"], r["source"], r["source_frames"], r["objective"],
-             r["source_objective"], json.dumps(r["changed"], default=str)] for r in lineage(evs)])})
+             r["source_objective"], r["in_place"], r["at_frames"], json.dumps(r["changed"], default=str)]
+            for r in lineage(evs)])})
         table = members_table(run_dir, evs)
         run.log({"members": wandb.Table(columns=["member", "lives", "exploits", "frames", "objective", "values"],
                                         data=[[r["member"], r["lives"], r["exploits"], r["frames"], r["objective"],
