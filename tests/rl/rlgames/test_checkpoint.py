@@ -89,3 +89,21 @@ def test_the_learning_rate_goes_on_after_a_restart() -> None:
     fresh = SimpleNamespace(last_lr=3e-4, entropy_coef=0.0, optimizer=after.optimizer)
     restore_schedule(fresh, {})  # an rl-games checkpoint without it: the config's rate
     assert fresh.last_lr == 3e-4
+
+
+def test_a_copy_for_another_run_keeps_the_learning_and_none_of_the_writer_s_streams() -> None:
+    """A PBT member that copies its leader draws its own streams: the leader's generators and episodes stay behind."""
+    from types import SimpleNamespace
+
+    from gmiexp.rl.rlgames.checkpoint import RUN_KEY, for_another_run, run_segment
+    from gmiexp.rl.rlgames.runstate import resume
+
+    writer = {"gmi": 0, "generators": {"torch": torch.get_rng_state()}, "env": None, "in_progress": 3}
+    state = {"model": {"w": torch.ones(2)}, "optimizer": {"lr": 1e-3}, "epoch": 4,
+             RUN_KEY: {"segment": 2, "world_size": 1, "gmis": [writer]}}
+    copy = for_another_run(state)
+    assert copy[RUN_KEY] == {"segment": 2} and run_segment(copy) == 3  # the start is the next segment
+    assert copy["model"] is state["model"] and copy["epoch"] == 4 and state[RUN_KEY]["gmis"] == [writer]
+    fresh = SimpleNamespace(global_rank=0, world_size=1, current_lengths=torch.zeros(2))
+    assert resume(fresh, copy[RUN_KEY], 0, 1)["restored"] is False  # nothing of the writer's run is restored
+    assert for_another_run({"model": {}}) == {"model": {}}  # rl-games' own checkpoint: nothing to leave behind

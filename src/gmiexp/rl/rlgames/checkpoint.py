@@ -125,6 +125,18 @@ def run_segment(state: dict[str, Any] | None) -> int:
     return int((state.get(RUN_KEY) or {}).get("segment", 0)) + 1
 
 
+def for_another_run(state: dict[str, Any]) -> dict[str, Any]:
+    """Checkpoint ``state`` as another run starts from it (a PBT member copying its leader): the learning only.
+
+    The model, normalisers, optimiser, counters and schedule stay; the writer's own part of the run (its GMIs'
+    generators, simulator and running episodes) goes, so the new start draws its own streams (its seed's, in the
+    next segment) instead of replaying the source's: before, a member that copied a leader on the same partition
+    went on with the leader's generators and environments and repeated its returns exactly.
+    """
+    run = state.get(RUN_KEY)
+    return {**state, RUN_KEY: {"segment": int(run.get("segment", 0))}} if isinstance(run, dict) else dict(state)
+
+
 #: a checkpoint's checksum sits beside it, in ``sha256sum``'s format (``sha256sum -c`` checks it)
 CHECKSUM_SUFFIX = ".sha256"
 
