@@ -43,7 +43,8 @@ from gmiexp.rl.rslrl import config as rslrl
 SAME_TRAINING = ("task", "train", "layout", "role", "seed", "trainer_group", "channels", "channel", "async_train")
 GMI_FIELDS = ("id", "node", "device", "roles", "num_envs")
 RSLRL_NAME = re.compile(r"^model_(\d+)\.pt$")  # rsl_rl's model_<iteration>.pt (train=rslrl), 0-based
-SEGMENTED_ROLE = "ppo"  # the role whose checkpoints count the run's segments (gmiexp.rl.rlgames.runstate)
+#: the roles whose checkpoints count the run's segments (gmiexp.rl.rlgames.runstate, gmiexp.rl.rslrl.runstate)
+SEGMENTED_ROLES = ("ppo", rslrl.ROLE)
 EPOCH_IN_NAME = re.compile(r"_ep_(\d+)_")  # rl-games names periodic and final checkpoints ..._ep_<epoch>_rew_...
 
 
@@ -150,12 +151,14 @@ def resume(plan: Plan, run_dir: Path, mode: str) -> Plan:
 def start_segment(plan: Plan) -> int:
     """The segment of the run this start is (0: no checkpoint), its environment seeds set in ``plan``'s GMIs.
 
-    Only rl-games' PPO in tcg_ex (role ``ppo``) keeps a segment in its checkpoints; the experience layouts'
-    trainers, rsl_rl and the serving layouts (a policy to serve, not a run to go on with) keep their seeds.
+    rl-games' PPO and rsl_rl in tcg_ex keep a segment in their checkpoints (rsl_rl's under its ``infos``); the
+    experience layouts' trainers and the serving layouts (a policy to serve, not a run to go on with) keep their
+    seeds.
     """
-    if not plan.checkpoint or plan.role != SEGMENTED_ROLE:
+    if not plan.checkpoint or plan.role not in SEGMENTED_ROLES:
         return 0
-    segment = run_segment(read(Path(plan.checkpoint)))
+    state = read(Path(plan.checkpoint))
+    segment = run_segment(state.get("infos") or {} if plan.role == rslrl.ROLE else state)
     assign_seeds(plan, segment)
     return segment
 

@@ -25,53 +25,14 @@ re-shape) goes on with what it can of the records: :mod:`gmiexp.rl.rlgames.carry
 
 from __future__ import annotations
 
-import random
 from typing import Any
-
-import numpy as np
-import torch
 
 from gmiexp.plan.minibatch import gmi_envs
 from gmiexp.rl.rlgames.checkpoint import EPISODE_METERS, restore_meter
-from gmiexp.rl.state import to_host
+from gmiexp.rl.state import Mismatch, generator_states, onto, own_record, set_generator_states, to_host
 
 #: the agent's tensors that carry episodes over an epoch's end (rl-games' ``init_current_rewards`` makes them)
 EPISODE_TENSORS = ("dones", "current_rewards", "current_shaped_rewards", "current_lengths")
-
-
-def generator_states(device: torch.device | str) -> dict[str, Any]:
-    """The process's random streams: torch's CPU generator, numpy's, random's, and ``device``'s own (CUDA).
-
-    numpy's state is kept as a tensor and plain numbers, so a ``weights_only`` loader reads the checkpoint too.
-    """
-    name, keys, pos, has_gauss, cached = np.random.get_state()
-    out: dict[str, Any] = {
-        "torch": torch.get_rng_state(),
-        "numpy": {"name": str(name), "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)), "pos": int(pos),
-                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
-        "random": random.getstate(),
-    }
-    device = torch.device(device)
-    if device.type == "cuda":
-        out["cuda"] = torch.cuda.get_rng_state(device)
-    return out
-
-
-def set_generator_states(saved: dict[str, Any], device: torch.device | str) -> None:
-    """Go on with the streams :func:`generator_states` recorded (a device generator only on that kind of device)."""
-    torch.set_rng_state(saved["torch"])
-    n = saved["numpy"]
-    np.random.set_state((n["name"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"],
-                         n["cached_gaussian"]))
-    random.setstate(_tuples(saved["random"]))
-    device = torch.device(device)
-    if "cuda" in saved and device.type == "cuda":
-        torch.cuda.set_rng_state(saved["cuda"], device)
-
-
-def _tuples(obj: Any) -> Any:
-    """``random.getstate()``'s nested tuples, as they were (a loader may hand lists back)."""
-    return tuple(_tuples(x) for x in obj) if isinstance(obj, (list, tuple)) else obj
 
 
 def gmi_record(agent: Any) -> dict[str, Any]:
@@ -114,35 +75,6 @@ def own_meters(agent: Any) -> dict[str, dict[str, Any]]:
         if own is not None:
             out[name] = {"mean": own.mean.detach().cpu().clone(), "size": int(own.current_size)}
     return out
-
-
-class Mismatch(ValueError):
-    """A record that does not fit this GMI (other shapes, other keys): it is not restored."""
-
-
-def onto(saved: Any, like: Any) -> Any:
-    """``saved`` moved onto the devices of ``like`` (same structure and shapes; the saved dtypes kept)."""
-    if torch.is_tensor(like):
-        if not torch.is_tensor(saved) or tuple(saved.shape) != tuple(like.shape):
-            raise Mismatch(f"saved {getattr(saved, 'shape', type(saved).__name__)}, here {tuple(like.shape)}")
-        return saved.to(like.device)
-    if isinstance(like, dict):
-        if not isinstance(saved, dict) or saved.keys() != like.keys():
-            raise Mismatch("other keys")
-        return {k: onto(saved[k], like[k]) for k in like}
-    if isinstance(like, (list, tuple)):
-        if not isinstance(saved, (list, tuple)) or len(saved) != len(like):
-            raise Mismatch("other lengths")
-        return type(like)(onto(s, v) for s, v in zip(saved, like, strict=True))
-    return saved
-
-
-def own_record(run: dict[str, Any] | None, rank: int, world_size: int) -> dict[str, Any] | None:
-    """GMI ``rank``'s record in a checkpoint's run, when the run had this partition's GMIs (else None: a re-shape)."""
-    gmis = (run or {}).get("gmis") or []
-    if int((run or {}).get("world_size", -1)) != world_size or len(gmis) != world_size:
-        return None
-    return gmis[rank]
 
 
 def resume(agent: Any, run: dict[str, Any] | None, rank: int, world_size: int) -> dict[str, Any]:

@@ -88,6 +88,9 @@ class GMIPPO(PPO):
     def __init__(self, *args: Any, group: GroupSync | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.group = group
+        #: the observations the last step returned, which rsl_rl's loop carries into the next iteration (a
+        #: checkpoint keeps them: gmiexp.rl.rslrl.runstate)
+        self.carried_obs: TensorDict | None = None
         # rsl_rl steps the adaptive schedule on rank 0 only and broadcasts the lr; every GMI sees the group's KL,
         # so each takes the same step itself (rank 0's broadcast then changes nothing)
         self.gpu_global_rank = 0
@@ -119,6 +122,7 @@ class GMIPPO(PPO):
 
     def process_env_step(self, obs: TensorDict, rewards: torch.Tensor, dones: torch.Tensor,
                          extras: dict[str, torch.Tensor]) -> None:
+        self.carried_obs = obs
         with eager_on_lazy(self.device):
             super().process_env_step(obs, rewards, dones, extras)
             if self.group is not None:  # the step's normaliser updates not yet taken by a forward pass

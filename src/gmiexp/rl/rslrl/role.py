@@ -15,11 +15,13 @@ from typing import Any
 
 from rsl_rl.runners import OnPolicyRunner
 
+from gmiexp.rl.rlgames.runstate import resume_line
 from gmiexp.rl.rslrl.checkpoint import write_record
 from gmiexp.rl.rslrl.config import CHECKPOINT_DIR, device_note, fit_batch, runner_config, trained_on
 from gmiexp.rl.rslrl.envs import MJLAB_FACTORY, load_factory, mjlab_recipe
 from gmiexp.rl.rslrl.hooks import require as require_hooks
 from gmiexp.rl.rslrl.runner import StopTraining, gmi_runner
+from gmiexp.rl.rslrl.runstate import CarriedObservations, run_segment
 from gmiexp.rl.rslrl.sync import GroupSync
 from gmiexp.role import Role
 
@@ -51,13 +53,21 @@ class RslRlRole(Role):
         log_dir = self.ctx.run_dir / CHECKPOINT_DIR if rank == 0 else None
         if log_dir is not None:  # mode=eval reads the task and runner config beside the checkpoints
             write_record(log_dir, cfg, task, plan.plan_id)
-        runner = gmi_runner(runner_base)(env, cfg, str(log_dir) if log_dir else None, device,  # type: ignore[call-arg]
-                                         status=self.ctx.status, group=group, check_sync=plan.train.check_sync)
+        runner = gmi_runner(runner_base)(CarriedObservations(env), cfg, str(log_dir) if log_dir else None,
+                                         device, status=self.ctx.status, group=group,  # type: ignore[call-arg]
+                                         check_sync=plan.train.check_sync)
+        report = None
         if plan.checkpoint:
-            runner.load(plan.checkpoint, map_location="cpu")  # load_state_dict copies onto the device
+            infos = runner.load(plan.checkpoint, map_location="cpu")  # load_state_dict copies onto the device
             # the checkpoint's ``iter`` is the last iteration it holds: go on after it, so frames count once
             # (rsl_rl's own resume repeats that iteration)
             runner.current_learning_iteration += 1
+            # the next segment of its run (gmiexp.planner.seeds: gmi.env_seed is already this segment's)
+            segment = runner.segment = run_segment(infos)
+            report = {"segment": segment, **runner.resume_run(infos)}
+            if rank == 0:
+                print(resume_line(report, int(runner.current_learning_iteration), segment), file=sys.stderr,
+                      flush=True)
         start = int(runner.current_learning_iteration)
         todo = max(0, int(plan.max_iterations) - start)
         # the run's frames as rsl_rl counts them (its num_steps_per_env, not train.horizon_length): the progress total
@@ -66,7 +76,8 @@ class RslRlRole(Role):
         t0 = time.perf_counter()
         stopped = False
         try:
-            runner.learn(todo, init_at_random_ep_len=True)
+            # rsl_rl randomises episode lengths at a fresh start; environments a resume restored go on as they were
+            runner.learn(todo, init_at_random_ep_len=not (report and report["simulator"]))
         except StopTraining:
             stopped = True
             if log_dir is not None:  # keep what was trained, in rsl_rl's format
@@ -83,5 +94,6 @@ class RslRlRole(Role):
             "reward/mean": (sum(log.finished) / len(log.finished)) if log.finished else None,
             "interrupted": stopped,
             "checkpoint_dir": str(log_dir) if log_dir else "",
+            **({"resume": {**report, "env_seed": gmi.env_seed}} if report else {}),
         }
 

@@ -18,6 +18,7 @@ import torch
 from rsl_rl.runners import OnPolicyRunner
 from rsl_rl.utils.logger import Logger
 
+from gmiexp.rl.rslrl import runstate
 from gmiexp.rl.rslrl.ppo import GMIPPO
 from gmiexp.rl.rslrl.sync import GroupSync
 from gmiexp.rl.state import model_digest
@@ -47,9 +48,12 @@ class GMILogger(Logger):
     """
 
     def __init__(self, *args: Any, status: StatusWriter, group: GroupSync | None,
-                 digest: Callable[[], str] | None = None, **kwargs: Any) -> None:
+                 digest: Callable[[], str] | None = None, boundary: Callable[[int, int, bool], None] | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.status, self.group, self.digest = status, group, digest
+        #: called at every iteration's end with (it, total_it, stop), before a checkpoint is written
+        self.boundary = boundary
         self.rnd = bool(self.cfg["algorithm"].get("rnd_cfg"))
         # running sums and the last 100 episodes, as rsl_rl's (rewards+intrinsic, extrinsic, intrinsic, lengths)
         self.sums = {k: torch.zeros(self.num_envs, dtype=torch.float, device=self.device) for k in EPISODE_PARTS}
@@ -132,17 +136,26 @@ class GMILogger(Logger):
         stop = stop_requested()
         if self.group is not None:  # every GMI ends the same iteration: group rank 0's word
             stop = self.group.mgr.broadcast_float(float(stop), self.group.mgr.plan.trainer_group[0]) > 0
-        if stop and it + 1 < total_it:
+        stop = stop and it + 1 < total_it
+        if self.boundary is not None:
+            self.boundary(it, total_it, stop)
+        if stop:
             raise StopTraining(f"stop requested after iteration {it + 1}")
 
 
 class GMIRunnerMixin:
-    """Put before the task's runner class: gmiexp's group instead of rsl_rl's NCCL, GMIPPO, GMILogger."""
+    """Put before the task's runner class: gmiexp's group instead of rsl_rl's NCCL, GMIPPO, GMILogger.
+
+    Its checkpoints hold the run (:mod:`gmiexp.rl.rslrl.runstate`): every GMI's record under ``infos``, gathered
+    over the group at the end of each iteration whose checkpoint group rank 0 writes.
+    """
 
     def __init__(self, env: Any, train_cfg: dict, log_dir: str | None = None, device: str = "cpu", *,
-                 status: StatusWriter, group: GroupSync | None = None, check_sync: bool = False,
+                 status: StatusWriter, group: GroupSync | None = None, check_sync: bool = False, segment: int = 0,
                  **kwargs: Any) -> None:
         self.group, self.status = group, status
+        self.segment = int(segment)  # of the run (gmiexp.planner.seeds), written into its checkpoints
+        self._records: list[Any] | None = None  # every GMI's record of the iteration being saved (several GMIs)
         algorithm = train_cfg.setdefault("algorithm", {})
         algorithm["class_name"], algorithm["group"] = GMIPPO, group  # rsl_rl's class_name hook: PPO, subclassed
         algorithm.setdefault("rnd_cfg", None)
@@ -151,7 +164,33 @@ class GMIRunnerMixin:
         self.logger = GMILogger(log_dir=old.log_dir, cfg=self.cfg, env_cfg=old.env_cfg, num_envs=old.num_envs,
                                 is_distributed=self.is_distributed, gpu_world_size=self.gpu_world_size,
                                 gpu_global_rank=self.gpu_global_rank, device=self.device, status=status, group=group,
-                                digest=(lambda: model_digest(*self.alg.models())) if check_sync else None)
+                                digest=(lambda: model_digest(*self.alg.models())) if check_sync else None,
+                                boundary=self._at_boundary)
+
+    def _saves(self, it: int, total_it: int, stop: bool) -> bool:
+        """Whether group rank 0 writes a checkpoint after iteration ``it`` (rsl_rl's interval, the last, a stop)."""
+        return it % int(self.cfg["save_interval"]) == 0 or it + 1 == total_it or stop  # type: ignore[attr-defined]
+
+    def _at_boundary(self, it: int, total_it: int, stop: bool) -> None:
+        """Several GMIs: at an iteration group rank 0 saves, every GMI sends it its record (one gather)."""
+        self._records = None
+        if self.group is not None and self._saves(it, total_it, stop):
+            self._records = self.group.gather(runstate.gmi_record(self))
+
+    def run_state(self) -> dict[str, Any]:
+        """The run as a checkpoint holds it: the segment and every GMI's record (GMI 0's alone outside a save)."""
+        world = self.group.world if self.group else 1
+        gmis = self._records if self._records is not None else [runstate.gmi_record(self)]
+        return {"segment": self.segment, "world_size": world, "gmis": gmis}
+
+    def save(self, path: str, infos: dict | None = None) -> None:
+        """rsl_rl's (or the task runner's) save, with the run under ``infos`` (rsl_rl's own place for more)."""
+        super().save(path, infos={**(infos or {}), runstate.RUN_KEY: self.run_state()})  # type: ignore[misc]
+
+    def resume_run(self, infos: dict | None) -> dict[str, Any]:
+        """After ``load``: this GMI's part of the run back (:func:`gmiexp.rl.rslrl.runstate.resume`)."""
+        rank, world = (self.group.rank, self.group.world) if self.group else (0, 1)
+        return runstate.resume(self, (infos or {}).get(runstate.RUN_KEY), rank, world)
 
     def _configure_multi_gpu(self) -> None:
         """The group is gmiexp's (rsl_rl would read WORLD_SIZE, demand ``cuda:LOCAL_RANK`` and start NCCL)."""

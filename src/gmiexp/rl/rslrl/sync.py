@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from rsl_rl.modules import EmpiricalDiscountedVariationNormalization, EmpiricalNormalization
 from torch import nn
 
@@ -85,6 +86,12 @@ class GroupSync:
     def sum_(self, t: torch.Tensor) -> None:
         """Sum a float64 host tensor over the group in place (every GMI ends with the same bits)."""
         self.mgr.all_reduce_(t)
+
+    def gather(self, obj: Any) -> list[Any]:
+        """Every group rank's ``obj`` in rank order (pickled over gloo: a checkpoint's records, a few KiB each)."""
+        out: list[Any] = [None] * self.world
+        dist.all_gather_object(out, obj, group=self.mgr.group(list(self.mgr.plan.trainer_group)))
+        return out
 
     def shares(self, num_envs: int) -> list[int]:
         """Every group rank's environments (a collective: every GMI asks once, with its own ``num_envs``)."""
