@@ -31,7 +31,8 @@ def population(tmp_path_factory) -> tuple[Path, object]:
 
 
 # slow: the population (4 members started at once, restarts starting members again) takes 4-6 minutes on a loaded
-# 2-core host, a third of the default suite's budget; the in-place exploit is what would make it quick
+# 2-core host, a third of the default suite's budget; its in-place twin (test_controller_inplace.py) restarts
+# nothing, but the members' own start-up keeps it slow on this host too
 @pytest.mark.slow
 @pytest.mark.timeout(700)
 def test_four_members_run_three_intervals_and_an_underperformer_restarts_from_a_leader(population) -> None:
