@@ -1,6 +1,6 @@
-"""The population controller, first slice: members as packed runs, the anchors' restart exploit, lineage.
+"""The population controller: members as packed runs, the exploit in place or by the anchors' restart, lineage.
 
-``python -m gmiexp pbt=... pbt.exploit=restart`` runs each member as a normal gmiexp run (rl-games' PPO, tcg_ex) in
+``python -m gmiexp pbt=...`` runs each member as a normal gmiexp run (rl-games' PPO, tcg_ex) in
 its own process group on one of the pack launcher's slots (:mod:`gmiexp.pack.slots`), all at once, under
 ``<run>/members/<m>/life<k>/`` (a life: one start of the member, from scratch or from a checkpoint). The members
 save a checkpoint every interval (``train.save_frequency``: ``pbt.interval_steps`` rounded to whole epochs), and
