@@ -1,22 +1,22 @@
 """The population controller: members as packed runs, the exploit in place or by the anchors' restart, lineage.
 
-``python -m gmiexp pbt=...`` runs each member as a normal gmiexp run (rl-games' PPO, tcg_ex) in
-its own process group on one of the pack launcher's slots (:mod:`gmiexp.pack.slots`), all at once, under
+``python -m gmiexp pbt=...`` runs each member as a normal gmiexp run (rl-games' PPO, tcg_ex) in its own process
+group on one of the pack launcher's slots (:mod:`gmiexp.pack.slots`), all at once, under
 ``<run>/members/<m>/life<k>/`` (a life: one start of the member, from scratch or from a checkpoint). The members
-save a checkpoint every interval (``train.save_frequency``: ``pbt.interval_steps`` rounded to whole epochs), and
-the controller tails each member's ``history.jsonl``: at an interval's last epoch it posts the member's ``Record``
-(the run-wide return there, and its best within the interval) and asks :func:`gmiexp.pbt.rules.decide` with the
-others' records at equal or fewer frames, as the anchors do when a member crosses an interval. A member that
-mutates is stopped (SIGINT to its group, as the pack launcher stops members) and started again as its next life from
-its source's checkpoint of that interval (copied into the new life, so the lineage does not depend on the source's
-files) with the mutated ``train.*`` values as overrides: the anchors' ``os.execv`` with ``--checkpoint``. Frames
-the member trained past the checkpoint are lost, as the anchors lose them.
+save a checkpoint every interval (``train.save_frequency``: ``pbt.interval_steps`` rounded to whole epochs), and the
+controller tails each member's ``history.jsonl``: at an interval's last epoch it posts the member's ``Record`` (the
+run-wide return there, and its best within the interval) and asks :func:`gmiexp.pbt.rules.decide` with the others'
+records at equal or fewer frames, as the anchors do when a member crosses an interval. With ``pbt.exploit=restart``
+a member that mutates is stopped (SIGINT to its group, as the pack launcher stops members) and started again as its
+next life from its source's checkpoint of that interval (copied into the new life, so the lineage does not depend on
+the source's files) with the mutated ``train.*`` values as overrides: the anchors' ``os.execv`` with
+``--checkpoint``. Frames the member trained past the checkpoint are lost, as the anchors lose them.
 
-With ``pbt.exploit=inplace`` (the default) no member stops: each publishes its state into a shared-memory segment
-at every interval's end, and an underperformer is sent a control file naming its source's segment and the values
-to go on with, which its GMIs take at their next epoch end and acknowledge (:mod:`gmiexp.rl.exploit`). The segments
-go under the controller's own run tag: unlinked once no decision needs them, at the end, and by a later launcher's
-sweep if the controller was killed.
+With ``pbt.exploit=inplace`` (the default) no member stops: each publishes its state into a shared-memory segment at
+every interval's end and waits there for its verdict, which names, for an underperformer, its source's segment and
+the values to go on with; its GMIs take them at that boundary and acknowledge (:mod:`gmiexp.rl.exploit`). The
+segments go under the controller's own run tag: unlinked once no decision needs them, at the end, and by a later
+launcher's sweep if the controller was killed.
 
 Everything that happened goes to ``<run>/pbt/state.jsonl`` (starts, records, decisions with the values taken, the
 in-place exploits taken); at the end the best member's last checkpoint is copied with its policy record into
