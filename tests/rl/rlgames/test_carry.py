@@ -20,7 +20,8 @@ from gmiexp.plan.minibatch import gmi_envs
 from gmiexp.rl.rlgames.carry import resume, resume_line
 from gmiexp.rl.rlgames.checkpoint import EPISODE_METERS
 from gmiexp.rl.rlgames.episodes import RunWideMeter
-from gmiexp.rl.rlgames.runstate import gmi_record, set_generator_states
+from gmiexp.rl.rlgames.runstate import gmi_record
+from gmiexp.rl.state import set_generator_states
 
 TOTAL, HORIZON, MINIBATCH = 16, 4, 32  # one process: 16 environments, minibatches of 8 environments
 

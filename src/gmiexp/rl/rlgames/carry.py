@@ -29,8 +29,8 @@ import torch
 
 from gmiexp.rl.rlgames import runstate
 from gmiexp.rl.rlgames.checkpoint import schedule_state
-from gmiexp.rl.rlgames.runstate import Mismatch, cuts, global_envs, restore_episodes, set_generator_states
-from gmiexp.rl.state import model_digest
+from gmiexp.rl.rlgames.runstate import cuts, global_envs, restore_episodes
+from gmiexp.rl.state import Mismatch, model_digest, own_record, set_generator_states
 
 #: where a running-episode tensor keeps its environments when not in its first dimension (rl-games' recurrent
 #: state: layers x environments x units)
@@ -44,7 +44,7 @@ def resume(agent: Any, run: dict[str, Any] | None, rank: int, world_size: int, s
     ``to`` GMIs) and ``streams`` (whose generators the GMI goes on with); and :func:`going_on`.
     """
     records = (run or {}).get("gmis") or []
-    if run is None or not records or runstate.own_record(run, rank, world_size) is not None:
+    if run is None or not records or own_record(run, rank, world_size) is not None:
         report = runstate.resume(agent, run, rank, world_size)
     else:
         report = _reshaped(agent, records, rank, world_size, seed)
