@@ -205,3 +205,14 @@ def test_rules_are_a_registry_naming_the_valid_ones() -> None:
     assert REPLACE_RULES.names() == ("default", "dexpbt")
     with pytest.raises(ConfigError, match="invalid pbt replace_rule: 'nope'; valid: default, dexpbt"):
         REPLACE_RULES.get("nope")
+
+
+def test_members_seed_apart_so_no_two_share_an_environment_or_a_gmi_stream() -> None:
+    """Not seed + member: member 1 would step member 0's environments 1..E-1 again (env i takes its seed + i)."""
+    from gmiexp.pbt.rules import member_seed
+
+    seeds = [member_seed(7, m) for m in range(16)]
+    assert seeds[0] == 7 and seeds == [member_seed(7, m) for m in range(16)]  # member 0 is the run; repeatable
+    envs = 4096 * 8  # 8 segments of 4,096 environments each
+    spans = sorted((s, s + envs) for s in seeds)
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans

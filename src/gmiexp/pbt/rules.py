@@ -106,6 +106,16 @@ def member_rng(seed: int, member: int, iteration: int) -> random.Random:
     return random.Random(f"{seed}:{member}:{iteration}")
 
 
+def member_seed(seed: int, member: int) -> int:
+    """Member ``member``'s run seed: the run's for member 0, a draw from (seed, member) below 2**30 for the others.
+
+    Not ``seed + member``: a run seeds its GMIs ``seed + rank`` and its environments ``seed + i``
+    (:mod:`gmiexp.planner.seeds`), so member 1 would have stepped member 0's environments 1..E-1 again (the same
+    initial states, one place over) and its GMI 0 would have drawn member 0's GMI 1's stream.
+    """
+    return int(seed) if member == 0 else random.Random(f"{seed}:member:{member}").randrange(2**30)
+
+
 def table_at(history: Iterable[Record], population: int, iteration: int) -> dict[int, Record | None]:
     """Each member's latest record of interval ``iteration`` or earlier (None: none yet).
 

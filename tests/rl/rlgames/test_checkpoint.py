@@ -95,7 +95,7 @@ def test_a_copy_for_another_run_keeps_the_learning_and_none_of_the_writer_s_stre
     """A PBT member that copies its leader draws its own streams: the leader's generators and episodes stay behind."""
     from types import SimpleNamespace
 
-    from gmiexp.rl.rlgames.checkpoint import RUN_KEY, for_another_run, run_segment
+    from gmiexp.rl.rlgames.checkpoint import RUN_KEY, SCHEDULE_KEY, for_another_run, restore_schedule, run_segment
     from gmiexp.rl.rlgames.runstate import resume
 
     writer = {"gmi": 0, "generators": {"torch": torch.get_rng_state()}, "env": None, "in_progress": 3}
@@ -107,3 +107,11 @@ def test_a_copy_for_another_run_keeps_the_learning_and_none_of_the_writer_s_stre
     fresh = SimpleNamespace(global_rank=0, world_size=1, current_lengths=torch.zeros(2))
     assert resume(fresh, copy[RUN_KEY], 0, 1)["restored"] is False  # nothing of the writer's run is restored
     assert for_another_run({"model": {}}) == {"model": {}}  # rl-games' own checkpoint: nothing to leave behind
+    # the schedule goes on, but for a value the new run changed: a mutated learning rate is not overridden
+    state[SCHEDULE_KEY] = {"last_lr": 4e-4, "entropy_coef": 0.01}
+    opt = torch.optim.Adam([torch.nn.Parameter(torch.ones(1))], lr=5e-3)
+    member = SimpleNamespace(last_lr=5e-3, entropy_coef=0.02, optimizer=opt)
+    restore_schedule(member, for_another_run(state, ["learning_rate", "gamma"]))
+    assert (member.last_lr, member.entropy_coef) == (5e-3, 0.01) and opt.param_groups[0]["lr"] == 5e-3
+    restore_schedule(member, for_another_run(state))
+    assert (member.last_lr, opt.param_groups[0]["lr"]) == (4e-4, 4e-4)  # an unchanged rate: the source's schedule

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -83,9 +83,11 @@ def schedule_state(agent: Any) -> dict[str, float]:
 
 def restore_schedule(agent: Any, state: dict[str, Any]) -> None:
     """Go on with a checkpoint's learning rate (a resume, a requeue, a re-shape), as one uninterrupted run would."""
-    saved = state.get(SCHEDULE_KEY)
-    if saved:
-        agent.last_lr, agent.entropy_coef = float(saved["last_lr"]), float(saved["entropy_coef"])
+    saved = state.get(SCHEDULE_KEY) or {}
+    if "entropy_coef" in saved:
+        agent.entropy_coef = float(saved["entropy_coef"])
+    if "last_lr" in saved:
+        agent.last_lr = float(saved["last_lr"])
         for group in agent.optimizer.param_groups:
             group["lr"] = agent.last_lr
 
@@ -125,16 +127,28 @@ def run_segment(state: dict[str, Any] | None) -> int:
     return int((state.get(RUN_KEY) or {}).get("segment", 0)) + 1
 
 
-def for_another_run(state: dict[str, Any]) -> dict[str, Any]:
+#: the schedule's entries (:func:`schedule_state`) by the ``train.*`` key that sets them
+SCHEDULED = {"learning_rate": "last_lr", "entropy_coef": "entropy_coef"}
+
+
+def for_another_run(state: dict[str, Any], changed: Collection[str] = ()) -> dict[str, Any]:
     """Checkpoint ``state`` as another run starts from it (a PBT member copying its leader): the learning only.
 
-    The model, normalisers, optimiser, counters and schedule stay; the writer's own part of the run (its GMIs'
-    generators, simulator and running episodes) goes, so the new start draws its own streams (its seed's, in the
-    next segment) instead of replaying the source's: before, a member that copied a leader on the same partition
-    went on with the leader's generators and environments and repeated its returns exactly.
+    The model, normalisers, optimiser and counters stay; the writer's own part of the run (its GMIs' generators,
+    simulator and running episodes) goes, so the new start draws its own streams (its seed's, in the next segment)
+    instead of replaying the source's: before, a member that copied a leader on the same partition went on with
+    the leader's generators and environments and repeated its returns exactly. The schedule stays but for what
+    the new run sets otherwise (``changed``: ``train`` keys such as ``learning_rate``): a mutated learning rate
+    starts from its new value, as the anchors' restart does, where the saved schedule used to override it.
     """
+    out = dict(state)
     run = state.get(RUN_KEY)
-    return {**state, RUN_KEY: {"segment": int(run.get("segment", 0))}} if isinstance(run, dict) else dict(state)
+    if isinstance(run, dict):
+        out[RUN_KEY] = {"segment": int(run.get("segment", 0))}
+    drop = {SCHEDULED[k] for k in changed if k in SCHEDULED}
+    if isinstance(state.get(SCHEDULE_KEY), dict) and drop:
+        out[SCHEDULE_KEY] = {k: v for k, v in state[SCHEDULE_KEY].items() if k not in drop}
+    return out
 
 
 #: a checkpoint's checksum sits beside it, in ``sha256sum``'s format (``sha256sum -c`` checks it)
