@@ -8,11 +8,15 @@ from pathlib import Path
 
 import psutil
 import pytest
+import torch
 import yaml
 from gmitest import FAST, compose_config, gmiexp_workers, run_cli
 
 from gmiexp.app import run
+from gmiexp.pbt import views
 from gmiexp.pbt.controller import STATE, member_overrides, value_overrides
+from gmiexp.rl.rlgames.checkpoint import RUN_KEY
+from gmiexp.rl.state import state_digest
 
 EPOCH_FRAMES = 32 * 16  # FAST: 32 environments x horizon 16, one GMI
 POPULATION = [*FAST, "num_gpus=1", "gmis_per_gpu=1", "max_iterations=3", "pbt=default", "pbt.population=4",
@@ -53,7 +57,12 @@ def test_four_members_run_three_intervals_and_an_underperformer_restarts_from_a_
         assert after["frames"] == d["source_frames"] == d["source_interval"] * EPOCH_FRAMES
         assert f"/members/{d['source']}/" in d["checkpoint"]
         life = Path(after["run_dir"])
-        assert (life / "start.pth").read_bytes() == Path(d["checkpoint"]).read_bytes()  # the leader's, bit for bit
+        copied, leader = (torch.load(f, map_location="cpu", weights_only=False)
+                          for f in (life / "start.pth", Path(d["checkpoint"])))
+        assert state_digest(copied["model"]) == state_digest(leader["model"])  # the leader's learning, bit for bit
+        assert copied[RUN_KEY] == {"segment": leader[RUN_KEY]["segment"]}  # not its generators and episodes
+        resumed = json.loads((life / "summary.json").read_text())["gmis"]["0"]["resume"]
+        assert resumed["segment"] == 1 and resumed["restored"] is False, resumed  # its own streams, not the leader's
         given = yaml.safe_load((life / ".hydra" / "overrides.yaml").read_text())
         assert set(value_overrides(d["values"])) <= set(given)
         first = json.loads((life / "gmis" / "0" / "history.jsonl").read_text().splitlines()[0])
@@ -61,6 +70,14 @@ def test_four_members_run_three_intervals_and_an_underperformer_restarts_from_a_
         source_starts = [e for e in ev if e["event"] == "start" and e["member"] == d["source"]
                          and e["time"] < d["time"]]
         assert d["values_taken"] == source_starts[-1]["values"]  # the band rule mutates the leader's values
+
+
+@pytest.mark.slow
+def test_the_population_s_views_are_written(population) -> None:
+    run_dir, _ = population
+    assert sorted(p.name for p in (run_dir / views.TB_DIR).iterdir()) == ["0", "1", "2", "3"]
+    assert {r["member"] for r in views.lineage(views.events(run_dir))} == {
+        e["member"] for e in events(run_dir) if e["event"] == "decision" and e.get("copies")}
 
 
 @pytest.mark.slow
@@ -87,6 +104,7 @@ def test_a_member_runs_the_users_overrides_without_pbt_and_what_the_controller_s
     given = ["task=Cartpole", "pbt=default", "pbt.population=4", "+pbt.init={train.learning_rate:[1e-5,1e-2]}",
              "seed=3", "hydra.run.dir=/x", "train.save_frequency=5", "num_envs=32"]
     assert member_overrides(given) == ["task=Cartpole", "num_envs=32"]
+    assert member_overrides(["logger=wandb", "logger.group=g", "logger.tags=[a]"]) == ["logger=wandb"]
     assert value_overrides({"train.learning_rate": 0.1 + 0.2, "train.mini_epochs": 4}) == [
         "train.learning_rate=0.30000000000000004", "train.mini_epochs=4"]
 

@@ -39,6 +39,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from gmiexp.backends import mps_daemon, mps_session
 from gmiexp.backends.common import visible_device
 from gmiexp.config import Config
@@ -48,11 +50,13 @@ from gmiexp.hardware import resolve
 from gmiexp.launch.requeue import EPOCH_IN_NAME, latest_checkpoint
 from gmiexp.pack import runner, slots
 from gmiexp.pack.runner import Job
+from gmiexp.pbt import views
 from gmiexp.pbt.members import OBJECTIVE, refuse_unbuilt, starting_values
 from gmiexp.pbt.mutation import mutate
-from gmiexp.pbt.rules import Record, Rules, decide, member_rng, start_values, table_at
+from gmiexp.pbt.rules import Record, Rules, decide, member_rng, member_seed, start_values, table_at
 from gmiexp.planner.build import build_plan
 from gmiexp.rl import exploit
+from gmiexp.rl.rlgames.checkpoint import for_another_run
 from gmiexp.rl.rlgames.record import RECORD
 from gmiexp.shm.cleanup import cleanup_run
 from gmiexp.shm.names import launcher_tag
@@ -61,7 +65,8 @@ from gmiexp.status import read_history
 
 STATE = "state.jsonl"
 #: what the controller sets on every member itself: the user's overrides of these are dropped
-OWNED = ("checkpoint", "launch.resume", "train.save_frequency", "hydra.run.dir", "mode", "seed")
+OWNED = ("checkpoint", "launch.resume", "train.save_frequency", "hydra.run.dir", "mode", "seed", "logger.group",
+         "logger.tags")
 
 
 def member_overrides(overrides: list[str]) -> list[str]:
@@ -207,17 +212,26 @@ class Population:
             f.write(json.dumps({"event": event, "time": time.time(), **fields}, default=str) + "\n")
 
     def start(self, member: int, values: dict[str, Any], slot: slots.Slot, source: Path | None = None,
-              started_frames: int = 0) -> Life:
-        """Start the member's next life on ``slot`` (from ``source``'s checkpoint, copied into it, when given)."""
+              started_frames: int = 0, source_values: dict[str, Any] | None = None) -> Life:
+        """Start the member's next life on ``slot`` (from ``source``'s checkpoint, copied into it, when given).
+
+        The copy keeps the source's learning, not its streams, nor the schedule of a value the member changed
+        (``source_values``: the source's; :func:`gmiexp.rl.rlgames.checkpoint.for_another_run`).
+        """
         index = self.lives[member].index + 1 if member in self.lives else 0
         run_dir = self.member_dir(member, index)
-        # member m's own seed (seed + m), as the anchors' processes each draw their own: a population of one seed
-        # would step the same episodes; a restart keeps the member's seed and takes its source's weights
-        extra = [f"train.save_frequency={self.epochs_per_interval}", f"seed={self.cfg.seed + member}"]
+        # member m's own seed, as the anchors' processes each draw their own: a population of one seed would step
+        # the same episodes; a restart keeps the member's seed and takes its source's learning, not its streams
+        extra = [f"train.save_frequency={self.epochs_per_interval}", f"seed={member_seed(self.cfg.seed, member)}"]
+        if self.cfg.logger.name == "wandb":  # one W&B group per population, a run per member's life
+            extra += [f"logger.group={views.wandb_group(self.cfg.logger.group, self.run_dir)}",
+                      f"logger.tags={json.dumps([*self.cfg.logger.tags, f'pbt:member{member}'])}"]
         if source is not None:
             run_dir.mkdir(parents=True, exist_ok=True)
             start = run_dir / "start.pth"
-            shutil.copyfile(source, start)
+            changed = [k.split(".", 1)[1] for k, v in values.items()
+                       if k.startswith("train.") and (source_values or {}).get(k) != v]
+            torch.save(for_another_run(torch.load(source, map_location="cpu", weights_only=False), changed), start)
             if (source.parent / RECORD).is_file():  # the policy record (task, params) the checkpoint came with
                 shutil.copyfile(source.parent / RECORD, run_dir / RECORD)
             extra += [f"checkpoint={start}", "launch.resume=never"]
@@ -263,11 +277,24 @@ class Population:
             except BaseException:
                 self.stop_all()
                 self.log("stopped", reason="interrupted or failed")
+                self.views()
                 raise
             finally:
                 if self.tag:
                     cleanup_run(self.tag)  # every published state, whatever a member left
-        return self.finish(time.monotonic() - started)
+        summary = self.finish(time.monotonic() - started)
+        self.views()
+        return summary
+
+    def views(self) -> None:
+        """TensorBoard's ``pbt/*`` per member and, with W&B, the population's own run (:mod:`gmiexp.pbt.views`)."""
+        try:
+            views.write_tensorboard(self.run_dir)
+            lg = self.cfg.logger
+            if lg.name == "wandb" and lg.mode != "disabled":
+                views.log_wandb(self.run_dir, lg.project, lg.entity, lg.mode, views.wandb_group(lg.group, self.run_dir))
+        except Exception as e:  # the population's outcome stands without its views
+            say(f"pbt: warning: the population's views were not written: {type(e).__name__}: {e}")
 
     def running(self) -> list[Life]:
         return [life for life in self.lives.values() if life.job.returncode is None]
@@ -397,7 +424,8 @@ class Population:
         slot = life.job.slot
         assert slot is not None
         runner.stop([life.job], self.grace_s)
-        self.start(life.member, new, slot, source=ckpt_from, started_frames=source.frames)
+        self.start(life.member, new, slot, source=ckpt_from, started_frames=source.frames,
+                   source_values=source_values)
         return True
 
     def segment(self, member: int, interval: int) -> str:
