@@ -215,4 +215,4 @@ def test_members_seed_apart_so_no_two_share_an_environment_or_a_gmi_stream() -> 
     assert seeds[0] == 7 and seeds == [member_seed(7, m) for m in range(16)]  # member 0 is the run; repeatable
     envs = 4096 * 8  # 8 segments of 4,096 environments each
     spans = sorted((s, s + envs) for s in seeds)
-    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False)), spans
