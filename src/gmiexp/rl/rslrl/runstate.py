@@ -32,6 +32,7 @@ import torch
 from rsl_rl.env import VecEnv
 from tensordict import TensorDict
 
+from gmiexp.envs.mjlab_state import StateMismatch, env_state, set_env_state
 from gmiexp.rl.rlgames.checkpoint import RUN_KEY  # rl-games' checkpoints' key, here under ``infos``
 from gmiexp.rl.rlgames.checkpoint import run_segment as checkpoint_segment
 from gmiexp.rl.state import Mismatch, generator_states, onto, own_record, set_generator_states, to_host
@@ -69,8 +70,6 @@ def simulator_state(env: Any) -> Any:
     """The state of the simulator behind rsl_rl VecEnv ``env`` on the host, or None where it cannot save one."""
     base = _mjlab(env)
     if base is not None:
-        from gmiexp.envs.mjlab_state import env_state
-
         return env_state(base)
     get = getattr(env, "get_env_state", None)
     return to_host(get()) if callable(get) else None
@@ -80,8 +79,6 @@ def set_simulator_state(env: Any, state: Any) -> None:
     """Put :func:`simulator_state`'s ``state`` back (raises :class:`Mismatch` before changing anything that misfits)."""
     base = _mjlab(env)
     if base is not None:
-        from gmiexp.envs.mjlab_state import StateMismatch, set_env_state
-
         try:
             set_env_state(base, state)
         except StateMismatch as e:
