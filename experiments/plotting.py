@@ -1,4 +1,5 @@
-"""Helpers shared by the experiments' plot scripts: find a multirun, load its runs, write a PNG.
+"""Helpers shared by the experiments' plot and report scripts: find a multirun, load its runs, write a PNG, format
+a report's figures (:func:`fmt`, :func:`spread`, :func:`interval_text`).
 
 CSV goes through ``gmiexp.rundir.write_csv``, the one writer the benchmarks share too.
 """
@@ -6,9 +7,11 @@ CSV goes through ``gmiexp.rundir.write_csv``, the one writer the benchmarks shar
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -54,3 +57,22 @@ def save(fig: plt.Figure, path: Path) -> Path:
     plt.close(fig)
     print(f"wrote {path}")
     return path
+
+
+def fmt(v: Any, spec: str = ",.2f") -> str:
+    """A report's figure, ``-`` where there is none."""
+    return "-" if v is None else format(v, spec)
+
+
+def spread(vals: Sequence[float | None], spec: str = ",.2f") -> str:
+    """``mean ± sd (n=...)`` of the values there are (seeds' figures), ``-`` for none."""
+    got = [v for v in vals if v is not None]
+    if not got:
+        return "-"
+    sd = statistics.stdev(got) if len(got) > 1 else 0.0
+    return f"{format(statistics.fmean(got), spec)} ± {format(sd, spec)} (n={len(got)})"
+
+
+def interval_text(low: float | None, high: float | None) -> str:
+    """A 95% interval as ``[low, high]`` with signs, ``-`` where there is none (one seed)."""
+    return "-" if low is None or high is None else f"[{low:+,.2f}, {high:+,.2f}]"

@@ -139,8 +139,6 @@ def equivalence():
 
 def test_equivalence_pairs_each_partition_with_one_gmi_seed_by_seed():
     eq = equivalence()
-    assert eq.order([1, 2, 4], 0) == [1, 2, 4] and eq.order([1, 2, 4], 1) == [2, 4, 1] and eq.order([1, 2, 4], 5) \
-        == [4, 1, 2]
     at = {(1, 1): 10.0, (1, 2): 12.0, (1, 4): 9.0, (2, 1): 20.0, (2, 2): 19.0, (2, 4): 30.0, (3, 1): 5.0,
           (3, 2): 7.0, (3, 4): 16.0}
     rows = [{"task": "ant", "seed": s, "gmis": g, "at_equal_frames": v, "eval": None if s == 3 else v}
@@ -154,7 +152,6 @@ def test_equivalence_pairs_each_partition_with_one_gmi_seed_by_seed():
     four = out["at_equal_frames", "4 - 1"]
     assert four["differences"] == [-1.0, 10.0, 11.0] and four["zero_inside"] is True
     assert out["eval", "2 - 1"]["n"] == 2  # seed 3 was not evaluated
-    assert eq.mean_curve([[(1.0, 0.0), (2.0, 4.0), (3.0, 8.0)], [(1.0, 2.0), (2.0, 6.0)]]) == [(1.0, 1.0), (2.0, 5.0)]
 
 
 @pytest.mark.slow

@@ -8,7 +8,16 @@ import textwrap
 import pytest
 from gmitest import fake_python
 
-from gmiexp.rundir import RunFailed, final_checkpoint, gmiexp_command, run_gmiexp, run_summary, write_csv
+from gmiexp.rundir import (
+    RunFailed,
+    evaluated,
+    final_checkpoint,
+    gmiexp_command,
+    refusal,
+    run_gmiexp,
+    run_summary,
+    write_csv,
+)
 
 FAKE_GMIEXP = textwrap.dedent("""
     import json, sys
@@ -77,3 +86,11 @@ def test_final_checkpoint_is_the_newest_rl_games_or_rsl_rl_one(tmp_path):
     pth.parent.mkdir(parents=True)
     pth.write_bytes(b"")
     assert final_checkpoint(tmp_path) == pth
+
+
+def test_a_refused_evaluation_is_named_by_its_error_clause_without_the_checkpoint_path(tmp_path):
+    log = tmp_path / "console.log"
+    log.write_text("loading\ngmiexp: error: invalid checkpoint=/tmp/x/model_3.pt: an rsl_rl policy; valid: rl-games\n")
+    assert refusal(RunFailed("exit code 2", tmp_path, log, 2)) == "invalid checkpoint=<the run's>: an rsl_rl policy"
+    assert refusal(RunFailed("exit code 2", tmp_path, tmp_path / "none.log", 2)) == "exit code 2"
+    assert evaluated(tmp_path, 0, 1) == (None, "skipped (eval_episodes=0)")

@@ -13,9 +13,12 @@ from gmiexp.stats import (
     contrast_weights,
     epoch_rates,
     last_episodes,
+    mean_curve,
     mean_interval,
+    paired_differences,
     paired_gain,
     remeasured_sd,
+    rotated,
     steady_rate,
     t95,
     time_to_return,
@@ -185,3 +188,28 @@ def test_t95_is_the_table_and_its_large_sample_approximation() -> None:
     assert t95(31) < t95(30)
     with pytest.raises(ValueError):
         t95(0)
+
+
+# --- interleaved, paired studies ----------------------------------------------------------------------------------
+
+def test_paired_differences_take_seed_by_seed_where_both_have_a_value() -> None:
+    at = {(1, "a"): 10.0, (1, "b"): 12.0, (2, "a"): 20.0, (2, "b"): 19.0, (3, "a"): None, (3, "b"): 7.0,
+          (10, "a"): 1.0, (10, "b"): 5.0}
+    assert paired_differences(at, "a", "b") == [2.0, -1.0, 4.0]  # seed 3 has no "a"; 10 after 2 (numbers sort)
+    assert paired_differences(at, "b", "a") == [-2.0, 1.0, -4.0]
+    assert paired_differences(at, "a", "c") == []
+
+
+def test_each_seed_runs_the_variants_rotated_by_its_index() -> None:
+    assert rotated([1, 2, 4], 0) == [1, 2, 4] and rotated([1, 2, 4], 1) == [2, 4, 1]
+    assert rotated([1, 2, 4], 5) == [4, 1, 2] and rotated([], 3) == []
+    firsts = [rotated(["f1", "f2", "r"], k)[0] for k in range(6)]
+    assert sorted(firsts) == ["f1", "f1", "f2", "f2", "r", "r"]
+
+
+def test_the_mean_curve_stops_at_the_shortest_seed_and_holds_each_seed_s_last_value() -> None:
+    assert mean_curve([[(1.0, 0.0), (2.0, 4.0), (3.0, 8.0)], [(1.0, 2.0), (2.0, 6.0)]]) == [(1.0, 1.0), (2.0, 5.0)]
+    # seconds: the seeds' epochs end at different times; each contributes its last value at or before the grid's x
+    assert mean_curve([[(1.5, 1.0), (3.0, 3.0)], [(1.0, 5.0), (2.5, 7.0), (4.0, 9.0)], []]) == [(1.5, 3.0),
+                                                                                             (3.0, 5.0)]
+    assert mean_curve([[(2.0, 1.0)], [(3.0, 2.0)]]) == []  # the second seed has nothing at x=2

@@ -18,7 +18,6 @@ equivalence.png (return against frames, one panel per task, one colour per parti
 
 from __future__ import annotations
 
-import re
 import statistics
 import sys
 import tempfile
@@ -30,43 +29,14 @@ import hydra
 from omegaconf import DictConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from plotting import plt, save  # noqa: E402
+from plotting import fmt, interval_text, plt, save, spread  # noqa: E402
 
-from gmiexp.rundir import RunFailed, evaluate, results_dir, run_gmiexp, write_csv, write_report  # noqa: E402
-from gmiexp.stats import mean_interval, value_at  # noqa: E402
+from gmiexp.rundir import RunFailed, evaluated, results_dir, run_gmiexp, write_csv, write_report  # noqa: E402
+from gmiexp.stats import mean_curve, mean_interval, paired_differences, rotated, value_at  # noqa: E402
 
 NAME = "equivalence"
 MEASURES = {"at_equal_frames": "return at equal frames", "eval": "evaluated final policy"}
 COLOURS = ("tab:gray", "tab:blue", "tab:orange", "tab:green", "tab:red")
-
-
-def order(gmis: list[int], k: int) -> list[int]:
-    """The partitions rotated by ``k`` (seed k's run order)."""
-    k %= len(gmis)
-    return gmis[k:] + gmis[:k]
-
-
-def refusal(e: RunFailed) -> str:
-    """The first clause of a refused run's ``gmiexp: error:`` line, its checkpoint's path left out (else why)."""
-    lines = [ln for ln in e.log.read_text(errors="replace").splitlines() if "gmiexp: error:" in ln] \
-        if e.log.is_file() else []
-    if not lines:
-        return e.why
-    return re.sub(r"checkpoint=\S+?(:|\s|$)", r"checkpoint=<the run's>\1", lines[-1].split("gmiexp: error:", 1)[1]
-                  .split(";")[0].strip())
-
-
-def evaluated(run_dir: Path, episodes: int, seed: int) -> tuple[float | None, str]:
-    """The final policy's mean return over ``episodes`` deterministic episodes, or None and why not."""
-    if not episodes:
-        return None, "skipped (eval_episodes=0)"
-    try:
-        ev = evaluate(run_dir, (), episodes, seed)
-    except RunFailed as e:
-        if e.returncode == 2:  # mode=eval refuses this checkpoint
-            return None, f"not evaluated: mode=eval exits 2 ({refusal(e)})"
-        raise SystemExit(f"failed: mode=eval of {run_dir}\n{e}") from e
-    return float(ev["metrics"]["eval/return_mean"]), "ok"
 
 
 def train(args: DictConfig, name: str, gmis: int, seed: int) -> dict[str, Any]:
@@ -81,7 +51,10 @@ def train(args: DictConfig, name: str, gmis: int, seed: int) -> dict[str, Any]:
     except RunFailed as e:
         raise SystemExit(f"failed: {name} gmis={gmis} seed={seed}\n{e}") from e
     t1 = time.time()
-    ev, note = evaluated(run_dir, int(args.eval_episodes), int(args.eval_seed))
+    try:
+        ev, note = evaluated(run_dir, int(args.eval_episodes), int(args.eval_seed))
+    except RunFailed as e:
+        raise SystemExit(f"failed: mode=eval of {run_dir}\n{e}") from e
     curve = [(float(r["frames"]), float(r["reward/mean"])) for r in s["history"]
              if r.get("frames") is not None and r.get("reward/mean") is not None]
     rate = float(s["metrics"]["perf/env_steps_per_s"])
@@ -96,12 +69,12 @@ def train(args: DictConfig, name: str, gmis: int, seed: int) -> dict[str, Any]:
 def seed_runs(args: DictConfig, name: str, seed: int, k: int) -> list[dict[str, Any]]:
     """Every partition of task ``name`` for one seed, in seed k's order; each row with its return at equal frames."""
     gmis = [int(g) for g in args.gmis]
-    runs = {g: train(args, name, g, seed) for g in order(gmis, k)}
+    runs = {g: train(args, name, g, seed) for g in rotated(gmis, k)}
     equal = min(r["frames"] for r in runs.values())
     rows = []
     for g, r in runs.items():
         pts = [{"frames": f, "reward/mean": v} for f, v in r["curve"]]
-        rows.append({"task": name, "seed": seed, "gmis": g, "order": "-".join(map(str, order(gmis, k))),
+        rows.append({"task": name, "seed": seed, "gmis": g, "order": "-".join(map(str, rotated(gmis, k))),
                      "frames": r["frames"], "final": r["final"], "equal_frames": equal,
                      "at_equal_frames": value_at(pts, equal), "eval": r["eval"], "eval_note": r["eval_note"],
                      "env_steps_per_s": r["rate"], "train_s": round(r["train_s"], 1), "eval_s": round(r["eval_s"], 1),
@@ -111,10 +84,7 @@ def seed_runs(args: DictConfig, name: str, seed: int, k: int) -> list[dict[str, 
 
 def differences(rows: list[dict[str, Any]], task: str, measure: str, ref: int, g: int) -> list[float]:
     """``measure`` of ``g`` GMIs minus that of ``ref`` GMIs, seed by seed (seeds where both have it)."""
-    by = {(r["seed"], r["gmis"]): r[measure] for r in rows if r["task"] == task}
-    seeds = sorted({r["seed"] for r in rows if r["task"] == task})
-    return [by[s, g] - by[s, ref] for s in seeds
-            if by.get((s, g)) is not None and by.get((s, ref)) is not None]
+    return paired_differences({(r["seed"], r["gmis"]): r[measure] for r in rows if r["task"] == task}, ref, g)
 
 
 def paired(rows: list[dict[str, Any]], tasks: list[str], gmis: list[int]) -> list[dict[str, Any]]:
@@ -131,20 +101,8 @@ def paired(rows: list[dict[str, Any]], tasks: list[str], gmis: list[int]) -> lis
     return out
 
 
-def fmt(v: Any, spec: str = ",.2f") -> str:
-    return "-" if v is None else format(v, spec)
-
-
-def spread(vals: list[float | None], spec: str = ",.2f") -> str:
-    got = [v for v in vals if v is not None]
-    if not got:
-        return "-"
-    sd = statistics.stdev(got) if len(got) > 1 else 0.0
-    return f"{format(statistics.fmean(got), spec)} ± {format(sd, spec)} (n={len(got)})"
-
-
 def interval(p: dict[str, Any]) -> str:
-    return "-" if p["low"] is None else f"[{p['low']:+,.2f}, {p['high']:+,.2f}]"
+    return interval_text(p["low"], p["high"])
 
 
 def inside(p: dict[str, Any]) -> str:
@@ -189,20 +147,6 @@ def report(args: DictConfig, rows: list[dict[str, Any]], pairs: list[dict[str, A
             lines.append(f"* {name}: {statistics.fmean(r['train_s'] for r in mine):,.0f} s a run, "
                          f"{statistics.fmean(r['eval_s'] for r in mine):,.0f} s an evaluation (means)")
     write_report(lines, res / f"{NAME}.md")
-
-
-def mean_curve(curves: list[list[tuple[float, float]]]) -> list[tuple[float, float]]:
-    """The seeds' mean return at the frames of the shortest curve (each seed's last value at or before them)."""
-    curves = [c for c in curves if c]
-    if not curves:
-        return []
-    grid = min(curves, key=lambda c: c[-1][0])
-    out = []
-    for f, _ in grid:
-        vals = [value_at([{"frames": x, "reward/mean": y} for x, y in c], f) for c in curves]
-        if all(v is not None for v in vals):
-            out.append((f, statistics.fmean(vals)))
-    return out
 
 
 def plot(args: DictConfig, rows: list[dict[str, Any]], res: Path) -> None:

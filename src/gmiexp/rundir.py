@@ -2,7 +2,8 @@
 
 The one place where experiments, the search's profiler and the rl-games comparison start a run and
 read its result: the summary file, never the human one-line summary the run prints. :func:`evaluate` plays a
-finished run's final policy (``mode=eval``), the figure comparisons report beside the run-wide return. The child runs
+finished run's final policy (``mode=eval``), the figure comparisons report beside the run-wide return
+(:func:`evaluated`: that figure, or why there is none). The child runs
 in its own session, its output goes to a log in the run directory, and a timeout kills the whole
 process group (the GMIs too). A run that exits non-zero, times out or leaves no summary raises
 :class:`RunFailed` with the log's tail. ``write_csv`` is the experiments' one CSV writer.
@@ -14,6 +15,7 @@ import contextlib
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -158,6 +160,34 @@ def evaluate(run_dir: Path, overrides: Sequence[str] = (), episodes: int = 10, s
         raise RunFailed("no checkpoint to evaluate", Path(run_dir), Path(run_dir) / "console.log", None)
     return run_gmiexp(["mode=eval", f"checkpoint={ckpt}", f"eval.episodes={episodes}", f"seed={seed}",
                        *overrides], Path(run_dir) / "eval", python=python)
+
+
+def refusal(e: RunFailed) -> str:
+    """The first clause of a refused run's ``gmiexp: error:`` line, its checkpoint's path left out (else why)."""
+    lines = [ln for ln in e.log.read_text(errors="replace").splitlines() if "gmiexp: error:" in ln] \
+        if e.log.is_file() else []
+    if not lines:
+        return e.why
+    return re.sub(r"checkpoint=\S+?(:|\s|$)", r"checkpoint=<the run's>\1", lines[-1].split("gmiexp: error:", 1)[1]
+                  .split(";")[0].strip())
+
+
+def evaluated(run_dir: Path, episodes: int, seed: int, overrides: Sequence[str] = (),
+              *, python: str = sys.executable) -> tuple[float | None, str]:
+    """The final policy's mean return over ``episodes`` deterministic episodes, or None and why not (``"ok"``).
+
+    A study records a policy ``mode=eval`` refuses (exit 2: a checkpoint it cannot play) as not evaluated rather
+    than stopping; any other failure raises :class:`RunFailed`. ``episodes`` 0 skips the evaluation.
+    """
+    if not episodes:
+        return None, "skipped (eval_episodes=0)"
+    try:
+        ev = evaluate(run_dir, overrides, episodes, seed, python=python)
+    except RunFailed as e:
+        if e.returncode == 2:  # mode=eval refuses this checkpoint
+            return None, f"not evaluated: mode=eval exits 2 ({refusal(e)})"
+        raise
+    return float(ev["metrics"]["eval/return_mean"]), "ok"
 
 
 def results_dir(configured: str | None, script: str | Path) -> Path:

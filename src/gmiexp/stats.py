@@ -29,7 +29,9 @@ drifts by more than the gains they compare. The one statistic they share:
   tolerance, futile) reads the same gain and standard error.
 
 **Paired differences** (:func:`mean_interval`): the mean of per-seed differences (a partition's return minus one
-GMI's, seed by seed) with its two-sided 95% interval from Student's t, and whether 0 lies inside it.
+GMI's, seed by seed: :func:`paired_differences`) with its two-sided 95% interval from Student's t, and whether 0 lies
+inside it. The studies that pair seeds run each seed's variants in an order rotated by the seed (:func:`rotated`) and
+average their seeds' curves with :func:`mean_curve`.
 
 **Episode window** (:func:`last_episodes`): the serving and experience layouts' simulator GMIs list the episodes
 they finished in each history row; the run's ``reward/mean`` is the mean of the last ``games_to_track`` of them
@@ -45,7 +47,9 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 Z = 2.0  # a candidate beats the incumbent by more than this many standard errors of the paired gain (~98%, one-sided)
 
@@ -294,3 +298,43 @@ def mean_interval(values: Sequence[float]) -> Interval:
     if len(vals) < 2:
         return Interval(mean, None, len(vals))
     return Interval(mean, t95(len(vals) - 1) * statistics.stdev(vals) / math.sqrt(len(vals)), len(vals))
+
+
+def paired_differences(values: Mapping[tuple[Any, Any], float | None], ref: Any, other: Any) -> list[float]:
+    """``other`` minus ``ref``, seed by seed (``values`` keyed ``(seed, variant)``; seeds where both have a value).
+
+    Pairing by seed takes out what the seed decides alike for both variants (initial weights, environments), so
+    the differences' spread is the variants' own noise, not the seeds'.
+    """
+    seeds = sorted({seed for seed, _ in values})
+    return [float(values[s, other]) - float(values[s, ref]) for s in seeds  # type: ignore[arg-type]
+            if values.get((s, other)) is not None and values.get((s, ref)) is not None]
+
+
+def rotated(items: Sequence[T], k: int) -> list[T]:
+    """``items`` rotated by ``k``: seed k's run order, so each variant runs first as often as any other.
+
+    A host that drifts within a seed's runs then slows each variant alike over the seeds.
+    """
+    if not items:
+        return []
+    k %= len(items)
+    return [*items[k:], *items[:k]]
+
+
+def mean_curve(curves: Sequence[Sequence[tuple[float, float]]]) -> list[tuple[float, float]]:
+    """The seeds' mean ``y`` at the ``x`` of the shortest curve (each seed's last value at or before it).
+
+    ``curves``: per seed, ``(x, y)`` points in increasing ``x`` (frames, or seconds); empty curves are left out.
+    Past the shortest curve's end not every seed has a value, so the mean stops there.
+    """
+    curves = [c for c in curves if c]
+    if not curves:
+        return []
+    grid = min(curves, key=lambda c: c[-1][0])
+    out = []
+    for x, _ in grid:
+        vals = [value_at([{"x": cx, "y": cy} for cx, cy in c], x, x="x", key="y") for c in curves]
+        if all(v is not None for v in vals):
+            out.append((x, statistics.fmean(v for v in vals if v is not None)))
+    return out
