@@ -566,6 +566,7 @@ def _registry(spec: str) -> Any:
     replace_fraction_best=Between(0, 1, open_lo=True), replace_threshold_frac_std=AtLeast(0),
     replace_threshold_frac_absolute=AtLeast(0), leader_params_prob=Between(0, 1),
     start_after=AtLeast(0, "env steps"), initial_delay=AtLeast(0, "env steps"), exploit=OneOf(("inplace", "restart")),
+    max_failures=AtLeast(0, "failures"),
 )
 @dataclass
 class PbtConfig:
@@ -592,6 +593,9 @@ class PbtConfig:
     start_after: int = 0  # env steps after a member's start or exploit before it may be replaced again (DexPBT)
     initial_delay: int = 0  # env steps after the run's start before any member is replaced (DexPBT)
     exploit: str = "inplace"  # inplace (state copied over shared memory between epochs) | restart (the anchors' way)
+    # members' failures (a non-zero exit the controller did not cause) one start of the population survives: each
+    # failed member restarts from its last checkpoint or takes a leader's; one more stops it (exit 1, naming them)
+    max_failures: int = 3
 
 
 @ranges(

@@ -21,8 +21,16 @@ launcher's sweep if the controller was killed.
 Everything that happened goes to ``<run>/pbt/state.jsonl`` (starts, records, decisions with the values taken, the
 in-place exploits taken); at the end the best member's last checkpoint is copied with its policy record into
 ``<run>/pbt/best/``, which ``mode=eval checkpoint=...`` plays. Not built yet (refused with exit 2 by
-:func:`refuse_unbuilt`): rsl_rl members, info-key objectives, several nodes; nor resuming a population or replacing
-a failed member (a failed member stops the population, exit 1).
+:func:`refuse_unbuilt`): rsl_rl members, info-key objectives, several nodes.
+
+The population is one job. Ctrl-C or SIGTERM (a Slurm requeue) stops every member, each keeping its last checkpoint,
+and the log keeps the controller's state. The same command in the same run dir (``launch.resume=auto``, as for a
+plain run; ``never`` exits 2 there) replays the log (:func:`gmiexp.pbt.state.replay`: records, checkpoints, values,
+counters) and starts each member's next life from its own last checkpoint with its current values (``checkpoint=``,
+taken whole: its run goes on), or from the leader's checkpoint of a restart exploit decided just before the stop.
+A member that exits non-zero when the controller did not stop it is restarted from its last checkpoint or, with
+none or failing again from it, replaced by a copy of a leader's (a ``decision`` with reason ``failed``); past
+``pbt.max_failures`` failures in one run the population stops, exit 1, naming each failed member and its run dir.
 """
 
 from __future__ import annotations
@@ -47,17 +55,19 @@ from gmiexp.config import Config
 from gmiexp.config.schema import PBT_KEYS
 from gmiexp.errors import ConfigError, LaunchError
 from gmiexp.hardware import resolve
-from gmiexp.launch.requeue import EPOCH_IN_NAME, latest_checkpoint
+from gmiexp.launch.requeue import EPOCH_IN_NAME, epoch_of, latest_checkpoint, training_key
 from gmiexp.pack import runner, slots
 from gmiexp.pack.runner import Job
 from gmiexp.pbt import views
 from gmiexp.pbt.members import OBJECTIVE, refuse_unbuilt, starting_values
 from gmiexp.pbt.mutation import mutate
 from gmiexp.pbt.rules import Record, Rules, decide, member_rng, member_seed, start_values, table_at
+from gmiexp.pbt.state import Replayed, events, replay, rewind
 from gmiexp.planner.build import build_plan
 from gmiexp.rl import exploit
 from gmiexp.rl.rlgames.checkpoint import for_another_run
 from gmiexp.rl.rlgames.record import RECORD
+from gmiexp.rl.rslrl.config import CHECKPOINT_DIR as RSLRL_DIR
 from gmiexp.shm.cleanup import cleanup_run
 from gmiexp.shm.names import launcher_tag
 from gmiexp.signals import sigterm_raises
@@ -105,6 +115,13 @@ def checkpoint_at(life_dir: Path, epoch: int) -> Path | None:
     return None
 
 
+def last_checkpoint(life_dir: Path) -> tuple[Path, int] | None:
+    """The whole checkpoint of the highest epoch a life wrote (rl-games' ``nn/``, rsl_rl's dir), with its epoch."""
+    found = [c for d in [*sorted(life_dir.glob("rl_games/*/nn")), life_dir / RSLRL_DIR]
+             if (c := latest_checkpoint(d)) is not None]
+    return max(found, key=lambda c: c[1], default=None)
+
+
 @dataclass
 class Life:
     """One start of a member: its run dir, its job, its values, where it started (frames, epoch) and from what."""
@@ -116,6 +133,9 @@ class Life:
     started_frames: int = 0
     seen: int = 0  # history records read
     best: float | None = None  # the best objective within the current interval (DexPBT's)
+    source: Path | None = None  # the checkpoint it started from
+    cause: str = "new"  # why it started (gmiexp.pbt.state.CAUSES)
+    copy: bool = False  # it started from another member's state
 
 
 @dataclass
@@ -153,6 +173,10 @@ class Population:
     segments: dict[tuple[int, int], str] = field(default_factory=dict)  # (member, interval) -> its published state
     in_place: dict[int, InPlace] = field(default_factory=dict)  # member -> its exploit not yet acknowledged
     verdicts: int = 0  # pbt.exploit=inplace: verdicts sent (each member waits for one at every interval's end)
+    key: str = ""  # what the members' checkpoints' numbers depend on (launch.requeue.training_key of member 0's)
+    previous: Replayed | None = None  # the population this run dir holds, that this run goes on with
+    first_life: dict[int, int] = field(default_factory=dict)  # member -> its next life's index (a resume's)
+    failures: list[dict[str, Any]] = field(default_factory=list)  # members' failures in this run (pbt.max_failures)
 
     @property
     def pbt_dir(self) -> Path:
@@ -179,9 +203,7 @@ class Population:
         refuse_unbuilt(self.cfg)
         p = self.cfg.pbt
         assert p is not None
-        if (self.run_dir / "members").exists() or (self.pbt_dir / STATE).exists():
-            raise ConfigError(f"invalid run dir {self.run_dir} for pbt: it holds a population already and resuming "
-                              "one is not built yet; valid: a new run dir (hydra.run.dir=...)")
+        self.refuse_never()
         hw = resolve(self.cfg.hardware.name)
         if hw.is_preset:
             raise ConfigError(f"invalid hardware={self.cfg.hardware.name} for a pbt run: presets only plan; valid: "
@@ -199,8 +221,50 @@ class Population:
                 refuse_unbuilt(replace(self.cfg, role=plan.role))  # train=rslrl sets its role in the plan
             if m == 0:
                 self.frames_per_epoch = sum(g.num_envs for g in plan.gmis) * plan.train.horizon_length
+                self.key = training_key(plan)
         self.epochs_per_interval = max(1, round(p.interval_steps / self.frames_per_epoch))
+        self.previous = self.resumable()
         return values
+
+    def holds_population(self) -> bool:
+        return (self.run_dir / "members").exists() or (self.pbt_dir / STATE).exists()
+
+    def refuse_never(self) -> None:
+        """``launch.resume=never`` in a run dir that holds a population: exit 2 (a new one would mix with it)."""
+        if self.holds_population() and self.cfg.launch.resume == "never":
+            raise ConfigError(f"invalid launch.resume=never for run dir {self.run_dir}: it holds a population "
+                              f"({self.pbt_dir / STATE}), which a new one would mix with; valid: launch.resume=auto "
+                              "(the same command goes on with it), or a new run dir (hydra.run.dir=...)")
+
+    def resumable(self) -> Replayed | None:
+        """The population this run dir holds, to go on with (``launch.resume=auto``); exit 2 if it cannot be.
+
+        As :func:`gmiexp.launch.requeue.resume` for a plain run: the same training (members, interval, what the
+        checkpoints' numbers depend on) goes on, ``max_iterations`` may grow; another is refused, and so is a
+        population that finished with nothing left to train.
+        """
+        if not self.holds_population():
+            return None
+        prev = replay(events(self.run_dir)) if (self.pbt_dir / STATE).is_file() else None
+        where = f"run dir {self.run_dir} for launch.resume=auto"
+        if prev is None:
+            raise ConfigError(f"invalid {where}: it holds members/ but no population log ({self.pbt_dir / STATE}) "
+                              "says how they were started; valid: a new run dir (hydra.run.dir=...)")
+        assert self.cfg.pbt is not None
+        here = {"population": self.cfg.pbt.population, "epochs_per_interval": self.epochs_per_interval,
+                "frames_per_epoch": self.frames_per_epoch, "key": self.key}
+        differ = [f"{k} {prev.head[k]} there, {v} here" for k, v in here.items()
+                  if prev.head.get(k) is not None and prev.head[k] != v]
+        if differ:
+            raise ConfigError(f"invalid {where}: its population trained otherwise ({'; '.join(differ)}; key: what "
+                              "the checkpoints' numbers depend on, launch.requeue.SAME_TRAINING); valid: the same "
+                              "command as the population that wrote it, or a new run dir (hydra.run.dir=...)")
+        done = prev.max_iterations or 0
+        if prev.finished and self.cfg.max_iterations <= done:
+            raise ConfigError(f"invalid max_iterations={self.cfg.max_iterations} in run dir {self.run_dir}: the "
+                              f"population there finished ({done} epochs); valid: max_iterations > {done} to train "
+                              "on, or a new run dir (hydra.run.dir=...)")
+        return prev
 
     def member_dir(self, member: int, life: int) -> Path:
         return self.run_dir / "members" / str(member) / f"life{life}"
@@ -212,13 +276,19 @@ class Population:
             f.write(json.dumps({"event": event, "time": time.time(), **fields}, default=str) + "\n")
 
     def start(self, member: int, values: dict[str, Any], slot: slots.Slot, source: Path | None = None,
-              started_frames: int = 0, source_values: dict[str, Any] | None = None) -> Life:
+              started_frames: int = 0, source_values: dict[str, Any] | None = None, *, own: bool = False,
+              cause: str | None = None, frames: int | None = None) -> Life:
         """Start the member's next life on ``slot`` (from ``source``'s checkpoint, copied into it, when given).
 
         The copy keeps the source's learning, not its streams, nor the schedule of a value the member changed
-        (``source_values``: the source's; :func:`gmiexp.rl.rlgames.checkpoint.for_another_run`).
+        (``source_values``: the source's; :func:`gmiexp.rl.rlgames.checkpoint.for_another_run`). ``own``: the
+        member's own checkpoint, taken whole (its run goes on: its generators, simulator and episodes too), after a
+        stop or a failure; its records past it are trained again. ``started_frames``: where DexPBT's grace counts
+        from; ``frames``: the frames the life starts at, when they differ (a resume keeps the grace it had).
         """
-        index = self.lives[member].index + 1 if member in self.lives else 0
+        index = self.lives[member].index + 1 if member in self.lives else self.first_life.get(member, 0)
+        cause = cause or ("exploit" if source is not None else "new")
+        frames = started_frames if frames is None else frames
         run_dir = self.member_dir(member, index)
         # member m's own seed, as the anchors' processes each draw their own: a population of one seed would step
         # the same episodes; a restart keeps the member's seed and takes its source's learning, not its streams
@@ -226,7 +296,9 @@ class Population:
         if self.cfg.logger.name == "wandb":  # one W&B group per population, a run per member's life
             extra += [f"logger.group={views.wandb_group(self.cfg.logger.group, self.run_dir)}",
                       f"logger.tags={json.dumps([*self.cfg.logger.tags, f'pbt:member{member}'])}"]
-        if source is not None:
+        if source is not None and own:
+            extra += [f"checkpoint={source}", "launch.resume=never"]
+        elif source is not None:
             run_dir.mkdir(parents=True, exist_ok=True)
             start = run_dir / "start.pth"
             changed = [k.split(".", 1)[1] for k, v in values.items()
@@ -242,9 +314,14 @@ class Population:
         job = Job(member, [*member_overrides(self.overrides), *value_overrides(values), *extra], run_dir,
                   slot_overrides=lambda s: slots.slot_overrides(s, self.member_of, self.per_gpu))  # type: ignore[arg-type]
         runner.start(job, slot, [])
-        life = self.lives[member] = Life(member, index, dict(values), job, started_frames)
+        copy = source is not None and not own
+        if cause in ("resume", "failed") and not copy:  # it trains again what it trained past its checkpoint
+            rewind(self.records, self.checkpoints, member, frames)
+        life = self.lives[member] = Life(member, index, dict(values), job, started_frames, source=source,
+                                         cause=cause, copy=copy)
         self.log("start", member=member, life=index, values=values, slot=slot.name, run_dir=str(run_dir),
-                 checkpoint=str(source) if source else None, frames=started_frames)
+                 checkpoint=str(source) if source else None, frames=frames, grace_frames=started_frames,
+                 cause=cause, copy=copy)
         say(f"pbt: member {member} life {index} on {slot.name}" + (f" from {source}" if source else ""))
         return life
 
@@ -262,21 +339,29 @@ class Population:
         p = self.cfg.pbt
         assert p is not None
         self.tag = launcher_tag() if self.inplace else ""  # names this pid: a later launcher sweeps it if killed
-        self.log("population", population=p.population, rule=p.replace_rule, exploit=p.exploit, tag=self.tag,
-                 interval_steps=p.interval_steps, epochs_per_interval=self.epochs_per_interval,
-                 frames_per_epoch=self.frames_per_epoch, mutation=dict(p.mutation))
+        if self.previous is None:
+            self.log("population", population=p.population, rule=p.replace_rule, exploit=p.exploit, tag=self.tag,
+                     interval_steps=p.interval_steps, epochs_per_interval=self.epochs_per_interval,
+                     frames_per_epoch=self.frames_per_epoch, mutation=dict(p.mutation), key=self.key,
+                     max_iterations=self.cfg.max_iterations)
+        else:
+            self.restore(self.previous)
         say(f"pbt: {p.population} members, {self.per_gpu} per GPU on GPUs {self.gpus}; every "
             f"{self.epochs_per_interval} epochs ({self.epochs_per_interval * self.frames_per_epoch} env steps), "
             f"rule {p.replace_rule}, exploit {p.exploit}; state {self.pbt_dir / STATE}")
         started = time.monotonic()
         with sigterm_raises(lambda signum: KeyboardInterrupt(f"signal {signum}")), self.shared_daemons():
             try:
-                for m, v in enumerate(values):
-                    self.start(m, v, self.pool[m])
+                if self.previous is None:
+                    for m, v in enumerate(values):
+                        self.start(m, v, self.pool[m])
+                else:
+                    self.resume_members(values)
                 self.loop()
-            except BaseException:
+            except BaseException as e:
                 self.stop_all()
-                self.log("stopped", reason="interrupted or failed")
+                self.collect_acks()  # what a member took before it stopped is its state now
+                self.log("stopped", reason="failed" if isinstance(e, LaunchError) else "interrupted")
                 self.views()
                 raise
             finally:
@@ -311,12 +396,129 @@ class Population:
                 self.read(life, ended=code is not None)
                 if code is not None:
                     runner.finish(life.job, code)
-                    if code != 0:
-                        err = (life.job.run_dir / runner.STDERR).read_text().strip().splitlines()[-5:]
-                        raise LaunchError(f"pbt member {life.member} failed (exit {code}): {life.job.run_dir}\n  "
-                                          + "\n  ".join(err))
+                    if code != 0:  # not stopped by the controller: those lives are no longer polled
+                        self.failed(life, code)
             self.decide_pending()
             self.drop_segments()
+
+    # -- the population as one job: going on after a stop, a failed member restarted or replaced --
+
+    def restore(self, prev: Replayed) -> None:
+        """The controller's state from the log (:func:`gmiexp.pbt.state.replay`): records, checkpoints, counters."""
+        self.records, self.checkpoints, self.values_at = list(prev.records), dict(prev.checkpoints), dict(
+            prev.values_at)
+        self.exploits, self.verdicts = prev.exploits, prev.verdicts
+        self.first_life = {m: ms.life + 1 for m, ms in prev.members.items()}
+
+    def own_checkpoint(self, run_dir: Path, source: Path | None, copy: bool) -> tuple[Path, int] | None:
+        """A life's last checkpoint: the latest it wrote, else what it started from (a copy's ``start.pth``)."""
+        found = last_checkpoint(run_dir)
+        if found is not None:
+            return found
+        if source is None:
+            return None
+        path = run_dir / "start.pth" if copy else source
+        return (path, epoch_of(path)) if path.is_file() else None
+
+    def resume_members(self, values: list[dict[str, Any]]) -> None:
+        """Every member's next life where the log leaves it.
+
+        From its own last checkpoint with its current values, or from the leader's checkpoint of a restart exploit
+        decided and not started before the stop.
+        """
+        prev = self.previous
+        assert prev is not None and self.cfg.pbt is not None
+        plans: dict[int, dict[str, Any]] = {}
+        for m in range(self.cfg.pbt.population):
+            ms = prev.members.get(m)
+            if ms is None:  # stopped before it started
+                plans[m] = {"values": values[m], "cause": "resume"}
+                continue
+            d = ms.unstarted
+            if d is not None and d.get("checkpoint") and Path(d["checkpoint"]).is_file():
+                source_values = self.values_at.get((d["source"], d["source_interval"]), {})
+                plans[m] = {"values": d["values"], "source": Path(d["checkpoint"]), "source_values": source_values,
+                            "started_frames": int(d["source_frames"]), "cause": "exploit"}
+                continue
+            own = self.own_checkpoint(ms.run_dir, Path(ms.checkpoint) if ms.checkpoint else None, ms.copy)
+            plans[m] = {"values": ms.values, "cause": "resume", "started_frames": ms.started_frames,
+                        **({"source": own[0], "own": True, "frames": own[1] * self.frames_per_epoch} if own else
+                           {"frames": 0})}
+        at = {m: pl.get("frames", pl.get("started_frames", 0)) for m, pl in plans.items()}
+        self.log("resumed", segment=prev.segments + 1, tag=self.tag, max_iterations=self.cfg.max_iterations,
+                 frames=at, failures_before=len(prev.failures))
+        say(f"pbt: going on with the population in {self.run_dir} (start {prev.segments + 1}): members from frames "
+            + ", ".join(f"{m}: {f}" for m, f in at.items()))
+        for m, pl in plans.items():
+            self.start(m, pl.pop("values"), self.pool[m], **pl)
+
+    def failed(self, life: Life, code: int) -> None:
+        """A member exited non-zero: restart it, replace it, or stop the population.
+
+        From its last checkpoint; by a leader's copy when it has none or failed again from it; past
+        ``pbt.max_failures`` failures in this run the population stops (exit 1, naming every failure).
+        """
+        p = self.cfg.pbt
+        assert p is not None and life.job.slot is not None
+        m, slot = life.member, life.job.slot
+        try:
+            tail = (life.job.run_dir / runner.STDERR).read_text().strip().splitlines()[-5:]
+        except OSError:
+            tail = []
+        frames = max((r.frames for r in self.records if r.member == m), default=0)
+        self.failures.append({"member": m, "life": life.index, "code": code, "run_dir": str(life.job.run_dir)})
+        where = {"member": m, "life": life.index, "code": code, "run_dir": str(life.job.run_dir), "frames": frames,
+                 "stderr": tail}
+        if len(self.failures) > p.max_failures:
+            self.log("failed", **where, then=f"the population stops: {len(self.failures)} failures, past "
+                                             f"pbt.max_failures={p.max_failures}")
+            named = "\n  ".join(f"member {f['member']} life {f['life']} (exit {f['code']}): {f['run_dir']}"
+                                for f in self.failures)
+            raise LaunchError(f"pbt: {len(self.failures)} member failures, past pbt.max_failures={p.max_failures}; "
+                              f"the population stopped (its state: {self.pbt_dir / STATE}):\n  {named}\n  last "
+                              f"stderr of member {m}:\n    " + "\n    ".join(tail))
+        own = self.own_checkpoint(life.job.run_dir, life.source, life.copy)
+        again = own is not None and life.cause == "failed" and not life.copy and life.source == own[0]
+        if own is not None and not again:
+            self.log("failed", **where, then=f"restarts from its checkpoint {own[0]}")
+            say(f"pbt: member {m} failed (exit {code}, {life.job.run_dir}); restarts from {own[0]}")
+            self.start(m, life.values, slot, own[0], life.started_frames, own=True, cause="failed",
+                       frames=own[1] * self.frames_per_epoch)
+            return
+        lead = self.leader(m)
+        if lead is None:
+            self.log("failed", **where, then="starts again from scratch: no checkpoint of its own or a leader's")
+            say(f"pbt: member {m} failed (exit {code}, {life.job.run_dir}); starts again from scratch")
+            self.start(m, life.values, slot, cause="failed")
+            return
+        rec, ckpt = lead
+        self.log("failed", **where, then=f"replaced by member {rec.member}'s checkpoint {ckpt}")
+        taken = self.values_at.get((rec.member, rec.iteration), dict(life.values))
+        rng = member_rng(self.cfg.seed, m, rec.iteration)
+        bounds = {k: (PBT_KEYS[k].lo, PBT_KEYS[k].hi) for k in taken if k in PBT_KEYS}
+        new = mutate(taken, p.mutation, p.mutation_rate, (p.change_range[0], p.change_range[1]), rng, bounds)
+        self.exploits += 1
+        self.log("decision", member=m, interval=rec.iteration, frames=frames, source=rec.member,
+                 source_interval=rec.iteration, source_frames=rec.frames, reason="failed", copies=True,
+                 values_before=dict(life.values), values_taken=taken, values=new, exploit="restart",
+                 checkpoint=str(ckpt))
+        say(f"pbt: member {m} failed (exit {code}, {life.job.run_dir}) again from its checkpoint or has none; "
+            f"takes member {rec.member}'s ({rec.frames} frames) with {value_overrides(new)}")
+        self.start(m, new, slot, source=ckpt, started_frames=rec.frames, source_values=taken, cause="failed")
+
+    def leader(self, member: int) -> tuple[Record, Path] | None:
+        """The other member of the best latest objective that has a checkpoint of that interval, and the checkpoint."""
+        assert self.cfg.pbt is not None
+        latest = max((r.iteration for r in self.records), default=0)
+        table = table_at(self.records, self.cfg.pbt.population, latest)
+        for rec in sorted((r for s, r in table.items() if s != member and r is not None and r.objective is not None),
+                          key=lambda r: -float(r.objective or 0)):
+            ckpt = self.checkpoints.get((rec.member, rec.iteration))
+            if ckpt is None and rec.member in self.lives:  # in place: posted before its checkpoint was written
+                ckpt = checkpoint_at(self.lives[rec.member].job.run_dir, rec.iteration * self.epochs_per_interval)
+            if ckpt is not None and ckpt.is_file():
+                return rec, ckpt
+        return None
 
     def read(self, life: Life, ended: bool) -> None:
         """Post the life's new interval records (the epochs that end an interval, once their checkpoint is written)."""

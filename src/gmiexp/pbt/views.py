@@ -20,24 +20,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-STATE_FILE = Path("pbt") / "state.jsonl"
+from gmiexp.pbt.state import STATE_FILE, events, is_copy, is_population  # the log's one reader, beside replay
+
 TB_DIR = Path("pbt") / "tensorboard"
 BEST_OBJECTIVE = "pbt/00_best_objective"  # Isaac Lab's key: the population's best objective at the interval
-
-
-def is_population(run_dir: Path) -> bool:
-    return (run_dir / STATE_FILE).is_file()
-
-
-def events(run_dir: Path) -> list[dict[str, Any]]:
-    """Every event of the population in the order written (a line cut by a kill is skipped)."""
-    out = []
-    for line in (run_dir / STATE_FILE).read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue
-    return out
 
 
 def _finite(x: Any) -> bool:
@@ -63,7 +49,7 @@ def curves(evs: Sequence[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
     for e in evs:
         if e.get("event") == "start":
             starts[(e["member"], e["life"])] = e
-            if e.get("checkpoint") and queue.get(e["member"]):
+            if is_copy(e) and queue.get(e["member"]):  # a resume or restart from its own checkpoint copies none
                 copied[(e["member"], e["life"])] = queue[e["member"]].pop(0)
         elif e.get("event") == "record" and _finite(e.get("objective")):
             by_life.setdefault((e["member"], e.get("life", 0)), []).append(e)
@@ -128,6 +114,23 @@ def lineage(evs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                      "seconds": ack.get("seconds") if ack else None, "values": e["values"],
                      "reason": e.get("reason"), "changed": changed(e.get("values_before") or {}, e["values"])})
     return rows
+
+
+def interruptions(evs: Sequence[dict[str, Any]]) -> list[str]:
+    """The population's stops, resumes and failed members, in the order they happened, one line each."""
+    out = []
+    for e in evs:
+        kind = e.get("event")
+        if kind == "stopped":
+            out.append(f"stopped ({e.get('reason', '?')})")
+        elif kind == "resumed":
+            at = sorted((e.get("frames") or {}).items(), key=lambda x: int(x[0]))
+            goes = ", ".join(f"{m} from {f}" for m, f in at)
+            out.append(f"resumed (segment {e.get('segment')}): members went on from their frames {goes}")
+        elif kind == "failed":
+            out.append(f"member {e.get('member')} life {e.get('life')} failed (exit {e.get('code')}): "
+                       f"{e.get('run_dir')}; {e.get('then', '')}")
+    return out
 
 
 def best_by_interval(evs: Sequence[dict[str, Any]]) -> dict[int, float]:
@@ -239,9 +242,13 @@ def markdown(run_dir: Path, out: Path) -> str:
                   "|---|---|---|---|---|---|---|"]
         for r in rows:
             ch = ", ".join(f"{k.split('.')[-1]} {_fmt(a)} -> {_fmt(b)}" for k, (a, b) in r["changed"].items())
-            how = f"in place at {r['at_frames']}" if r["in_place"] else "restart"
+            how = f"in place at {r['at_frames']}" if r["in_place"] else \
+                "replaced (it failed)" if r["reason"] == "failed" else "restart"
             lines.append(f"| {r['member']} | {r['interval']} | {r['frames']} | member {r['source']} | "
                          f"{r['source_frames']} | {how} | {ch or 'nothing'} |")
+    stops = interruptions(evs)
+    if stops:
+        lines += ["", f"### Stops, resumes and failures: {len(stops)}", "", *(f"* {x}" for x in stops)]
     png = plot(run_dir, out)
     if png is not None:
         lines += ["", f"![population]({png.name})"]

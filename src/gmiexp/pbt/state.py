@@ -1,0 +1,134 @@
+"""A population's log, ``<run>/pbt/state.jsonl``: reading it back, and replaying it into the controller's state.
+
+The controller (:mod:`gmiexp.pbt.controller`) appends one JSON line per event; :mod:`gmiexp.pbt.views` derives what a
+user looks at from the same lines. :func:`replay` is the one place that turns them back into what the controller
+holds while it runs (each member's current life and values, the records, checkpoints and values at each interval,
+the exploit and verdict counters), so the same command in the same run dir goes on with the population where the
+log stops: after Ctrl-C, SIGTERM, a Slurm requeue, or a killed controller (a line cut by the kill is skipped).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gmiexp.pbt.rules import Record
+
+STATE_FILE = Path("pbt") / "state.jsonl"
+#: why a member's life started (``start`` events' ``cause``): the population's start, an exploit by restart, the
+#: same command again in the run dir, or a failure of its previous life
+CAUSES = ("new", "exploit", "resume", "failed")
+
+
+def is_population(run_dir: Path) -> bool:
+    return (run_dir / STATE_FILE).is_file()
+
+
+def events(run_dir: Path) -> list[dict[str, Any]]:
+    """Every event of the population in the order written (a line cut by a kill is skipped)."""
+    out = []
+    for line in (run_dir / STATE_FILE).read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+@dataclass
+class MemberState:
+    """A member as the log leaves it: its current life (the last ``start``) and the values it trains with now."""
+
+    member: int
+    life: int
+    run_dir: Path
+    values: dict[str, Any]
+    started_frames: int  # where DexPBT's grace counts from: its last start or exploit taken
+    frames: int  # the frames its current life started from
+    checkpoint: str | None  # what the current life started from (None: from scratch)
+    copy: bool  # the current life started from another member's state (an exploit or a replacement)
+    unstarted: dict[str, Any] | None = None  # a restart decision (or a replacement) logged, its life not started
+
+
+@dataclass
+class Replayed:
+    """The controller's state at the log's end (:func:`replay`)."""
+
+    head: dict[str, Any]  # the first ``population`` event: how the population was started
+    members: dict[int, MemberState] = field(default_factory=dict)
+    records: list[Record] = field(default_factory=list)
+    checkpoints: dict[tuple[int, int], Path] = field(default_factory=dict)
+    values_at: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)
+    exploits: int = 0
+    verdicts: int = 0  # the highest verdict id logged (a later one must not repeat it in a member's run dir)
+    failures: list[dict[str, Any]] = field(default_factory=list)  # every ``failed`` event
+    segments: int = 1  # how many times the population was started (1 + its resumes)
+    max_iterations: int | None = None  # what its latest start trained to
+    finished: bool = False  # its last start ended with every member done (a ``finished`` event last)
+
+
+def is_copy(e: dict[str, Any]) -> bool:
+    """A start from another member's state (older logs have no ``copy``: any checkpoint was a restart exploit's)."""
+    return bool(e.get("copy", e.get("checkpoint") is not None))
+
+
+def rewind(records: list[Record], checkpoints: dict[tuple[int, int], Path], member: int, frames: int) -> None:
+    """Forget ``member``'s records (and checkpoints) past ``frames``: its next life trains them again."""
+    records[:] = [r for r in records if r.member != member or r.frames <= frames]
+    for key in [k for k in checkpoints if k[0] == member and not any(
+            r.member == member and r.iteration == k[1] for r in records)]:
+        del checkpoints[key]
+
+
+def replay(evs: list[dict[str, Any]]) -> Replayed | None:
+    """The controller's state as the events leave it (None: no population was started in them).
+
+    It applies each event as the controller did when it wrote it: a start makes the member's current life (one from
+    the member's own checkpoint forgets the records past it, as :func:`rewind` did then), a record adds to the
+    table, an exploit taken in place changes the member's values, a restart decision without its start (the stop
+    came between them) is kept for the member to take when it goes on.
+    """
+    head = next((e for e in evs if e.get("event") == "population"), None)
+    if head is None:
+        return None
+    out = Replayed(head=head, max_iterations=head.get("max_iterations"))
+    decided: dict[tuple[int, Any], dict[str, Any]] = {}  # (member, verdict id) -> its in-place decision
+    for e in evs:
+        kind, m = e.get("event"), e.get("member")
+        if kind == "start":
+            copy = is_copy(e)
+            if not copy and e.get("cause") in ("resume", "failed"):
+                rewind(out.records, out.checkpoints, m, int(e.get("frames", 0)))
+            grace = e.get("grace_frames", e.get("frames", 0))
+            out.members[m] = MemberState(m, int(e["life"]), Path(e["run_dir"]), dict(e.get("values") or {}),
+                                         int(grace), int(e.get("frames", 0)), e.get("checkpoint"), copy)
+        elif kind == "record":
+            rec = Record(m, int(e["interval"]), int(e["frames"]), e.get("objective"), e.get("best"))
+            out.records.append(rec)
+            if e.get("checkpoint"):
+                out.checkpoints[(m, rec.iteration)] = Path(e["checkpoint"])
+            if m in out.members:
+                out.values_at[(m, rec.iteration)] = dict(out.members[m].values)
+        elif kind == "decision" and "values" in e:
+            out.exploits += 1
+            if e.get("id") is not None:
+                out.verdicts = max(out.verdicts, int(e["id"]))
+            if e.get("exploit") == "inplace":
+                decided[(m, e.get("id"))] = e
+            elif m in out.members:
+                out.members[m].unstarted = e
+        elif kind == "exploited" and "values" in e and m in out.members:
+            out.members[m].values = dict(e["values"])
+            d = decided.get((m, e.get("id")))
+            if d is not None and d.get("source_frames") is not None:
+                out.members[m].started_frames = int(d["source_frames"])
+        elif kind == "failed":
+            out.failures.append(e)
+        elif kind == "resumed":
+            out.segments += 1
+            out.max_iterations = e.get("max_iterations", out.max_iterations)
+    last = next((e for e in reversed(evs) if e.get("event") in ("finished", "stopped", "resumed")), None)
+    out.finished = last is not None and last.get("event") == "finished"
+    return out
