@@ -307,7 +307,7 @@ SCRIPT_CONFIGS = [("reduction", "config"), ("channels", "config"), ("baseline_rl
                   ("vectorization_fusion", "config"), ("multinode", "bench"), ("rlgames_configs", "config"),
                   ("workloads", "pong_bench"), ("elastic", "bench"),
                   ("elastic", "recycle"), ("elastic", "reshape_cost"), ("time_to_reward", "time_to_reward"),
-                  ("layouts_ant", "config"), ("equivalence", "equivalence"), ("pbt", "exploit_cost")]
+                  ("layouts_ant", "config"), ("equivalence", "equivalence"), ("pbt", "exploit_cost"), ("pbt", "run")]
 
 
 @pytest.mark.parametrize(("study", "name"), SCRIPT_CONFIGS)

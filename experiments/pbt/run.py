@@ -1,0 +1,365 @@
+"""PBT against the same members without it: 4 members, learning rates log-uniform, interleaved repetitions.
+
+    python experiments/pbt/run.py                  # rl-games' Ant file (setup=ant), 3 repetitions
+    python experiments/pbt/run.py setup=smoke      # the torch cart-pole, 1 repetition: a look, not a measurement
+
+Issue 43's study. Each repetition runs one population twice (``python -m gmiexp pbt=default pbt.population=4
+'+pbt.init={train.learning_rate:[1e-5,1e-2]}' ...``), the arms in an order that alternates with the repetition, so
+a drifting host slows both alike: the PBT arm with the anchors' rule and mutations, exploiting in place; the fixed
+arm with a grace period past the run's end (``pbt.initial_delay``), so no member is ever replaced or mutated. Both
+arms have the same seed (so the same drawn learning rates and member seeds), epochs, pack slots and interval
+synchronisation; the project has no wall-clock limit for a run, so the arms get equal epochs and each one's wall
+time is reported. Per repetition: every member's final policy over ``eval_episodes`` deterministic episodes
+(``mode=eval``), each arm's median and best member, the exploits done and their cost in place (from the population's
+lineage, read by ``exploit_cost.py``'s functions). Across repetitions the done-means checks as PASS/FAIL lines, and
+the cost of one exploit in place against ``pbt.exploit=restart`` from ``exploit_cost.py``'s results (its one home;
+``exploit_cost.run=true`` runs it first). Writes results/pbt_vs_fixed_<setup>.csv (one row per member),
+_reps.csv, _curves.csv, .md and .png (each member's return against wall time, PBT arm against fixed arm).
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import hydra
+from omegaconf import DictConfig
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+import exploit_cost  # noqa: E402
+from plotting import plt, save  # noqa: E402
+
+from gmiexp.pbt import views  # noqa: E402
+from gmiexp.rundir import (  # noqa: E402
+    RunFailed,
+    evaluate,
+    gmiexp_command,
+    log_tail,
+    results_dir,
+    run_gmiexp,
+    run_logged,
+    write_csv,
+    write_report,
+)
+from gmiexp.stats import mean_interval  # noqa: E402
+from gmiexp.status import read_history  # noqa: E402
+
+NAME = "pbt_vs_fixed"
+ARMS = ("pbt", "fixed")
+MIN_REPS = 3  # the done-means: at least 3 repetitions
+CHEAPER = 10.0  # the done-means: an in-place exploit at least 10x cheaper than a restart
+LR = "train.learning_rate"
+
+
+def usage_error(reasons: Sequence[str]) -> None:
+    """Exit 2 with every reason, before anything launches."""
+    print("pbt/run.py: error: " + "; ".join(reasons), file=sys.stderr)
+    raise SystemExit(2)
+
+
+def check_settings(cfg: DictConfig) -> None:
+    """The script's own settings (gmiexp checks the populations' with ``mode=plan``): exit 2 naming each bad one."""
+    reasons = []
+    if not isinstance(cfg.reps, int) or cfg.reps < 1:
+        reasons.append(f"invalid reps={cfg.reps}; valid: an integer >= 1 (the checks need >= {MIN_REPS})")
+    if not isinstance(cfg.eval_episodes, int) or cfg.eval_episodes < 0:
+        reasons.append(f"invalid eval_episodes={cfg.eval_episodes}; valid: an integer >= 0 (0: no evaluation)")
+    if set(cfg.arms) != set(ARMS):
+        reasons.append(f"invalid arms={sorted(cfg.arms)}; valid: exactly {list(ARMS)}")
+    if reasons:
+        usage_error(reasons)
+
+
+def overrides(cfg: DictConfig, arm: str, seed: int) -> list[str]:
+    """One arm's population: the setup's args, the members', the epochs, interval and seed, extra, the arm's own."""
+    s = cfg.setup
+    return [*s.args, *cfg.members, f"max_iterations={s.epochs}", f"pbt.interval_steps={s.interval_steps}",
+            f"seed={seed}", *cfg.extra, *cfg.arms[arm]]
+
+
+def plan_both(cfg: DictConfig) -> None:
+    """``mode=plan`` of each arm's population first: a bad override exits 2 here, before any training."""
+    for arm in ARMS:
+        run_dir = Path(tempfile.mkdtemp(prefix=f"{NAME}_plan_{arm}_"))
+        log = run_dir / "console.log"
+        rc = run_logged(gmiexp_command([*overrides(cfg, arm, int(cfg.seed)), "mode=plan"], run_dir), log, 600)
+        if rc == 2:
+            usage_error([f"the {arm} arm's population is refused by gmiexp: "
+                         + " ".join(ln.split("gmiexp: error:", 1)[1].strip() for ln in log.read_text().splitlines()
+                                    if "gmiexp: error:" in ln)])
+        if rc != 0:
+            raise SystemExit(f"failed: mode=plan of the {arm} arm ({'timeout' if rc is None else f'exit {rc}'})\n"
+                             f"{log_tail(log)}")
+
+
+def order(rep: int) -> tuple[str, ...]:
+    """Repetition ``rep``'s arms: PBT first in even repetitions, the fixed arm first in odd ones."""
+    return ARMS if rep % 2 == 0 else ARMS[::-1]
+
+
+def evaluated(run_dir: Path, episodes: int, seed: int) -> tuple[float | None, str]:
+    """The member's final policy over ``episodes`` deterministic episodes, or None and why not."""
+    if not episodes:
+        return None, "skipped (eval_episodes=0)"
+    try:
+        ev = evaluate(run_dir, (), episodes, seed)
+    except RunFailed as e:
+        if e.returncode == 2:
+            return None, f"not evaluated: mode=eval exits 2 ({e.why})"
+        raise SystemExit(f"failed: mode=eval of {run_dir}\n{e}") from e
+    return float(ev["metrics"]["eval/return_mean"]), "ok"
+
+
+def curve(member_dir: Path, t0: float) -> list[dict[str, Any]]:
+    """Every epoch of every life of one member: seconds since the command started, frames, run-wide return."""
+    lives = sorted(member_dir.glob("life*"), key=lambda p: int(p.name[4:]))
+    return [{"life": int(life.name[4:]), "t": float(r["time"]) - t0, "frames": int(r["frames"]),
+             "reward": r.get("reward/mean")} for life in lives for r in read_history(life)]
+
+
+def population(cfg: DictConfig, arm: str, rep: int, seed: int, runs: Path) -> dict[str, Any]:
+    """One arm of one repetition: run it, then evaluate each member; its members' rows, curves and exploits."""
+    run_dir = runs / f"r{rep}_{arm}"
+    t0 = time.time()
+    try:
+        s = run_gmiexp(overrides(cfg, arm, seed), run_dir, timeout_s=float(cfg.timeout_s))
+    except RunFailed as e:
+        raise SystemExit(f"failed: the {arm} arm of repetition {rep}\n{e}") from e
+    wall = time.time() - t0
+    evs = views.events(run_dir)
+    if arm == "fixed" and s["exploits"]:
+        raise SystemExit(f"the fixed arm exploited {s['exploits']} times ({run_dir}): its overrides {cfg.arms.fixed} "
+                         "do not hold every member back")
+    lineage = views.lineage(evs)
+    first = {e["member"]: e["values"] for e in evs if e.get("event") == "start" and e.get("life") == 0}
+    members = []
+    for m in s["members"]:
+        member = int(m["member"])
+        ev, note = evaluated(Path(m["run_dir"]), int(cfg.eval_episodes), int(cfg.eval_seed))
+        members.append({"rep": rep, "seed": seed, "arm": arm, "member": member, "lr_start": first[member].get(LR),
+                        "lr_end": m["values"].get(LR), "lives": m["lives"],
+                        "exploits_taken": sum(r["member"] == member for r in lineage),
+                        "final_return": m["return"], "eval": ev, "eval_note": note,
+                        "curve": curve(run_dir / "members" / str(member), t0)})
+    costs = exploit_cost.inplace_costs(evs) + exploit_cost.restart_costs(evs)
+    print(f"repetition {rep} {arm:>5}: {s['exploits']} exploits, {wall:,.0f} s; evaluated "
+          f"{[m['eval'] for m in members]}", flush=True)
+    return {"rep": rep, "seed": seed, "arm": arm, "order": "-".join(order(rep)), "wall_s": round(wall, 1),
+            "population_wall_s": round(float(s["wall_s"]), 1), "exploits": int(s["exploits"]),
+            "exploit_s_median": median([c["seconds"] for c in costs]),
+            "frames_lost_median": median([c["frames_lost"] for c in costs]),
+            "median_eval": median([m["eval"] for m in members]), "best_eval": best([m["eval"] for m in members]),
+            "median_final": median([m["final_return"] for m in members]),
+            "best_final": best([m["final_return"] for m in members]), "members": members, "run_dir": str(run_dir)}
+
+
+def median(values: Sequence[float | None]) -> float | None:
+    got = [v for v in values if v is not None]
+    return statistics.median(got) if got else None
+
+
+def best(values: Sequence[float | None]) -> float | None:
+    got = [v for v in values if v is not None]
+    return max(got) if got else None
+
+
+@dataclass(frozen=True)
+class Check:
+    """One done-means line: what, PASS or FAIL, and the figures it was judged on."""
+
+    what: str
+    ok: bool
+    why: str
+
+    def line(self) -> str:
+        return f"{'PASS' if self.ok else 'FAIL'}: {self.what} ({self.why})"
+
+
+def paired(reps: Sequence[dict[str, dict[str, Any]]], key: str) -> list[float] | None:
+    """PBT minus fixed of ``key`` repetition by repetition; None when a repetition lacks it."""
+    d = [r["pbt"][key] - r["fixed"][key] if r["pbt"][key] is not None and r["fixed"][key] is not None else None
+         for r in reps]
+    return None if None in d else d  # type: ignore[return-value]
+
+
+def compare_checks(reps: Sequence[dict[str, dict[str, Any]]]) -> list[Check]:
+    """The done-means on the evaluated policies, per repetition and beyond the repetitions' spread.
+
+    The spread is the 95% t interval of the paired differences (PBT - fixed) over the repetitions
+    (:func:`gmiexp.stats.mean_interval`), not a ratio: Ant's returns can be near zero or negative. The median check
+    passes when every repetition's difference is above 0 and so is the interval's low end; the best check when no
+    repetition's difference lies below 0 by more than the interval's half-width.
+    """
+    med_what = "in every repetition the PBT median member evaluates above the fixed median member, beyond the spread"
+    best_what = "in every repetition the PBT best member evaluates no lower than the fixed best, beyond the spread"
+    out = []
+    for key, what in (("median_eval", med_what), ("best_eval", best_what)):
+        d = paired(reps, key)
+        if d is None:
+            out.append(Check(what, False, "a repetition has no evaluated member"))
+            continue
+        shown = ", ".join(f"{x:+,.2f}" for x in d)
+        if len(d) < MIN_REPS:
+            out.append(Check(what, False, f"{len(d)} repetition(s), the check needs at least {MIN_REPS}: {shown}"))
+            continue
+        iv = mean_interval(d)
+        assert iv.half is not None and iv.low is not None
+        span = f"PBT - fixed per repetition {shown}; mean {iv.mean:+,.2f}, 95% interval [{iv.low:+,.2f}, " \
+               f"{iv.high:+,.2f}]"
+        ok = all(x > 0 for x in d) and iv.low > 0 if key == "median_eval" else all(x >= -iv.half for x in d)
+        out.append(Check(what, ok, span))
+    return out
+
+
+def exploit_cost_rows(cfg: DictConfig, res: Path) -> tuple[list[dict[str, Any]], Path]:
+    """exploit_cost.py's per-exploit rows: run it first (``exploit_cost.run``), else read its CSV (none: [])."""
+    if cfg.exploit_cost.run:
+        out = res / "exploit_cost"
+        log = res / "exploit_cost.log"
+        rc = run_logged([sys.executable, str(HERE / "exploit_cost.py"), f"results_dir={out}",
+                         *cfg.exploit_cost.overrides], log, cwd=ROOT)
+        if rc != 0:
+            raise SystemExit(f"failed: exploit_cost.py (exit {rc}): {log}\n{log_tail(log)}")
+        path = out / "exploit_cost.csv"
+    else:
+        path = Path(cfg.exploit_cost.csv)
+        path = path if path.is_absolute() else ROOT / path
+    if not path.is_file():
+        return [], path
+    with path.open() as f:
+        return [{**r, "seconds": float(r["seconds"]), "frames_lost": float(r["frames_lost"])}
+                for r in csv.DictReader(f)], path
+
+
+def cost_check(rows: Sequence[dict[str, Any]], path: Path) -> tuple[list[str], Check]:
+    """Median seconds and frames lost per exploit, in place and by restart, and the 10x check."""
+    lines, med = [], {}
+    for mode in ("inplace", "restart"):
+        r = [x for x in rows if x["exploit"] == mode]
+        if r:
+            med[mode] = statistics.median(x["seconds"] for x in r)
+            lines.append(f"* {mode}: {len(r)} exploits; decision to training again median {med[mode]:.2f} s "
+                         f"({min(x['seconds'] for x in r):.2f}-{max(x['seconds'] for x in r):.2f}); frames thrown "
+                         f"away median {statistics.median(x['frames_lost'] for x in r):,.0f} "
+                         f"(max {max(x['frames_lost'] for x in r):,.0f})")
+    what = f"an in-place exploit at least {CHEAPER:g}x cheaper than a restart (median seconds, {path})"
+    if len(med) < 2:
+        return lines, Check(what, False, "not measured: run experiments/pbt/exploit_cost.py or exploit_cost.run=true")
+    ratio = med["restart"] / med["inplace"] if med["inplace"] > 0 else float("inf")
+    return lines, Check(what, ratio >= CHEAPER, f"restart / in place {ratio:,.0f}x")
+
+
+def fmt(v: Any, spec: str = ",.2f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def spread(vals: Sequence[float | None]) -> str:
+    got = [v for v in vals if v is not None]
+    if not got:
+        return "-"
+    sd = statistics.stdev(got) if len(got) > 1 else 0.0
+    return f"{statistics.fmean(got):,.2f} ± {sd:,.2f} (n={len(got)})"
+
+
+def report(cfg: DictConfig, reps: list[dict[str, dict[str, Any]]], cost: tuple[list[str], Check], took_s: float,
+           res: Path) -> list[Check]:
+    s = cfg.setup
+    checks = [*compare_checks(reps), cost[1]]
+    lines = [f"PBT against fixed members: {s.label}; {s.epochs} epochs, interval {s.interval_steps} env steps; "
+             f"{len(reps)} repetition(s) from seed {cfg.seed} (interleaved: the order alternates); evaluation: "
+             f"{cfg.eval_episodes} deterministic episodes; the study took {took_s:,.0f} s", "",
+             f"* both arms: {' '.join([*s.args, *cfg.members, *cfg.extra])}",
+             f"* PBT arm: {' '.join(cfg.arms.pbt) or '(pbt=default as it is)'}; fixed arm: {' '.join(cfg.arms.fixed)}",
+             "* equal epochs, not a wall-clock limit (gmiexp has no time limit for a run); each arm's wall time below",
+             "", "| rep | seed | order | arm | wall s | exploits | exploit s (median) | lr start -> end per member | "
+             "evaluated per member | median | best | final return median | best |",
+             "|---:|---:|:---|:---|---:|---:|---:|:---|:---|---:|---:|---:|---:|"]
+    for r in reps:
+        for arm in ARMS:
+            a = r[arm]
+            lrs = ", ".join(f"{fmt(m['lr_start'], '.1e')}->{fmt(m['lr_end'], '.1e')}" for m in a["members"])
+            lines.append(f"| {a['rep']} | {a['seed']} | {a['order']} | {arm} | {a['wall_s']:,.0f} | {a['exploits']} | "
+                         f"{fmt(a['exploit_s_median'])} | {lrs} | {', '.join(fmt(m['eval']) for m in a['members'])} | "
+                         f"{fmt(a['median_eval'])} | {fmt(a['best_eval'])} | {fmt(a['median_final'])} | "
+                         f"{fmt(a['best_final'])} |")
+    lines.append("")
+    for arm in ARMS:
+        lines.append(f"* {arm}: median member evaluated {spread([r[arm]['median_eval'] for r in reps])}, best "
+                     f"{spread([r[arm]['best_eval'] for r in reps])}; wall "
+                     f"{spread([r[arm]['wall_s'] for r in reps])} s")
+    walls = [r["pbt"]["wall_s"] / r["fixed"]["wall_s"] for r in reps if r["fixed"]["wall_s"]]
+    lines.append(f"* wall time PBT / fixed per repetition: {', '.join(f'{w:.2f}' for w in walls)}")
+    notes = sorted({m["eval_note"] for r in reps for arm in ARMS for m in r[arm]["members"] if m["eval_note"] != "ok"})
+    lines += [f"* {n}" for n in notes]
+    lines += ["", "The cost of one exploit, in place against pbt.exploit=restart (experiments/pbt/exploit_cost.py):",
+              "", *(cost[0] or ["* not measured"]), "", "Done-means checks:", "", *(c.line() for c in checks)]
+    write_report(lines, res / f"{NAME}_{s.name}.md")
+    return checks
+
+
+def plot(cfg: DictConfig, reps: list[dict[str, dict[str, Any]]], res: Path) -> None:
+    """One panel per repetition: each member's run-wide return against wall time, PBT arm against fixed arm."""
+    fig, axes = plt.subplots(1, len(reps), figsize=(6 * len(reps), 4), squeeze=False)
+    for ax, r in zip(axes[0], reps, strict=True):
+        for arm, colour, style in (("fixed", "tab:gray", "--"), ("pbt", "tab:blue", "-")):
+            for i, m in enumerate(r[arm]["members"]):
+                for life in sorted({p["life"] for p in m["curve"]}):
+                    pts = [(p["t"], p["reward"]) for p in m["curve"] if p["life"] == life and p["reward"] is not None]
+                    if pts:
+                        ax.plot(*zip(*pts, strict=True), color=colour, linestyle=style, alpha=0.4 + 0.15 * i,
+                                linewidth=1.2, label=f"{arm} arm ({len(r[arm]['members'])} members)"
+                                if i == 0 and life == 0 else None)
+        ax.set_xlabel("seconds since the arm's command started")
+        ax.set_ylabel("run-wide reward/mean")
+        ax.set_title(f"repetition {r['pbt']['rep']} (seed {r['pbt']['seed']}): {r['pbt']['exploits']} exploits",
+                     fontsize=9)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"PBT against fixed members: {cfg.setup.label}", fontsize=10)
+    save(fig, res / f"{NAME}_{cfg.setup.name}.png")
+
+
+def write_tables(cfg: DictConfig, reps: list[dict[str, dict[str, Any]]], res: Path) -> None:
+    base = f"{NAME}_{cfg.setup.name}"
+    arms = [r[arm] for r in reps for arm in ARMS]
+    write_csv([{k: v for k, v in m.items() if k != "curve"} for a in arms for m in a["members"]], res / f"{base}.csv")
+    write_csv([{k: v for k, v in a.items() if k != "members"} for a in arms], res / f"{base}_reps.csv")
+    write_csv([{"rep": a["rep"], "arm": a["arm"], "member": m["member"], **p} for a in arms for m in a["members"]
+               for p in m["curve"]], res / f"{base}_curves.csv",
+              fieldnames=["rep", "arm", "member", "life", "t", "frames", "reward"])
+
+
+def run(cfg: DictConfig) -> list[Check]:
+    """The study: check, plan both arms, run the repetitions interleaved, write the tables, report and figure."""
+    check_settings(cfg)
+    plan_both(cfg)
+    res = results_dir(cfg.results_dir, __file__)
+    cost = exploit_cost_rows(cfg, res)
+    runs = Path(tempfile.mkdtemp(prefix=f"runs_{cfg.setup.name}_", dir=res))
+    t0 = time.time()
+    reps: list[dict[str, dict[str, Any]]] = []
+    for rep in range(int(cfg.reps)):
+        seed = int(cfg.seed) + rep
+        reps.append({arm: population(cfg, arm, rep, seed, runs) for arm in order(rep)})
+        write_tables(cfg, reps, res)
+    checks = report(cfg, reps, cost_check(*cost), time.time() - t0, res)
+    plot(cfg, reps, res)
+    return checks
+
+
+@hydra.main(config_path=".", config_name="run", version_base=None)
+def main(cfg: DictConfig) -> None:
+    run(cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""experiments/pbt/run.py: PBT against fixed members. Its checks on given tables, its refusals, and its smoke setup."""
+
+import csv
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "experiments" / "pbt" / "run.py"
+
+
+def study():
+    spec = importlib.util.spec_from_file_location("pbt_vs_fixed_run", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclass resolves its annotations through the module
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def reps(pairs):
+    """Repetitions from (pbt median, fixed median, pbt best, fixed best) tuples."""
+    return [{"pbt": {"median_eval": pm, "best_eval": pb}, "fixed": {"median_eval": fm, "best_eval": fb}}
+            for pm, fm, pb, fb in pairs]
+
+
+def test_the_median_check_passes_only_when_every_repetition_and_the_interval_lie_above_zero():
+    s = study()
+    up = s.compare_checks(reps([(10, 1, 50, 40), (12, 2, 52, 41), (11, 0, 51, 42)]))
+    assert [c.ok for c in up] == [True, True]
+    assert "95% interval [+" in up[0].why
+    one_below = s.compare_checks(reps([(10, 1, 50, 40), (12, 2, 52, 41), (0, 1, 51, 42)]))
+    assert not one_below[0].ok and "-1.00" in one_below[0].why
+    noisy = s.compare_checks(reps([(30, 1, 50, 40), (2, 1, 52, 41), (2, 1, 51, 42)]))  # all above, interval not
+    assert not noisy[0].ok
+
+
+def test_the_best_check_allows_a_repetition_lower_by_less_than_the_spread_only():
+    s = study()
+    within = s.compare_checks(reps([(10, 1, 60, 40), (12, 2, 20, 41), (11, 0, 70, 42)]))  # -21 inside a wide interval
+    assert within[1].ok
+    beyond = s.compare_checks(reps([(10, 1, 30, 40), (12, 2, 30, 41), (11, 0, 30, 39)]))  # -10, -11, -9
+    assert not beyond[1].ok
+    below = s.compare_checks(reps([(10, 1, 39, 40), (12, 2, 40, 41), (11, 0, 41, 42)]))  # -1 each: no spread at all
+    assert not below[1].ok
+
+
+def test_checks_fail_with_fewer_than_three_repetitions_or_a_policy_not_evaluated():
+    s = study()
+    two = s.compare_checks(reps([(10, 1, 50, 40), (12, 2, 52, 41)]))
+    assert [c.ok for c in two] == [False, False] and "at least 3" in two[0].why
+    missing = s.compare_checks(reps([(10, 1, 50, 40), (None, 2, 52, 41), (11, 0, 51, 42)]))
+    assert not missing[0].ok and "no evaluated member" in missing[0].why
+
+
+def test_the_exploit_cost_check_is_restart_over_in_place_medians(tmp_path):
+    s = study()
+    rows = [{"exploit": "inplace", "seconds": x, "frames_lost": 0.0} for x in (0.2, 0.4, 9.0)] + \
+           [{"exploit": "restart", "seconds": x, "frames_lost": 512.0} for x in (3.0, 5.0)]
+    lines, check = s.cost_check(rows, tmp_path / "exploit_cost.csv")
+    assert check.ok and "restart / in place 10x" in check.why  # 4.0 / 0.4
+    _, slower = s.cost_check([*rows, {"exploit": "restart", "seconds": 1.0, "frames_lost": 0.0}], tmp_path)
+    assert not slower.ok  # median 3.0 / 0.4 = 7.5
+    assert len(lines) == 2 and "frames thrown away median 512" in lines[1]
+    _, none = s.cost_check([], tmp_path)
+    assert not none.ok and "not measured" in none.why
+
+
+def test_the_smoke_setup_overrides_the_studys_scale_and_keeps_its_arms():
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(SCRIPT.parent), version_base=None):
+        full, smoke = compose("run"), compose("run", overrides=["setup=smoke"])
+    assert (full.setup.name, full.reps, full.eval_episodes) == ("ant", 3, 10)
+    assert "train.file=rl_games:configs/mujoco/ant_envpool.yaml" in full.setup.args
+    assert (smoke.setup.name, smoke.reps, smoke.eval_episodes) == ("smoke", 1, 2)
+    assert "task=Cartpole" in smoke.setup.args and smoke.arms == full.arms and smoke.members == full.members
+
+
+def test_repetitions_alternate_which_arm_runs_first():
+    s = study()
+    assert [s.order(r) for r in range(3)] == [("pbt", "fixed"), ("fixed", "pbt"), ("pbt", "fixed")]
+
+
+def test_bad_settings_exit_2_naming_each_before_anything_launches(tmp_path, capsys):
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(SCRIPT.parent), version_base=None):
+        cfg = compose("run", overrides=["reps=0", "eval_episodes=-1", "+arms.other=[]", f"results_dir={tmp_path}/res"])
+    with pytest.raises(SystemExit) as e:
+        study().run(cfg)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "invalid reps=0" in err and "invalid eval_episodes=-1" in err and "valid: exactly ['pbt', 'fixed']" in err
+    assert not (tmp_path / "res").exists()  # nothing planned, trained or written
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2700)
+def test_pbt_against_fixed_smoke_runs_end_to_end(tmp_path):
+    """setup=smoke: 4 cart-pole members, both arms, each member evaluated (a smoke test of the script)."""
+    cost = tmp_path / "cost.csv"
+    cost.write_text("repeat,exploit,member,interval,seconds,frames_lost,load_s\n0,inplace,1,1,0.5,0,0.1\n"
+                    "0,restart,2,1,20.0,256,\n")
+    res = tmp_path / "res"
+    r = subprocess.run([sys.executable, str(SCRIPT), "setup=smoke", f"results_dir={res}",
+                        f"exploit_cost.csv={cost}"], cwd=ROOT, capture_output=True, text=True, timeout=2600)
+    assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-3000:])
+    members = list(csv.DictReader((res / "pbt_vs_fixed_smoke.csv").open()))
+    assert len(members) == 8 and {m["arm"] for m in members} == {"pbt", "fixed"}
+    assert all(m["eval"] and m["eval_note"] == "ok" for m in members)
+    start = {(m["arm"], m["member"]): float(m["lr_start"]) for m in members}
+    assert all(start["pbt", str(i)] == start["fixed", str(i)] for i in range(4))  # the same drawn members
+    assert len(set(start.values())) == 4 and all(1e-5 <= v <= 1e-2 for v in start.values())
+    by_arm = {a["arm"]: a for a in csv.DictReader((res / "pbt_vs_fixed_smoke_reps.csv").open())}
+    assert by_arm["fixed"]["exploits"] == "0" and by_arm["pbt"]["order"] == "pbt-fixed"
+    curves = list(csv.DictReader((res / "pbt_vs_fixed_smoke_curves.csv").open()))
+    assert {(c["arm"], c["member"]) for c in curves} == set(start)
+    text = (res / "pbt_vs_fixed_smoke.md").read_text()
+    lines = [ln for ln in text.splitlines() if ln.startswith(("PASS: ", "FAIL: "))]
+    assert len(lines) == 3 and "at least 3" in lines[0]  # one repetition: the comparisons cannot pass
+    assert lines[2].startswith("PASS: ") and "restart / in place 40x" in lines[2]
+    assert (res / "pbt_vs_fixed_smoke.png").stat().st_size > 0
