@@ -1,6 +1,7 @@
 """The population controller: members as packed runs, the exploit in place or by the anchors' restart, lineage.
 
-``python -m gmiexp pbt=...`` runs each member as a normal gmiexp run (rl-games' PPO, tcg_ex) in its own process
+``python -m gmiexp pbt=...`` runs each member as a normal gmiexp run (rl-games' PPO or rsl_rl's, tcg_ex: what
+differs between them is in :mod:`gmiexp.pbt.trainers`) in its own process
 group on one of the pack launcher's slots (:mod:`gmiexp.pack.slots`), all at once, under
 ``<run>/members/<m>/life<k>/`` (a life: one start of the member, from scratch or from a checkpoint). The members
 save a checkpoint every interval (``train.save_frequency``: ``pbt.interval_steps`` rounded to whole epochs), and the
@@ -21,7 +22,7 @@ launcher's sweep if the controller was killed.
 Everything that happened goes to ``<run>/pbt/state.jsonl`` (starts, records, decisions with the values taken, the
 in-place exploits taken); at the end the best member's last checkpoint is copied with its policy record into
 ``<run>/pbt/best/``, which ``mode=eval checkpoint=...`` plays. Not built yet (refused with exit 2 by
-:func:`refuse_unbuilt`): rsl_rl members, info-key objectives, several nodes.
+:func:`refuse_unbuilt`): info-key objectives, several nodes.
 
 The population is one job. Ctrl-C or SIGTERM (a Slurm requeue) stops every member, each keeping its last checkpoint,
 and the log keeps the controller's state. The same command in the same run dir (``launch.resume=auto``, as for a
@@ -47,8 +48,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from gmiexp.backends import mps_daemon, mps_session
 from gmiexp.backends.common import visible_device
 from gmiexp.config import Config
@@ -63,9 +62,9 @@ from gmiexp.pbt.members import OBJECTIVE, refuse_unbuilt, starting_values
 from gmiexp.pbt.mutation import mutate
 from gmiexp.pbt.rules import Record, Rules, decide, member_rng, member_seed, start_values, table_at
 from gmiexp.pbt.state import Replayed, events, replay, rewind
+from gmiexp.pbt.trainers import copy_for_another_run, member_training, rslrl_checkpoint
 from gmiexp.planner.build import build_plan
 from gmiexp.rl import exploit
-from gmiexp.rl.rlgames.checkpoint import for_another_run
 from gmiexp.rl.rlgames.record import RECORD
 from gmiexp.rl.rslrl.config import CHECKPOINT_DIR as RSLRL_DIR
 from gmiexp.shm.cleanup import cleanup_run
@@ -90,29 +89,37 @@ def member_overrides(overrides: list[str]) -> list[str]:
 
 
 def value_overrides(values: dict[str, Any]) -> list[str]:
-    """``train.<key>=<value>`` overrides (repr: a float goes through Hydra exactly)."""
-    return [f"{k}={v!r}" for k, v in values.items() if v is not None]
+    """``train.<key>=<value>`` overrides (repr: a float goes through Hydra exactly).
+
+    rsl_rl's keys go into the ``train.rslrl`` dict, where a key the user did not give must be added: ``++``.
+    """
+    return [f"{'++' if k.startswith('train.rslrl.') else ''}{k}={v!r}" for k, v in values.items() if v is not None]
 
 
 def with_values(cfg: Config, values: dict[str, Any]) -> Config:
     """A member's Config: the run's, without ``pbt``, with ``values`` set on their dotted keys."""
     out = replace(copy.deepcopy(cfg), pbt=None)
     for dotted, value in values.items():
+        if value is None:  # rsl_rl's recipe decides it
+            continue
         *parents, leaf = dotted.split(".")
         node: Any = out
-        for p in parents:
-            node = getattr(node, p)
-        setattr(node, leaf, value)
+        for p in parents:  # rsl_rl's keys go on in the train.rslrl dict (train.rslrl.algorithm.gamma)
+            node = node.setdefault(p, {}) if isinstance(node, dict) else getattr(node, p)
+        if isinstance(node, dict):
+            node[leaf] = value
+        else:
+            setattr(node, leaf, value)
     return out
 
 
 def checkpoint_at(life_dir: Path, epoch: int) -> Path | None:
-    """The periodic checkpoint rl-games wrote at ``epoch`` in a life's ``nn/`` (``last_<name>_ep_<epoch>_...``)."""
+    """The checkpoint a life wrote at ``epoch``: rl-games' ``nn/last_<name>_ep_<epoch>_...``, else rsl_rl's."""
     for p in sorted(life_dir.glob("rl_games/*/nn/last_*.pth")):
         m = EPOCH_IN_NAME.search(p.name)
         if m and int(m.group(1)) == epoch:
             return p
-    return None
+    return rslrl_checkpoint(life_dir, epoch)
 
 
 def last_checkpoint(life_dir: Path) -> tuple[Path, int] | None:
@@ -220,7 +227,7 @@ class Population:
             if plan.role != "ppo" or plan.layout != "tcg_ex":
                 refuse_unbuilt(replace(self.cfg, role=plan.role))  # train=rslrl sets its role in the plan
             if m == 0:
-                self.frames_per_epoch = sum(g.num_envs for g in plan.gmis) * plan.train.horizon_length
+                self.frames_per_epoch, values = member_training(self.cfg, plan, values)  # rsl_rl: its recipe's
                 self.key = training_key(plan)
         self.epochs_per_interval = max(1, round(p.interval_steps / self.frames_per_epoch))
         self.previous = self.resumable()
@@ -301,9 +308,7 @@ class Population:
         elif source is not None:
             run_dir.mkdir(parents=True, exist_ok=True)
             start = run_dir / "start.pth"
-            changed = [k.split(".", 1)[1] for k, v in values.items()
-                       if k.startswith("train.") and (source_values or {}).get(k) != v]
-            torch.save(for_another_run(torch.load(source, map_location="cpu", weights_only=False), changed), start)
+            copy_for_another_run(source, start, values, source_values or {})
             if (source.parent / RECORD).is_file():  # the policy record (task, params) the checkpoint came with
                 shutil.copyfile(source.parent / RECORD, run_dir / RECORD)
             extra += [f"checkpoint={start}", "launch.resume=never"]
@@ -676,7 +681,7 @@ class Population:
                                    "exploits": self.exploits, "members": members}
         if scored:
             best = max(scored, key=lambda x: x["return"])
-            found = latest_checkpoint(next(Path(best["run_dir"]).glob("rl_games/*/nn")))
+            found = last_checkpoint(Path(best["run_dir"]))
             if found is not None:
                 dest = self.pbt_dir / "best"
                 dest.mkdir(parents=True, exist_ok=True)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from gmiexp.config import Config
 from gmiexp.config.enums import Mode
+from gmiexp.config.schema import PBT_KEYS
 from gmiexp.errors import ConfigError
 from gmiexp.pbt.mutation import initial_values
 
@@ -38,7 +40,8 @@ def describe(cfg: Config) -> str:
     for m, values in enumerate(starting_values(cfg)):
         shown = ", ".join(f"{k}={_fmt(v)}" for k, v in values.items())
         lines.append(f"  member {m}: {shown}")
-    lines.append(f"  (mode=train runs them as rl-games' PPO in tcg_ex, exploiting {p.exploit}; docs/pbt.md)")
+    trainer = "rsl_rl's PPO" if cfg.role == "rslrl" else "rl-games' PPO"
+    lines.append(f"  (mode=train runs them as {trainer} in tcg_ex, exploiting {p.exploit}; docs/pbt.md)")
     return "\n".join(lines)
 
 
@@ -56,6 +59,23 @@ def refuse_unavailable(cfg: Config) -> None:
 
 
 OBJECTIVE = "reward/mean"  # the run-wide return, what the controller ranks members by
+#: the roles whose runs can be members: rl-games' PPO (``ppo``) and rsl_rl's (``train=rslrl``)
+MEMBER_ROLES = ("ppo", "rslrl")
+#: rsl_rl's ``train.*`` keys (its PPO's fields, :data:`gmiexp.config.schema.RSLRL_LIVE_KEYS`); the others are rl-games'
+RSLRL_KEYS = "train.rslrl.algorithm."
+
+
+def trainer_keys(role: str) -> list[str]:
+    """The ``train.*`` keys a member of ``role`` can mutate (rsl_rl's PPO fields, or rl-games' agent's)."""
+    return [k for k in PBT_KEYS if k.startswith(RSLRL_KEYS) == (role == "rslrl")]
+
+
+def key_reasons(role: str, keys: Iterable[str], path: str) -> list[str]:
+    """Each key of ``path`` another trainer's: its members would never read it (rl-games' keys for rsl_rl, ...)."""
+    valid = trainer_keys(role)
+    trainer = "rsl_rl's (train=rslrl)" if role == "rslrl" else "rl-games' (role=ppo)"
+    return [f"invalid {path} key for {trainer} members: {key!r}; valid: {', '.join(valid)}"
+            for key in keys if key not in valid]
 
 
 def refuse_unbuilt(cfg: Config) -> None:
@@ -66,9 +86,11 @@ def refuse_unbuilt(cfg: Config) -> None:
     if p.objective != OBJECTIVE:
         reasons.append(f"invalid pbt.objective={p.objective} for a training run: ranking by an info key is not built "
                        f"yet; valid: {OBJECTIVE}")
-    if cfg.role != "ppo":
-        reasons.append(f"invalid role={cfg.role} with pbt: rsl_rl and other roles' members are not built yet; "
-                       "valid: role=ppo (rl-games' PPO)")
+    if cfg.role not in MEMBER_ROLES:
+        reasons.append(f"invalid role={cfg.role} with pbt: other roles' members are not built yet; valid: role=ppo "
+                       "(rl-games' PPO), train=rslrl (rsl_rl's)")
+    else:
+        reasons += key_reasons(cfg.role, p.mutation, "pbt.mutation") + key_reasons(cfg.role, p.init, "pbt.init")
     if cfg.layout.name != "tcg_ex":
         reasons.append(f"invalid layout={cfg.layout.name} with pbt: only tcg_ex members are built; "
                        "valid: layout=tcg_ex")

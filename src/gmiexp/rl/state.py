@@ -115,3 +115,13 @@ def own_record(run: dict[str, Any] | None, rank: int, world_size: int) -> dict[s
 
 __all__ = ["Mismatch", "generator_states", "model_digest", "onto", "own_record", "set_generator_states", "state_digest",
            "to_host"]
+
+
+def learning_only(run: Any) -> Any:
+    """A checkpoint's run (``gmiexp_run``) as another run starts from it: the segment, not the writer's own part.
+
+    The writer's GMIs' generators, simulator and running episodes go, so a population member that copies a leader
+    draws its own streams (its seed's, in the next segment) instead of replaying the leader's (both trainers'
+    ``for_another_run``).
+    """
+    return {"segment": int(run.get("segment", 0))} if isinstance(run, dict) else run

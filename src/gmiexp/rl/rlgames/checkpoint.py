@@ -21,7 +21,7 @@ import torch
 from rl_games.algos_torch import torch_ext
 from torch import nn
 
-from gmiexp.rl.state import to_host
+from gmiexp.rl.state import learning_only, to_host
 
 
 def load(path: str) -> dict[str, Any]:
@@ -142,9 +142,8 @@ def for_another_run(state: dict[str, Any], changed: Collection[str] = ()) -> dic
     starts from its new value, as the anchors' restart does, where the saved schedule used to override it.
     """
     out = dict(state)
-    run = state.get(RUN_KEY)
-    if isinstance(run, dict):
-        out[RUN_KEY] = {"segment": int(run.get("segment", 0))}
+    if RUN_KEY in state:
+        out[RUN_KEY] = learning_only(state[RUN_KEY])
     drop = {SCHEDULED[k] for k in changed if k in SCHEDULED}
     if isinstance(state.get(SCHEDULE_KEY), dict) and drop:
         out[SCHEDULE_KEY] = {k: v for k, v in state[SCHEDULE_KEY].items() if k not in drop}

@@ -8,7 +8,7 @@ with that GMI's share of the global batch and its own device, and returns an rsl
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -16,6 +16,7 @@ from gmiexp.envs.mjlab_env import sim_device, stdout_to_stderr
 from gmiexp.envs.warp_cache import configure_warp_cache
 from gmiexp.errors import ConfigError
 from gmiexp.registry import import_spec
+from gmiexp.rl.rslrl.config import merge, read_file, runner_config, upgrade_legacy
 
 #: the factory of ``task.simulator=mjlab`` when the task names none
 MJLAB_FACTORY = "gmiexp.rl.rslrl.envs:mjlab_vec_env"
@@ -77,3 +78,26 @@ def mjlab_recipe(env_id: str) -> tuple[dict[str, Any], type]:
     if env_id not in list_tasks():
         raise ConfigError(f"invalid task.env_id: {env_id!r}; valid mjlab tasks: {', '.join(sorted(list_tasks()))}")
     return asdict(load_rl_cfg(env_id)), (load_runner_cls(env_id) or MjlabOnPolicyRunner)
+
+
+def runner_config_of(task: Any, file: str, overrides: Mapping[str, Any], needs: Iterable[str] = ()) -> dict[str, Any]:
+    """The runner config a ``train=rslrl`` run's GMIs build (the role's recipe, ``train.file``, ``train.rslrl``).
+
+    An mjlab task's registered recipe is read only when ``train.file`` and ``train.rslrl`` leave one of ``needs``
+    (dotted keys: ``num_steps_per_env``, ``algorithm.gamma``) to it: importing mjlab takes seconds, so the plan
+    does not, but a population controller needs an epoch's frames and the values a mutation starts from.
+    """
+    given = merge(upgrade_legacy(read_file(file)) if file else {}, upgrade_legacy(dict(overrides)))
+
+    def has(dotted: str) -> bool:
+        node: Any = given
+        for part in dotted.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                return False
+            node = node[part]
+        return True
+
+    recipe: dict[str, Any] = {}
+    if task.simulator == "mjlab" and not task.vec_env and not all(has(k) for k in needs):
+        recipe = mjlab_recipe(task.env_id)[0]
+    return runner_config(recipe, file, overrides)

@@ -55,7 +55,8 @@ class RslRlRole(Role):
             write_record(log_dir, cfg, task, plan.plan_id)
         runner = gmi_runner(runner_base)(CarriedObservations(env), cfg, str(log_dir) if log_dir else None,
                                          device, status=self.ctx.status, group=group,  # type: ignore[call-arg]
-                                         check_sync=plan.train.check_sync)
+                                         check_sync=plan.train.check_sync, run_dir=self.ctx.run_dir,
+                                         save_every=int(plan.train.save_frequency))
         report = None
         if plan.checkpoint:
             infos = runner.load(plan.checkpoint, map_location="cpu")  # load_state_dict copies onto the device

@@ -8,10 +8,12 @@ iteration's row to the GMI's ``history.jsonl`` and ends training at an iteration
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections import deque
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -19,6 +21,7 @@ from rsl_rl.runners import OnPolicyRunner
 from rsl_rl.utils.logger import Logger
 
 from gmiexp.rl.rslrl import runstate
+from gmiexp.rl.rslrl.exploit import RslRlMember
 from gmiexp.rl.rslrl.ppo import GMIPPO
 from gmiexp.rl.rslrl.sync import GroupSync
 from gmiexp.rl.state import model_digest
@@ -152,8 +155,11 @@ class GMIRunnerMixin:
 
     def __init__(self, env: Any, train_cfg: dict, log_dir: str | None = None, device: str = "cpu", *,
                  status: StatusWriter, group: GroupSync | None = None, check_sync: bool = False, segment: int = 0,
-                 **kwargs: Any) -> None:
+                 run_dir: str | Path | None = None, save_every: int = 0, **kwargs: Any) -> None:
         self.group, self.status = group, status
+        #: ``train.save_frequency``: a checkpoint after every ``save_every``-th iteration too (counted from 1, as
+        #: rl-games' epochs: a population member's interval ends), besides rsl_rl's ``save_interval`` (from 0)
+        self.save_every = int(save_every)
         self.segment = int(segment)  # of the run (gmiexp.planner.seeds), written into its checkpoints
         self._records: list[Any] | None = None  # every GMI's record of the iteration being saved (several GMIs)
         algorithm = train_cfg.setdefault("algorithm", {})
@@ -166,16 +172,33 @@ class GMIRunnerMixin:
                                 gpu_global_rank=self.gpu_global_rank, device=self.device, status=status, group=group,
                                 digest=(lambda: model_digest(*self.alg.models())) if check_sync else None,
                                 boundary=self._at_boundary)
+        #: a population member's side of the in-place exploit (gmiexp.rl.exploit), None outside a population
+        self.member = RslRlMember.of(self, run_dir)
 
     def _saves(self, it: int, total_it: int, stop: bool) -> bool:
         """Whether group rank 0 writes a checkpoint after iteration ``it`` (rsl_rl's interval, the last, a stop)."""
-        return it % int(self.cfg["save_interval"]) == 0 or it + 1 == total_it or stop  # type: ignore[attr-defined]
+        return (it % int(self.cfg["save_interval"]) == 0 or it + 1 == total_it or stop  # type: ignore[attr-defined]
+                or self._saves_extra(it))
+
+    def _saves_extra(self, it: int) -> bool:
+        """``train.save_frequency``: after iteration ``it`` (0-based) the runner saves itself, as rsl_rl would not."""
+        return self.save_every > 0 and (it + 1) % self.save_every == 0
 
     def _at_boundary(self, it: int, total_it: int, stop: bool) -> None:
-        """Several GMIs: at an iteration group rank 0 saves, every GMI sends it its record (one gather)."""
+        """A member's exploit at its interval's end; with several GMIs, every GMI's record where rank 0 saves.
+
+        The exploit comes first: a checkpoint written after it holds what the member trains on from there.
+        """
+        if self.member is not None:
+            world = self.group.world if self.group else 1
+            frames = (it + 1) * int(self.cfg["num_steps_per_env"]) * int(self.env.num_envs) * world  # type: ignore[attr-defined]
+            self.member.interval_end(it + 1, frames, stop or it + 1 >= total_it)
         self._records = None
         if self.group is not None and self._saves(it, total_it, stop):
             self._records = self.group.gather(runstate.gmi_record(self))
+        rsl_rl_saves = it % int(self.cfg["save_interval"]) == 0 or it + 1 == total_it or stop  # type: ignore[attr-defined]
+        if self._saves_extra(it) and not rsl_rl_saves and self.logger.writer is not None:
+            self.save(os.path.join(self.logger.log_dir, f"model_{it}.pt"))  # rsl_rl's name and place
 
     def run_state(self) -> dict[str, Any]:
         """The run as a checkpoint holds it: the segment and every GMI's record (GMI 0's alone outside a save)."""

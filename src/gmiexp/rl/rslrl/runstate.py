@@ -26,6 +26,7 @@ once; on another partition nothing of the records is restored.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -35,7 +36,15 @@ from tensordict import TensorDict
 from gmiexp.envs.mjlab_state import StateMismatch, env_state, set_env_state
 from gmiexp.rl.rlgames.checkpoint import RUN_KEY  # rl-games' checkpoints' key, here under ``infos``
 from gmiexp.rl.rlgames.checkpoint import run_segment as checkpoint_segment
-from gmiexp.rl.state import Mismatch, generator_states, onto, own_record, set_generator_states, to_host
+from gmiexp.rl.state import (
+    Mismatch,
+    generator_states,
+    learning_only,
+    onto,
+    own_record,
+    set_generator_states,
+    to_host,
+)
 
 #: rsl_rl's Logger fields that carry episodes over an iteration (group rank 0's TensorBoard figures)
 RSL_LOGGER = ("rewbuffer", "lenbuffer", "cur_reward_sum", "cur_episode_length", "erewbuffer", "irewbuffer",
@@ -250,10 +259,31 @@ class CarriedObservations(VecEnv):
         return getattr(self.env, name)
 
 
+def for_another_run(state: dict[str, Any], changed: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """rsl_rl checkpoint ``state`` as another run starts from it (a PBT member copying its leader): the learning only.
+
+    The models (normalisers inside), the optimiser and the iteration stay, and mjlab's ``env_state`` (its curricula's
+    step counter, as mjlab's own load restores it); the writer's part of the run under ``infos`` goes
+    (:func:`gmiexp.rl.state.learning_only`, as rl-games' twin drops it). ``changed``: rsl_rl algorithm keys the new
+    run sets otherwise (``learning_rate``: 5e-4). rsl_rl's load takes the learning rate from the optimiser's groups,
+    so a mutated ``learning_rate`` goes into them there, where the saved rate would override it.
+    """
+    out = dict(state)
+    infos = state.get("infos")
+    if isinstance(infos, dict) and RUN_KEY in infos:
+        out["infos"] = {**infos, RUN_KEY: learning_only(infos[RUN_KEY])}
+    lr = (changed or {}).get("learning_rate")
+    if lr is not None and isinstance(state.get("optimizer_state_dict"), dict):
+        opt = dict(state["optimizer_state_dict"])
+        opt["param_groups"] = [{**g, "lr": float(lr)} for g in opt["param_groups"]]
+        out["optimizer_state_dict"] = opt
+    return out
+
+
 def run_segment(infos: dict[str, Any] | None) -> int:
     """The segment a start from a checkpoint with ``infos`` is (rl-games' rule: the one that wrote it, plus one)."""
     return checkpoint_segment(infos or {})
 
 
-__all__ = ["RUN_KEY", "CarriedObservations", "can_save", "gmi_record", "resume", "run_segment", "set_simulator_state",
-           "simulator_state"]
+__all__ = ["RUN_KEY", "CarriedObservations", "can_save", "for_another_run", "gmi_record", "resume", "run_segment",
+           "set_simulator_state", "simulator_state"]
