@@ -1,7 +1,7 @@
 """What a restart costs the learning: one run straight, resumed every K epochs, re-shaped every K, and ``auto``.
 
     python experiments/restart_cost/run.py                # rl-games' Ant file, 64 envs in all, 100 epochs, K=10
-    python experiments/restart_cost/run.py setup=smoke     # the torch cart-pole, 4 epochs, K=2, 2 seeds (a smoke)
+    python experiments/restart_cost/run.py setup=smoke     # the torch cart-pole, 6 epochs, K=3, 2 seeds (a smoke)
 
 Issue 42 made a restart go on with the same run (the checkpoint holds every GMI's generators, the simulator's state
 where it can be saved, the running episodes) and made ``launch.reshape=auto`` weigh a move's cost. This measures
@@ -16,8 +16,9 @@ alike):
   from the latest checkpoint, a larger ``max_iterations`` extends the run), as the resume tests stop a run.
   Every attempt is a new process, start-up included;
 * ``reshaped``: one command with ``launch.reshape=request`` from 1 GMI; after epoch K - 1, 2K - 1, ... this asks
-  ``python -m gmiexp.tools.reshape <run_dir> gmis_per_gpu=<the other>`` (1 <-> 2), which the launcher takes at
-  its next epoch boundary (epoch K, unless the request lands after it: the epochs it happened at are recorded);
+  for the other partition (1 <-> 2) as ``python -m gmiexp.tools.reshape <run_dir> gmis_per_gpu=N`` does, and the
+  launcher re-shapes at its next epoch boundary (epoch K, unless the request is taken after it: the epochs each
+  move happened at are recorded);
 * ``auto``: one command with ``launch.reshape=auto`` from 1 GMI (plus ``auto_args``): it moves only when the move
   pays (docs/elastic.md, "When auto moves").
 
@@ -51,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from plotting import fmt, interval_text, plt, save, spread  # noqa: E402
 
 from gmiexp.errors import invalid  # noqa: E402
-from gmiexp.launch.elastic import read_log  # noqa: E402
+from gmiexp.launch.elastic import read_log, request  # noqa: E402
 from gmiexp.rundir import (  # noqa: E402
     RunFailed,
     evaluated,
@@ -165,8 +166,23 @@ def last_epoch(run_dir: Path) -> int:
     return 0
 
 
+def outcome(run_dir: Path, rid: str, proc: subprocess.Popen, deadline: float) -> dict[str, Any] | None:
+    """The launcher's answer to request ``rid`` (``done`` or ``refused``), None if the run ended or time ran out."""
+    while proc.poll() is None and time.monotonic() < deadline:
+        for rec in read_log(run_dir):
+            if rec.get("request") == rid and rec.get("status") in ("done", "refused"):
+                return rec
+        time.sleep(0.1)
+    return None
+
+
 def reshaped(args: DictConfig, seed: int, run_dir: Path) -> dict[str, Any]:
-    """One command from 1 GMI, asked to re-shape 1 <-> 2 after epochs K - 1, 2K - 1, ... (it moves at K, 2K ...)."""
+    """One command from 1 GMI, asked to re-shape 1 <-> 2 after epochs K - 1, 2K - 1, ... (it moves at K, 2K ...).
+
+    The request is what ``python -m gmiexp.tools.reshape <run_dir> gmis_per_gpu=N`` writes
+    (:func:`gmiexp.launch.elastic.request`), made here so that the tool's own start-up does not delay it: the
+    launcher takes it at its next poll, during epoch K, and the GMIs stop at that epoch's end.
+    """
     run_dir.mkdir(parents=True, exist_ok=True)
     log = run_dir / "console.log"
     epochs, every, gmis = int(args.run.epochs), int(args.every), 1
@@ -178,16 +194,14 @@ def reshaped(args: DictConfig, seed: int, run_dir: Path) -> dict[str, Any]:
         try:
             for boundary in range(every, epochs, every):
                 while last_epoch(run_dir) < boundary - 1 and proc.poll() is None and time.monotonic() < deadline:
-                    time.sleep(0.1)
+                    time.sleep(0.05)
                 if proc.poll() is not None or time.monotonic() >= deadline:
                     break
                 gmis = OTHER[gmis]
-                asked = subprocess.run([sys.executable, "-m", "gmiexp.tools.reshape", str(run_dir),
-                                        f"gmis_per_gpu={gmis}"], capture_output=True, text=True,
-                                       timeout=max(1.0, deadline - time.monotonic()))
-                if asked.returncode != 0:  # refused: the run is at its last epoch (a late request), or ended
-                    print(f"reshaped seed={seed}: request after epoch {boundary - 1} not done: "
-                          f"{(asked.stdout + asked.stderr).strip().splitlines()[-1:]}", flush=True)
+                rec = outcome(run_dir, request(run_dir, gmis), proc, deadline)
+                if rec is None or rec["status"] != "done":  # refused (a late request at the last epoch), or ended
+                    print(f"reshaped seed={seed}: the request after epoch {boundary - 1} was not done: "
+                          f"{rec.get('why') if rec else 'the run ended first'}", flush=True)
                     break
             rc = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
         except BaseException:
