@@ -366,6 +366,7 @@ class Population:
             except BaseException as e:
                 self.stop_all()
                 self.collect_acks()  # what a member took before it stopped is its state now
+                self.read_all()  # the records up to the stop: a resume goes on from them
                 self.log("stopped", reason="failed" if isinstance(e, LaunchError) else "interrupted")
                 self.views()
                 raise
@@ -414,6 +415,14 @@ class Population:
             prev.values_at)
         self.exploits, self.verdicts = prev.exploits, prev.verdicts
         self.first_life = {m: ms.life + 1 for m, ms in prev.members.items()}
+
+    def read_all(self) -> None:
+        """Post what every member's current life wrote before it ended (a stop: each has ended)."""
+        for life in self.lives.values():
+            try:
+                self.read(life, ended=True)
+            except (OSError, ValueError) as e:  # the stop stands without them; the member trains them again
+                say(f"pbt: member {life.member}'s records after the stop not read: {type(e).__name__}: {e}")
 
     def own_checkpoint(self, run_dir: Path, source: Path | None, copy: bool) -> tuple[Path, int] | None:
         """A life's last checkpoint: the latest it wrote, else what it started from (a copy's ``start.pth``)."""

@@ -125,8 +125,8 @@ def interruptions(evs: Sequence[dict[str, Any]]) -> list[str]:
             out.append(f"stopped ({e.get('reason', '?')})")
         elif kind == "resumed":
             at = sorted((e.get("frames") or {}).items(), key=lambda x: int(x[0]))
-            goes = ", ".join(f"{m} from {f}" for m, f in at)
-            out.append(f"resumed (segment {e.get('segment')}): members went on from their frames {goes}")
+            goes = ", ".join(f"member {m} from {f} frames" for m, f in at)
+            out.append(f"resumed (segment {e.get('segment')}): {goes}")
         elif kind == "failed":
             out.append(f"member {e.get('member')} life {e.get('life')} failed (exit {e.get('code')}): "
                        f"{e.get('run_dir')}; {e.get('then', '')}")
