@@ -61,7 +61,7 @@ from gmiexp.pbt import views
 from gmiexp.pbt.members import OBJECTIVE, refuse_unbuilt, starting_values
 from gmiexp.pbt.mutation import mutate
 from gmiexp.pbt.rules import Record, Rules, decide, member_rng, member_seed, start_values, table_at
-from gmiexp.pbt.state import Replayed, events, replay, rewind
+from gmiexp.pbt.state import MemberState, Replayed, events, replay, rewind
 from gmiexp.pbt.trainers import copy_for_another_run, member_training, rslrl_checkpoint
 from gmiexp.planner.build import build_plan
 from gmiexp.rl import exploit
@@ -424,6 +424,18 @@ class Population:
             except (OSError, ValueError) as e:  # the stop stands without them; the member trains them again
                 say(f"pbt: member {life.member}'s records after the stop not read: {type(e).__name__}: {e}")
 
+    def catch_up(self, ms: MemberState) -> None:
+        """Post the records a member's last life wrote that the log lacks.
+
+        The controller was killed before it read them: the others may wait for such an interval, which the member's
+        next life starts past.
+        """
+        logged = max((r.frames for r in self.records if r.member == ms.member), default=-1)
+        life = Life(ms.member, ms.life, dict(ms.values), Job(ms.member, [], ms.run_dir), ms.started_frames)
+        life.seen = sum(1 for h in read_history(ms.run_dir) if int(h.get("frames", 0)) <= logged)
+        self.read(life, ended=True)
+        self.pending = [item for item in self.pending if item[0] is not life]  # it decides nothing: it ended
+
     def own_checkpoint(self, run_dir: Path, source: Path | None, copy: bool) -> tuple[Path, int] | None:
         """A life's last checkpoint: the latest it wrote, else what it started from (a copy's ``start.pth``)."""
         found = last_checkpoint(run_dir)
@@ -454,6 +466,7 @@ class Population:
                 plans[m] = {"values": d["values"], "source": Path(d["checkpoint"]), "source_values": source_values,
                             "started_frames": int(d["source_frames"]), "cause": "exploit"}
                 continue
+            self.catch_up(ms)
             own = self.own_checkpoint(ms.run_dir, Path(ms.checkpoint) if ms.checkpoint else None, ms.copy)
             plans[m] = {"values": ms.values, "cause": "resume", "started_frames": ms.started_frames,
                         **({"source": own[0], "own": True, "frames": own[1] * self.frames_per_epoch} if own else
@@ -521,10 +534,14 @@ class Population:
         self.start(m, new, slot, source=ckpt, started_frames=rec.frames, source_values=taken, cause="failed")
 
     def leader(self, member: int) -> tuple[Record, Path] | None:
-        """The other member of the best latest objective that has a checkpoint of that interval, and the checkpoint."""
+        """The other member of the best objective at the member's latest interval or before, with a checkpoint there.
+
+        At equal or fewer frames, as an exploit compares: the member then posts every later interval itself, which
+        the others (in place, waiting for the whole population's interval) need.
+        """
         assert self.cfg.pbt is not None
-        latest = max((r.iteration for r in self.records), default=0)
-        table = table_at(self.records, self.cfg.pbt.population, latest)
+        reached = max((r.iteration for r in self.records if r.member == member), default=0)
+        table = table_at(self.records, self.cfg.pbt.population, reached)
         for rec in sorted((r for s, r in table.items() if s != member and r is not None and r.objective is not None),
                           key=lambda r: -float(r.objective or 0)):
             ckpt = self.checkpoints.get((rec.member, rec.iteration))
