@@ -1,0 +1,107 @@
+"""rsl_rl members exploit too (issue 43's done-means): 3 ``train=rslrl`` members of the tests' own rsl_rl VecEnv run 3
+intervals; each underperformer takes a leader's published learning of that interval in its own process (no member
+starts twice, its GMI's pid unchanged), at the interval's boundary (no frame thrown away), goes on with the mutated
+PPO fields, and every member writes rsl_rl's checkpoint at every interval's end. A bad key exits 2 before launch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from gmitest import compose_config, run_cli
+
+from gmiexp.app import run_job
+from gmiexp.pbt.controller import STATE
+from gmiexp.rl import exploit
+from gmiexp.shm.cleanup import leftovers
+from gmiexp.status import gmi_pids, read_history
+
+ENVS, STEPS = 8, 16  # PointMass's episodes are 16 steps: every environment ends one in each iteration
+EPOCH_FRAMES = ENVS * STEPS
+RSLRL = ["train=rslrl", "task=Cartpole", "task.vec_env=rslrl_vecenv:make", f"batch.total_envs={ENVS}",
+         f"+train.rslrl.num_steps_per_env={STEPS}", "train.device=cpu", "launch.progress=false", "num_gpus=1",
+         "gmis_per_gpu=1", "max_iterations=3"]
+POPULATION = [*RSLRL, "pbt=rslrl", "pbt.population=3", f"pbt.interval_steps={EPOCH_FRAMES}", "pbt.threshold_std=0",
+              "pbt.threshold_abs=0", "+pbt.init={train.rslrl.algorithm.learning_rate:[1e-5,1e-2]}",
+              "pbt.mutation_rate=1"]
+
+
+def events(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "pbt" / STATE).read_text().splitlines()]
+
+
+# in the default suite: the done-means item "rsl_rl members exploit too" (3 members of a torch VecEnv, no simulator)
+@pytest.mark.timeout(900)
+def test_three_rsl_rl_members_run_three_intervals_and_underperformers_take_a_leaders_learning_in_place(
+        tmp_path: Path) -> None:
+    r = run_cli(*POPULATION, "pbt.exploit=inplace", f"hydra.run.dir={tmp_path}", timeout=850)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "gmiexp pbt ok: 3 members" in r.stdout
+    ev = events(tmp_path)
+    assert {(e["member"], e["interval"]) for e in ev if e["event"] == "record"} == {
+        (m, k) for m in range(3) for k in (1, 2, 3)}
+    starts = [e for e in ev if e["event"] == "start"]
+    assert sorted(e["member"] for e in starts) == [0, 1, 2]  # no member started twice
+    decisions = [e for e in ev if e["event"] == "decision" and e.get("copies")]
+    taken = {e["id"]: e for e in ev if e["event"] == "exploited"}
+    assert decisions, [e for e in ev if e["event"] == "record"]  # threshold 0: those below the mean copy
+    for d in decisions:
+        m, life = d["member"], Path(starts[d["member"]]["run_dir"])
+        t = taken[d["id"]]
+        assert t["member"] == m and t["source"] == d["source"] and t["interval"] == d["source_interval"]
+        source_dir = Path(starts[d["source"]]["run_dir"])
+        (pub,) = [p for p in exploit.published_records(source_dir) if p["interval"] == d["source_interval"]]
+        assert t["sha256"] == pub["sha256"] and t["segment"] == pub["segment"]
+        assert t["pid"] == gmi_pids(life, [0])[0]  # the member's one GMI process, from its start to its end
+        assert t["frames"] == d["frames"] == d["interval"] * EPOCH_FRAMES and t["frames_lost"] == 0
+        # every value mutated (rate 1): rsl_rl's keys only, the rate the member's checkpoint after it holds
+        assert t["values"] == d["values"] and all(k.startswith("train.rslrl.algorithm.") for k in d["values"])
+        assert d["values"] != d["values_taken"]
+        ack = next(a for a in exploit.acks(life) if a["id"] == d["id"])
+        ckpt = torch.load(life / "rsl_rl" / f"model_{d['interval'] - 1}.pt", map_location="cpu", weights_only=False)
+        assert ckpt["optimizer_state_dict"]["param_groups"][0]["lr"] == ack["learning_rate"]
+        history = read_history(life)
+        assert [h["frames"] for h in history] == [EPOCH_FRAMES * k for k in (1, 2, 3)]  # its counters its own
+    for s in starts:  # a checkpoint at every interval's end (train.save_frequency), rsl_rl's name
+        assert {p.name for p in (Path(s["run_dir"]) / "rsl_rl").glob("model_*.pt")} == {
+            "model_0.pt", "model_1.pt", "model_2.pt"}
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["exploits"] == len(decisions) and all(m["lives"] == 1 for m in summary["members"])
+    assert Path(summary["best"]["checkpoint"]).name.startswith("model_")
+    tag = next(e for e in ev if e["event"] == "population")["tag"]
+    assert tag and leftovers(tag) == []  # every published state removed
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_three_rsl_rl_members_restart_from_a_leaders_checkpoint(tmp_path: Path) -> None:
+    r = run_cli(*POPULATION, "pbt.exploit=restart", f"hydra.run.dir={tmp_path}", timeout=1400)
+    assert r.returncode == 0, r.stderr[-3000:]
+    ev = events(tmp_path)
+    decisions = [e for e in ev if e["event"] == "decision" and e.get("copies")]
+    assert decisions
+    for d in decisions:
+        assert Path(d["checkpoint"]).name == f"model_{d['source_interval'] - 1}.pt"
+    for s in (e for e in ev if e["event"] == "start" and e["checkpoint"]):
+        start = torch.load(Path(s["run_dir"]) / "start.pth", map_location="cpu", weights_only=False)
+        assert start["infos"]["gmiexp_run"].keys() == {"segment"}  # the source's learning, not its run
+        lr = s["values"].get("train.rslrl.algorithm.learning_rate")
+        assert [g["lr"] for g in start["optimizer_state_dict"]["param_groups"]] == [lr]
+        first = read_history(Path(s["run_dir"]))[0]
+        assert first["frames"] == s["frames"] + EPOCH_FRAMES  # its frames go on from the source's
+
+
+@pytest.mark.parametrize(("override", "named"), [
+    ("pbt=default", "invalid pbt.mutation key for rsl_rl's (train=rslrl) members: 'train.learning_rate'; valid: "
+                    "train.rslrl.algorithm.learning_rate"),
+    ("+pbt.init={train.e_clip:[0.1,0.3]}", "invalid pbt.init key for rsl_rl's (train=rslrl) members: 'train.e_clip'"),
+])
+def test_a_key_rsl_rl_members_do_not_read_exits_2_before_any_member_starts(override: str, named: str,
+                                                                           tmp_path: Path, capsys) -> None:
+    cfg = compose_config(*RSLRL, "pbt=rslrl", "pbt.population=3", override, f"hydra.run.dir={tmp_path}")
+    code, _ = run_job(cfg, tmp_path)
+    assert code == 2
+    assert named in capsys.readouterr().err
+    assert not (tmp_path / "members").exists() and not (tmp_path / "pbt").exists()
