@@ -17,7 +17,7 @@ import torch
 from gmitest import FAST, cli_env, compose_config, run_cli
 
 from gmiexp.errors import ConfigError
-from gmiexp.launch.requeue import latest_checkpoint, resume, training_key
+from gmiexp.launch.requeue import epoch_of, latest_checkpoint, resume, training_key
 from gmiexp.planner.build import build_plan
 
 RUN = ["hardware=cpu", *FAST, "num_gpus=1", "train.save_frequency=1"]
@@ -155,3 +155,11 @@ def test_every_node_resumes_from_node_0s_checkpoint(tmp_path: Path) -> None:
     assert resume(node1, tmp_path / "node1", "auto").resumed == {"checkpoint": latest, "epoch": 4}
     node0.save(tmp_path / "node0" / "plan.yaml")
     assert resume(node0, tmp_path / "node0", "auto").checkpoint == node1.checkpoint
+
+
+def test_an_rsl_rl_checkpoint_under_another_name_counts_its_iterations(tmp_path: Path) -> None:
+    """A population member's copy of an rsl_rl leader (``start.pth``) is ``iter + 1`` epochs, as ``model_<iter>.pt``
+    (before: 0, the rl-games ``epoch`` it does not hold, so a resume counted its frames from 0)."""
+    torch.save({"actor_state_dict": {}, "iter": 4}, tmp_path / "start.pth")
+    torch.save({"epoch": 7}, tmp_path / "best.pth")
+    assert epoch_of(tmp_path / "start.pth") == 5 and epoch_of(tmp_path / "best.pth") == 7

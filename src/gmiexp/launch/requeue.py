@@ -88,13 +88,17 @@ def previous_plan(run_dir: Path) -> Plan | None:
 def epoch_of(path: Path) -> int:
     """A checkpoint's epoch: from rl-games' file name, else (the best-reward file) from inside it.
 
-    rsl_rl's ``model_<it>.pt`` holds iterations 0..it: ``it + 1`` epochs.
+    rsl_rl's ``model_<it>.pt`` holds iterations 0..it: ``it + 1`` epochs; so does an rsl_rl checkpoint under another
+    name (a population member's copy of its leader's, ``start.pth``), by its ``iter``.
     """
     r = RSLRL_NAME.match(path.name)
     if r:
         return int(r.group(1)) + 1
     m = EPOCH_IN_NAME.search(path.name)
-    return int(m.group(1)) if m else int(read(path).get("epoch", 0))
+    if m:
+        return int(m.group(1))
+    state = read(path)
+    return int(state["iter"]) + 1 if "actor_state_dict" in state and "iter" in state else int(state.get("epoch", 0))
 
 
 def read(path: Path) -> dict[str, Any]:
