@@ -98,7 +98,7 @@ def test_bad_settings_exit_2_naming_each_before_anything_launches(tmp_path, caps
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(2700)
+@pytest.mark.timeout(3600)
 def test_pbt_against_fixed_smoke_runs_end_to_end(tmp_path):
     """setup=smoke: 4 cart-pole members, both arms, each member evaluated (a smoke test of the script)."""
     cost = tmp_path / "cost.csv"
@@ -106,7 +106,7 @@ def test_pbt_against_fixed_smoke_runs_end_to_end(tmp_path):
                     "0,restart,2,1,20.0,256,\n")
     res = tmp_path / "res"
     r = subprocess.run([sys.executable, str(SCRIPT), "setup=smoke", f"results_dir={res}",
-                        f"exploit_cost.csv={cost}"], cwd=ROOT, capture_output=True, text=True, timeout=2600)
+                        f"exploit_cost.csv={cost}"], cwd=ROOT, capture_output=True, text=True, timeout=3500)
     assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-3000:])
     members = list(csv.DictReader((res / "pbt_vs_fixed_smoke.csv").open()))
     assert len(members) == 8 and {m["arm"] for m in members} == {"pbt", "fixed"}
