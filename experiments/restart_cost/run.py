@@ -327,7 +327,8 @@ def report(args: DictConfig, rows: list[dict[str, Any]], took_s: float, res: Pat
     lines += ["", "Equal frames and wall time per seed (the fewest any variant reached): " + ", ".join(
         f"seed {s}: {fmt(next(r['equal_frames'] for r in rows if r['seed'] == s), ',.0f')} frames, "
         f"{next(r['equal_wall_s'] for r in rows if r['seed'] == s):,.1f} s" for s in seeds)
-        + "; best fixed per seed (at equal wall time): " + ", ".join(f"{s}: {v}" for s, v in best_fixed(rows).items()),
+        + "; best fixed per seed (at equal wall time): "
+        + (", ".join(f"{s}: {v}" for s, v in best_fixed(rows).items()) or "- (needs fixed1 and fixed2 at that time)"),
         "", "Paired differences (seed by seed; their mean and 95% t interval; where 0 is inside, no effect of the "
         "restarts is measured):", "", "| pair | measure | per seed | mean | 95% interval | 0 inside |",
         "|:---|:---|:---|---:|:---|:---|"]
