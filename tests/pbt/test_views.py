@@ -113,3 +113,35 @@ def test_w_and_b_holds_the_population_s_lineage_and_members(tmp_path: Path, monk
                                                                                        (200, 6.0)]
     assert wb["summary"]["exploits"] == 1 and wb["summary"]["best_objective"] == 7.0
     assert any("lineage" in f for f in wb["files"]) and any("members" in f for f in wb["files"])
+
+
+def test_a_stop_a_resume_and_a_failed_member_show_in_the_curves_and_the_report(tmp_path: Path) -> None:
+    """A resumed life goes on from its own checkpoint (no jump); a failed member replaced by a leader's copy is a
+    lineage row; the report lists the stop, the resume and the failure."""
+    start = [{"event": "start", "member": m, "life": 0, "values": {LR: lr}, "frames": 0, "checkpoint": None,
+              "cause": "new", "copy": False} for m, lr in ((0, 1e-3), (1, 1e-2))]
+    rec = [{"event": "record", "member": m, "life": life, "interval": i, "frames": 100 * i, "objective": obj}
+           for m, life, i, obj in ((0, 0, 1, 5.0), (1, 0, 1, 1.0), (0, 1, 2, 7.0), (1, 2, 2, 6.0))]
+    evs = [{"event": "population", "population": 2, "rule": "default", "exploit": "restart",
+            "epochs_per_interval": 1}, *start, *rec[:2], {"event": "stopped", "reason": "interrupted"},
+           {"event": "resumed", "segment": 2, "frames": {"0": 100, "1": 100}},
+           *({"event": "start", "member": m, "life": 1, "values": {LR: lr}, "frames": 100, "checkpoint": f"{m}.pth",
+              "cause": "resume", "copy": False} for m, lr in ((0, 1e-3), (1, 1e-2))),
+           {"event": "failed", "member": 1, "life": 1, "code": -9, "run_dir": "/r/members/1/life1",
+            "then": "replaced by member 0's checkpoint 0.pth"},
+           {"event": "decision", "member": 1, "interval": 1, "frames": 100, "source": 0, "source_interval": 1,
+            "source_frames": 100, "reason": "failed", "values_before": {LR: 1e-2}, "values": {LR: 2e-3},
+            "exploit": "restart", "checkpoint": "0.pth"},
+           {"event": "start", "member": 1, "life": 2, "values": {LR: 2e-3}, "frames": 100, "checkpoint": "0.pth",
+            "cause": "failed", "copy": True}, *rec[2:], {"event": "finished"}]
+    write_state(tmp_path, evs)
+    cur = views.curves(views.events(tmp_path))
+    assert [(p["frames"], p["life"], p["copied"]) for p in cur[0]] == [(100, 0, None), (200, 1, None)]
+    assert [(p["frames"], p["life"], p["copied"]) for p in cur[1]] == [(100, 0, None), (100, 2, 0), (200, 2, None)]
+    [row] = views.lineage(views.events(tmp_path))
+    assert (row["member"], row["source"], row["reason"]) == (1, 0, "failed")
+    text = views.markdown(tmp_path, tmp_path)
+    assert "| 1 | 1 | 100 | member 0 | 100 | replaced (it failed) | learning_rate 0.01 -> 0.002 |" in text
+    assert "### Stops, resumes and failures: 3" in text
+    assert "* resumed (segment 2): member 0 from 100 frames, member 1 from 100 frames" in text
+    assert "* member 1 life 1 failed (exit -9): /r/members/1/life1; replaced by member 0's checkpoint 0.pth" in text
