@@ -37,7 +37,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 import exploit_cost  # noqa: E402
-from plotting import plt, save  # noqa: E402
+from plotting import fmt, plt, save, spread  # noqa: E402
 
 from gmiexp.pbt import views  # noqa: E402
 from gmiexp.rundir import (  # noqa: E402
@@ -257,18 +257,6 @@ def cost_check(rows: Sequence[dict[str, Any]], path: Path) -> tuple[list[str], C
         return lines, Check(what, False, "not measured: run experiments/pbt/exploit_cost.py or exploit_cost.run=true")
     ratio = med["restart"] / med["inplace"] if med["inplace"] > 0 else float("inf")
     return lines, Check(what, ratio >= CHEAPER, f"restart / in place {ratio:,.0f}x")
-
-
-def fmt(v: Any, spec: str = ",.2f") -> str:
-    return "-" if v is None else format(v, spec)
-
-
-def spread(vals: Sequence[float | None]) -> str:
-    got = [v for v in vals if v is not None]
-    if not got:
-        return "-"
-    sd = statistics.stdev(got) if len(got) > 1 else 0.0
-    return f"{statistics.fmean(got):,.2f} ± {sd:,.2f} (n={len(got)})"
 
 
 def report(cfg: DictConfig, reps: list[dict[str, dict[str, Any]]], cost: tuple[list[str], Check], took_s: float,
