@@ -1,7 +1,7 @@
 """What a restart costs the learning: one run straight, resumed every K epochs, re-shaped every K, and ``auto``.
 
     python experiments/restart_cost/run.py                # rl-games' Ant file, 64 envs in all, 100 epochs, K=10
-    python experiments/restart_cost/run.py setup=smoke     # the torch cart-pole, 6 epochs, K=3, 2 seeds (a smoke)
+    python experiments/restart_cost/run.py setup=smoke     # the torch cart-pole, 40 epochs, K=20, 2 seeds (a smoke)
 
 Issue 42 made a restart go on with the same run (the checkpoint holds every GMI's generators, the simulator's state
 where it can be saved, the running episodes) and made ``launch.reshape=auto`` weigh a move's cost. This measures
