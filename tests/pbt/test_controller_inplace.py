@@ -10,21 +10,16 @@ from pathlib import Path
 import psutil
 import pytest
 from gmitest import FAST, gmiexp_workers, run_cli
+from pbt_checks import events, exploits_in_place
 
-from gmiexp.pbt.controller import STATE
-from gmiexp.rl import exploit
 from gmiexp.shm.cleanup import leftovers
-from gmiexp.status import gmi_pids, read_history
+from gmiexp.status import read_history
 
 EPOCH_FRAMES = 32 * 16  # FAST: 32 environments x horizon 16, one GMI
 POPULATION = [*FAST, "num_gpus=1", "gmis_per_gpu=1", "max_iterations=3", "pbt=default", "pbt.population=4",
               "pbt.exploit=inplace", f"pbt.interval_steps={EPOCH_FRAMES}", "pbt.threshold_std=0",
               "pbt.threshold_abs=0", "+pbt.init={train.learning_rate:[1e-5,1e-2]}",
               "+pbt.mutation={train.e_clip:mutate_eps_clip}", "pbt.mutation_rate=1"]
-
-
-def events(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "pbt" / STATE).read_text().splitlines()]
 
 
 @pytest.fixture(scope="module")
@@ -42,30 +37,15 @@ def test_four_members_run_three_intervals_and_underperformers_take_a_leaders_sta
     assert r.returncode == 0, r.stderr[-3000:]
     assert "gmiexp pbt ok: 4 members" in r.stdout
     ev = events(run_dir)
-    assert {(e["member"], e["interval"]) for e in ev if e["event"] == "record"} == {
-        (m, k) for m in range(4) for k in (1, 2, 3)}
-    starts = [e for e in ev if e["event"] == "start"]
-    assert sorted(e["member"] for e in starts) == [0, 1, 2, 3]  # no member started twice
-    decisions = [e for e in ev if e["event"] == "decision" and e.get("copies")]
-    taken = {e["id"]: e for e in ev if e["event"] == "exploited"}
-    assert decisions, [e for e in ev if e["event"] == "record"]  # threshold 0: those below the mean copy
-    for d in decisions:
-        m, life = d["member"], Path(starts[d["member"]]["run_dir"])
-        t = taken[d["id"]]
-        assert t["member"] == m and t["source"] == d["source"] and t["interval"] == d["source_interval"]
-        # the bytes the source published at that interval, read by the member's own GMI, at that very boundary
-        source_dir = Path(starts[d["source"]]["run_dir"])
-        (pub,) = [p for p in exploit.published_records(source_dir) if p["interval"] == d["source_interval"]]
-        assert t["sha256"] == pub["sha256"] and t["segment"] == pub["segment"]
-        assert t["pid"] == gmi_pids(life, [0])[0]  # the member's one GMI process, from its start to its end
-        assert t["frames"] == d["frames"] == d["interval"] * EPOCH_FRAMES and t["frames_lost"] == 0
+    exploits = exploits_in_place(ev, 4, 3, EPOCH_FRAMES)
+    for d, t, life in exploits:
         assert t["values"] == d["values"] and d["values"]["train.e_clip"] != d["values_taken"]["train.e_clip"]
         history = read_history(life)
         assert [h["frames"] for h in history] == [EPOCH_FRAMES * k for k in (1, 2, 3)]  # its counters its own
         after = next(h for h in history if h["iteration"] == d["interval"] + 1)
         assert after["train/lr"] > 0
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["exploits"] == len(decisions) and all(m["lives"] == 1 for m in summary["members"])
+    assert summary["exploits"] == len(exploits) and all(m["lives"] == 1 for m in summary["members"])
     tag = next(e for e in ev if e["event"] == "population")["tag"]
     assert tag and leftovers(tag) == []  # every published state removed
 

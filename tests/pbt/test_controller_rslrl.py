@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 from gmitest import compose_config, run_cli
+from pbt_checks import events, exploits_in_place
 
 from gmiexp.app import run_job
-from gmiexp.pbt.controller import STATE
 from gmiexp.rl import exploit
 from gmiexp.shm.cleanup import leftovers
-from gmiexp.status import gmi_pids, read_history
+from gmiexp.status import read_history
 
 ENVS, STEPS = 8, 16  # PointMass's episodes are 16 steps: every environment ends one in each iteration
 EPOCH_FRAMES = ENVS * STEPS
@@ -28,10 +28,6 @@ POPULATION = [*RSLRL, "pbt=rslrl", "pbt.population=3", f"pbt.interval_steps={EPO
               "pbt.mutation_rate=1"]
 
 
-def events(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "pbt" / STATE).read_text().splitlines()]
-
-
 # in the default suite: the done-means item "rsl_rl members exploit too" (3 members of a torch VecEnv, no simulator)
 @pytest.mark.timeout(900)
 def test_three_rsl_rl_members_run_three_intervals_and_underperformers_take_a_leaders_learning_in_place(
@@ -40,22 +36,8 @@ def test_three_rsl_rl_members_run_three_intervals_and_underperformers_take_a_lea
     assert r.returncode == 0, r.stderr[-3000:]
     assert "gmiexp pbt ok: 3 members" in r.stdout
     ev = events(tmp_path)
-    assert {(e["member"], e["interval"]) for e in ev if e["event"] == "record"} == {
-        (m, k) for m in range(3) for k in (1, 2, 3)}
-    starts = [e for e in ev if e["event"] == "start"]
-    assert sorted(e["member"] for e in starts) == [0, 1, 2]  # no member started twice
-    decisions = [e for e in ev if e["event"] == "decision" and e.get("copies")]
-    taken = {e["id"]: e for e in ev if e["event"] == "exploited"}
-    assert decisions, [e for e in ev if e["event"] == "record"]  # threshold 0: those below the mean copy
-    for d in decisions:
-        m, life = d["member"], Path(starts[d["member"]]["run_dir"])
-        t = taken[d["id"]]
-        assert t["member"] == m and t["source"] == d["source"] and t["interval"] == d["source_interval"]
-        source_dir = Path(starts[d["source"]]["run_dir"])
-        (pub,) = [p for p in exploit.published_records(source_dir) if p["interval"] == d["source_interval"]]
-        assert t["sha256"] == pub["sha256"] and t["segment"] == pub["segment"]
-        assert t["pid"] == gmi_pids(life, [0])[0]  # the member's one GMI process, from its start to its end
-        assert t["frames"] == d["frames"] == d["interval"] * EPOCH_FRAMES and t["frames_lost"] == 0
+    exploits = exploits_in_place(ev, 3, 3, EPOCH_FRAMES)
+    for d, t, life in exploits:
         # every value mutated (rate 1): rsl_rl's keys only, the rate the member's checkpoint after it holds
         assert t["values"] == d["values"] and all(k.startswith("train.rslrl.algorithm.") for k in d["values"])
         assert d["values"] != d["values_taken"]
@@ -64,11 +46,12 @@ def test_three_rsl_rl_members_run_three_intervals_and_underperformers_take_a_lea
         assert ckpt["optimizer_state_dict"]["param_groups"][0]["lr"] == ack["learning_rate"]
         history = read_history(life)
         assert [h["frames"] for h in history] == [EPOCH_FRAMES * k for k in (1, 2, 3)]  # its counters its own
+    starts = [e for e in ev if e["event"] == "start"]
     for s in starts:  # a checkpoint at every interval's end (train.save_frequency), rsl_rl's name
         assert {p.name for p in (Path(s["run_dir"]) / "rsl_rl").glob("model_*.pt")} == {
             "model_0.pt", "model_1.pt", "model_2.pt"}
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["exploits"] == len(decisions) and all(m["lives"] == 1 for m in summary["members"])
+    assert summary["exploits"] == len(exploits) and all(m["lives"] == 1 for m in summary["members"])
     assert Path(summary["best"]["checkpoint"]).name.startswith("model_")
     tag = next(e for e in ev if e["event"] == "population")["tag"]
     assert tag and leftovers(tag) == []  # every published state removed
