@@ -68,6 +68,22 @@ def test_the_exploit_cost_check_is_restart_over_in_place_medians(tmp_path):
     assert not none.ok and "not measured" in none.why
 
 
+def test_the_exploit_cost_is_read_where_run_true_writes_it_the_results_dir(tmp_path):
+    """exploit_cost.run=true writes <results>/exploit_cost.csv; a later run without it reads that file by default."""
+    from hydra import compose, initialize_config_dir
+
+    s = study()
+    (tmp_path / "exploit_cost.csv").write_text("repeat,exploit,member,interval,seconds,frames_lost,load_s\n"
+                                               "0,inplace,1,1,0.5,0,0.1\n0,restart,2,1,20.0,256,\n")
+    with initialize_config_dir(config_dir=str(SCRIPT.parent), version_base=None):
+        cfg = compose("run")
+    rows, path = s.exploit_cost_rows(cfg, tmp_path)
+    assert path == tmp_path / "exploit_cost.csv" and [r["seconds"] for r in rows] == [0.5, 20.0]
+    other = tmp_path / "elsewhere.csv"
+    cfg.exploit_cost.csv = str(other)
+    assert s.exploit_cost_rows(cfg, tmp_path) == ([], other)  # an explicit path is read as given
+
+
 def test_the_smoke_setup_overrides_the_studys_scale_and_keeps_its_arms():
     from hydra import compose, initialize_config_dir
 

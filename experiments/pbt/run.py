@@ -223,14 +223,15 @@ def compare_checks(reps: Sequence[dict[str, dict[str, Any]]]) -> list[Check]:
 
 def exploit_cost_rows(cfg: DictConfig, res: Path) -> tuple[list[dict[str, Any]], Path]:
     """exploit_cost.py's per-exploit rows: run it first (``exploit_cost.run``), else read its CSV (none: [])."""
-    if cfg.exploit_cost.run:
-        out = res / "exploit_cost"
+    if cfg.exploit_cost.run:  # into the results dir, where the next run without run=true reads it
         log = res / "exploit_cost.log"
-        rc = run_logged([sys.executable, str(HERE / "exploit_cost.py"), f"results_dir={out}",
+        rc = run_logged([sys.executable, str(HERE / "exploit_cost.py"), f"results_dir={res}",
                          *cfg.exploit_cost.overrides], log, cwd=ROOT)
         if rc != 0:
             raise SystemExit(f"failed: exploit_cost.py (exit {rc}): {log}\n{log_tail(log)}")
-        path = out / "exploit_cost.csv"
+        path = res / "exploit_cost.csv"
+    elif cfg.exploit_cost.csv is None:
+        path = res / "exploit_cost.csv"
     else:
         path = Path(cfg.exploit_cost.csv)
         path = path if path.is_absolute() else ROOT / path
