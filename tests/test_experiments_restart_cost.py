@@ -49,6 +49,28 @@ def test_auto_is_paired_with_each_seed_s_better_fixed_partition_at_equal_wall_ti
     assert out["reshaped - fixed2", "eval"]["n"] == 0 and out["reshaped - fixed2", "eval"]["low"] is None
 
 
+def test_a_stopped_study_s_tables_read_back_as_the_rows_that_wrote_them(tmp_path: Path) -> None:
+    """report_only=true rebuilds the report from the tables written after every seed: types and curves included."""
+    rc = restart_cost()
+    curve = [{"t": 12.5, "frames": 4096.0, "iteration": 1, "reward/mean": None},
+             {"t": 15.25, "frames": 8192.0, "iteration": 2, "reward/mean": -3.5}]
+    run = {"wall_s": 184.3, "restarts": 9, "restart_s": 15.7, "episodes_cut": 565, "frames_cut": 98169,
+           "partitions": "1 2@10", "eval": None, "eval_note": "no checkpoint", "variant": "reshaped", "seed": 3,
+           "run_dir": "/tmp/x/run", "eval_s": 0.0, "frames": 8192.0, "epochs": 2, "final": -3.5,
+           "order": "reshaped-auto", "equal_frames": 8192.0, "at_equal_frames": -3.5, "equal_wall_s": 15.0,
+           "at_equal_wall": None, "rows": curve}
+    other = run | {"variant": "auto", "restarts": 0, "partitions": "1", "eval": 120.25, "eval_note": "ok",
+                   "rows": curve[1:]}
+    rc.write_tables([run, other], tmp_path)
+    assert rc.read_tables(tmp_path) == [run, other]
+    r = subprocess.run([sys.executable, str(SCRIPT), "report_only=true", f"results_dir={tmp_path}"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    md = (tmp_path / "restart_cost.md").read_text()
+    assert "seeds [3]" in md and "rebuilt from its tables" in md and "| 3 | auto | reshaped-auto | 2 |" in md
+    assert (tmp_path / "restart_cost.png").is_file()
+
+
 def test_the_checks_pass_inside_the_noise_and_fail_on_a_clear_loss() -> None:
     rc = restart_cost()
     base = {(s, "fixed1"): (10.0 * s, 10.0 * s, 100.0) for s in (1, 2, 3)}

@@ -36,6 +36,7 @@ Writes results/restart_cost.csv (one row per run), restart_cost_curves.csv, rest
 
 from __future__ import annotations
 
+import csv
 import json
 import statistics
 import subprocess
@@ -309,13 +310,13 @@ def checks(rows: list[dict[str, Any]], pairs: list[dict[str, Any]]) -> list[str]
     return lines
 
 
-def report(args: DictConfig, rows: list[dict[str, Any]], took_s: float, res: Path) -> None:
+def report(args: DictConfig, rows: list[dict[str, Any]], took: str, res: Path) -> None:
     pairs = paired(rows)
     lines = [f"What a restart costs the learning: {args.run.label} ({' '.join(args.run.args)}), "
              f"batch.total_envs={args.run.total_envs}, {args.run.epochs} epochs, a restart every {args.every} "
-             f"epochs; seeds {list(args.seeds)} (interleaved: the order rotates with the seed); evaluation: "
-             f"{args.eval_episodes} deterministic episodes; auto: launch.reshape=auto {' '.join(args.auto_args)}; "
-             f"the whole study took {took_s:,.0f} s", "",
+             f"epochs; seeds {sorted({r['seed'] for r in rows})} (interleaved: the order rotates with the seed); "
+             f"evaluation: {args.eval_episodes} deterministic episodes; auto: launch.reshape=auto "
+             f"{' '.join(args.auto_args)}; {took}", "",
              "| seed | variant | order | epochs | frames | wall s | final return | return at equal frames | "
              "return at equal wall time | eval | restarts | partitions (GMIs@epoch) | restart s | episodes cut | "
              "frames cut |", "|---:|:---|:---|---:|---:|---:|---:|---:|---:|---:|---:|:---|---:|---:|---:|"]
@@ -373,16 +374,44 @@ def write_tables(rows: list[dict[str, Any]], res: Path) -> None:
               res / f"{NAME}_curves.csv", fieldnames=["seed", "variant", "iteration", "t", "frames", "reward_mean"])
 
 
+INTS = ("seed", "epochs", "restarts", "episodes_cut", "frames_cut")
+FLOATS = ("frames", "wall_s", "final", "eval", "eval_s", "restart_s", "equal_frames", "equal_wall_s",
+          "at_equal_frames", "at_equal_wall")
+
+
+def read_tables(res: Path) -> list[dict[str, Any]]:
+    """The rows :func:`write_tables` wrote (after every seed), typed again: a stopped study's seeds so far."""
+    def number(v: str, kind: type) -> Any:
+        return None if v == "" else kind(float(v))
+
+    with (res / f"{NAME}.csv").open() as f:
+        rows = [{**r, **{k: number(r[k], int) for k in INTS}, **{k: number(r[k], float) for k in FLOATS}, "rows": []}
+                for r in csv.DictReader(f)]
+    by = {(r["seed"], r["variant"]): r for r in rows}
+    with (res / f"{NAME}_curves.csv").open() as f:
+        for p in csv.DictReader(f):
+            by[int(p["seed"]), p["variant"]]["rows"].append(
+                {"t": float(p["t"]), "frames": float(p["frames"]), "iteration": int(p["iteration"]),
+                 "reward/mean": number(p["reward_mean"], float)})
+    return rows
+
+
 @hydra.main(config_path=".", config_name=NAME, version_base=None)
 def main(args: DictConfig) -> None:
     check(args)
     res = results_dir(args.results_dir, __file__)
+    if args.report_only:  # a study stopped after some seeds: its report and figure from the tables so far
+        rows = read_tables(res)
+        took = sum(r["wall_s"] + r["eval_s"] for r in rows)
+        report(args, rows, f"rebuilt from its tables (its runs and evaluations took {took:,.0f} s)", res)
+        plot(rows, res)
+        return
     t0 = time.time()
     rows: list[dict[str, Any]] = []
     for k, seed in enumerate(args.seeds):
         rows += seed_runs(args, int(seed), k)
         write_tables(rows, res)
-    report(args, rows, time.time() - t0, res)
+    report(args, rows, f"the whole study took {time.time() - t0:,.0f} s", res)
     plot(rows, res)
 
 
