@@ -69,6 +69,11 @@ def test_a_stopped_study_s_tables_read_back_as_the_rows_that_wrote_them(tmp_path
     md = (tmp_path / "restart_cost.md").read_text()
     assert "seeds [3]" in md and "rebuilt from its tables" in md and "| 3 | auto | reshaped-auto | 2 |" in md
     assert (tmp_path / "restart_cost.png").is_file()
+    empty = tmp_path / "empty"
+    r = subprocess.run([sys.executable, str(SCRIPT), "report_only=true", f"results_dir={empty}"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2 and "invalid report_only" in r.stderr and "has no restart_cost.csv" in r.stderr
+    assert not empty.exists()  # nothing left behind
 
 
 def test_the_checks_pass_inside_the_noise_and_fail_on_a_clear_loss() -> None:

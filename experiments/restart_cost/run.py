@@ -399,8 +399,12 @@ def read_tables(res: Path) -> list[dict[str, Any]]:
 @hydra.main(config_path=".", config_name=NAME, version_base=None)
 def main(args: DictConfig) -> None:
     check(args)
-    res = results_dir(args.results_dir, __file__)
+    res = results_dir(args.results_dir, __file__, create=not args.report_only)
     if args.report_only:  # a study stopped after some seeds: its report and figure from the tables so far
+        if not (res / f"{NAME}.csv").is_file() or not (res / f"{NAME}_curves.csv").is_file():
+            bad = invalid("report_only", True, "false, or a results_dir holding a study's tables")
+            print(f"error: {bad}: {res} has no {NAME}.csv and {NAME}_curves.csv", file=sys.stderr)
+            raise SystemExit(2)
         rows = read_tables(res)
         took = sum(r["wall_s"] + r["eval_s"] for r in rows)
         report(args, rows, f"rebuilt from its tables (its runs and evaluations took {took:,.0f} s)", res)

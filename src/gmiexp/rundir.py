@@ -190,10 +190,14 @@ def evaluated(run_dir: Path, episodes: int, seed: int, overrides: Sequence[str] 
     return float(ev["metrics"]["eval/return_mean"]), "ok"
 
 
-def results_dir(configured: str | None, script: str | Path) -> Path:
-    """Where a benchmark writes its CSV and report: its ``results_dir`` setting, else ``results/`` beside it."""
+def results_dir(configured: str | None, script: str | Path, create: bool = True) -> Path:
+    """Where a benchmark writes its CSV and report: its ``results_dir`` setting, else ``results/`` beside it.
+
+    ``create=False`` only names it: a script that reads earlier results leaves nothing behind when they are absent.
+    """
     res = Path(configured) if configured else Path(script).resolve().parent / "results"
-    res.mkdir(parents=True, exist_ok=True)
+    if create:
+        res.mkdir(parents=True, exist_ok=True)
     return res
 
 
