@@ -78,9 +78,10 @@ def _train(cfg: Config, run_dir: Path, node_dir: Path) -> dict:
                           "valid for running: auto, cpu")
     check_resources(plan, node_dir)
     if plan.node_rank == 0:
-        from gmiexp.rl.rlgames.filming import check as check_video
+        if plan.video:  # the check imports rl-games (about 4.6 s on a 2-core host): the GMIs' server does that
+            from gmiexp.rl.rlgames.filming import check as check_video
 
-        check_video(plan)  # capture_video=True: a layout that films and a task that renders, or exit 2
+            check_video(plan)  # capture_video=True: a layout that films and a task that renders, or exit 2
         print(start_lines(plan, run_dir), file=sys.stderr, flush=True)
     reshaper = reshaper_for(plan, node_dir)  # before the sinks open: a bad launch.reshape_prior exits 2 first
     warm.start(plan)  # the GMIs' server imports torch, rl-games and the simulator while the sinks open

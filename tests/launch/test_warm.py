@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
-from gmitest import FAST, popen_cli, run_cli
+from gmitest import FAST, cli_env, popen_cli, run_cli
 
 from gmiexp.launch import warm
 from gmiexp.status import read_status
@@ -31,11 +33,26 @@ def processes(run_dir: Path, start: bool) -> dict[int, dict]:
     return found
 
 
+def set_by_importing_the_runtime() -> dict[str, str]:
+    """The variables torch, rl-games and their imports set in the process that imports them (gymnasium's
+    ``PYGAME_HIDE_SUPPORT_PROMPT``, inductor's cache dir, ...): a GMI that imports the runtime has them, whether
+    the server imported it before the fork or the GMI does itself; the test's role imports none of it."""
+    probe = ("import json, os, sys; before = dict(os.environ); import gmiexp.launch.preload; "
+             "sys.stderr.write(json.dumps({k: v for k, v in os.environ.items() if before.get(k) != v}))")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=cli_env())
+    assert r.returncode == 0, r.stderr[-2000:]
+    return json.loads(r.stderr.splitlines()[-1])
+
+
 def test_a_warm_gmi_sees_what_a_cold_one_sees(tmp_path: Path) -> None:
     """Environment (set after the server started too), cwd, cores, signals and command line, as a spawned GMI's."""
     hot, cold = processes(tmp_path / "warm", True), processes(tmp_path / "cold", False)
+    imported = set_by_importing_the_runtime()
     for g in (0, 1):
         w, c = hot[g], cold[g]
+        assert {k: w["env"][k] for k in imported} == imported  # as the imports set them, nothing else
+        w["env"] = {k: v for k, v in w["env"].items() if k not in imported}
+        c["env"] = {k: v for k, v in c["env"].items() if k not in imported}
         assert set(w["env"]) == set(c["env"]), set(w["env"]) ^ set(c["env"])
         assert {k: v for k, v in w["env"].items() if k not in PER_RUN} == \
             {k: v for k, v in c["env"].items() if k not in PER_RUN}
@@ -82,3 +99,27 @@ def test_launch_warm_start_picks_the_start_method(start: bool, tmp_path: Path) -
     cfg = compose_config(*FAST, f"launch.warm_start={str(start).lower()}")
     plan, _ = build_plan(cfg, tmp_path)
     assert warm.enabled(plan) is start
+
+
+LAUNCHER_MODULES = """
+import atexit, sys
+from gmiexp.__main__ import main
+if __name__ == "__main__":  # the GMIs' server imports this file as __mp_main__: only the launcher runs main
+    atexit.register(lambda: print("launcher imported:", sorted(sys.modules), file=sys.stderr, flush=True))
+    main()
+"""
+
+
+def test_the_launcher_leaves_rl_games_to_the_gmis_server(tmp_path: Path) -> None:
+    """rl-games' agents and networks (with the ``torch._dynamo`` its test network's ``torch.compile`` imports) take
+    seconds to import: the server imports them while the launcher sets up, so the launcher must not import them
+    first on its way to starting the server (rl-games' checkpoint helpers, ``torch_ext``, are cheap)."""
+    script = tmp_path / "launcher.py"
+    script.write_text(LAUNCHER_MODULES)
+    r = subprocess.run([sys.executable, str(script), *FAST, "max_iterations=1", f"hydra.run.dir={tmp_path / 'run'}"],
+                       capture_output=True, text=True, timeout=240, env=cli_env())
+    assert r.returncode == 0 and r.stdout.startswith("gmiexp ok:"), r.stderr[-3000:]
+    line = next(x for x in r.stderr.splitlines() if x.startswith("launcher imported:"))
+    assert "'torch'" in line, line
+    for heavy in ("rl_games.common.a2c_common", "rl_games.envs", "torch._dynamo"):
+        assert f"'{heavy}'" not in line, heavy
