@@ -103,6 +103,13 @@ class Registry(Generic[T]):
         return import_spec(  # type: ignore[no-any-return]
             spec, self.kind, f"{', '.join(self.names())}, or <module>:<attr> of a {self.kind} class")
 
+    def module_of(self, name: str) -> str | None:
+        """The module that holds ``name``'s variant, not imported (None: not a registered name)."""
+        obj = self._filled().get(name)
+        if obj is None:
+            return None
+        return obj.partition(":")[0] if isinstance(obj, str) else getattr(obj, "__module__", None)
+
     def names(self) -> tuple[str, ...]:
         """The registered names, sorted (registration order follows the import graph, which is no order)."""
         return tuple(sorted(self._filled()))

@@ -33,11 +33,17 @@ def processes(run_dir: Path, start: bool) -> dict[int, dict]:
     return found
 
 
-def set_by_importing_the_runtime() -> dict[str, str]:
-    """The variables torch, rl-games and their imports set in the process that imports them (gymnasium's
-    ``PYGAME_HIDE_SUPPORT_PROMPT``, inductor's cache dir, ...): a GMI that imports the runtime has them, whether
-    the server imported it before the fork or the GMI does itself; the test's role imports none of it."""
-    probe = ("import json, os, sys; before = dict(os.environ); import gmiexp.launch.preload; "
+def set_by_importing_the_runtime(tmp_path: Path) -> dict[str, str]:
+    """The variables the server's preloads set in the process that imports them (gymnasium's
+    ``PYGAME_HIDE_SUPPORT_PROMPT``, inductor's cache dir, ...): a GMI that imports them has them, whether the
+    server imported them before the fork or the GMI does itself; the test's role imports none of them."""
+    from gmitest import compose_config
+
+    from gmiexp.planner.build import build_plan
+
+    plan, _ = build_plan(compose_config("role=user_roles:ProcessRole", "gmis_per_gpu=2", *FAST), tmp_path)
+    probe = ("import importlib, json, os, sys; before = dict(os.environ); "
+             f"[importlib.import_module(m) for m in {warm.preloads(plan)!r}]; "
              "sys.stderr.write(json.dumps({k: v for k, v in os.environ.items() if before.get(k) != v}))")
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=cli_env())
     assert r.returncode == 0, r.stderr[-2000:]
@@ -47,7 +53,7 @@ def set_by_importing_the_runtime() -> dict[str, str]:
 def test_a_warm_gmi_sees_what_a_cold_one_sees(tmp_path: Path) -> None:
     """Environment (set after the server started too), cwd, cores, signals and command line, as a spawned GMI's."""
     hot, cold = processes(tmp_path / "warm", True), processes(tmp_path / "cold", False)
-    imported = set_by_importing_the_runtime()
+    imported = set_by_importing_the_runtime(tmp_path / "plan")
     for g in (0, 1):
         w, c = hot[g], cold[g]
         assert {k: w["env"][k] for k in imported} == imported  # as the imports set them, nothing else
@@ -63,6 +69,8 @@ def test_a_warm_gmi_sees_what_a_cold_one_sees(tmp_path: Path) -> None:
         assert " ".join(w["cmdline"]).split() == c["cmdline"]  # ps shows the worker as it always did
         assert "multiprocessing.forkserver" in " ".join(w["parent_cmdline"])  # forked from the server ...
         assert warm.PRELOAD in " ".join(w["parent_cmdline"])  # ... which imported the runtime first
+        assert "rl_games" not in " ".join(w["parent_cmdline"])  # and no trainer this role does not use
+        assert "rlgames" not in " ".join(w["parent_cmdline"])
         assert "multiprocessing.forkserver" not in " ".join(c["parent_cmdline"])  # spawned by the launcher
         assert w["line_buffered"]
     assert hot[0]["ppid"] == hot[1]["ppid"]
@@ -99,6 +107,23 @@ def test_launch_warm_start_picks_the_start_method(start: bool, tmp_path: Path) -
     cfg = compose_config(*FAST, f"launch.warm_start={str(start).lower()}")
     plan, _ = build_plan(cfg, tmp_path)
     assert warm.enabled(plan) is start
+
+
+@pytest.mark.parametrize(("args", "trainer"), [
+    ((), "gmiexp.rl.rlgames.ppo_role"),  # rl-games' PPO (tcg_ex)
+    (("train=rslrl",), "gmiexp.rl.rslrl.role"),
+    (("layout=tdg_ex",), "gmiexp.rl.experience.roles"),
+    (("role=user_roles:ProcessRole",), None),  # a user's module is imported in its GMIs only
+])
+def test_the_server_imports_the_runs_own_trainer(args: tuple[str, ...], trainer: str | None, tmp_path: Path) -> None:
+    """Torch and the worker, the role's module (none for a user's role), the simulator's modules: nothing else."""
+    from gmitest import compose_config
+
+    from gmiexp.envs import simulator
+    from gmiexp.planner.build import build_plan
+
+    plan, _ = build_plan(compose_config(*FAST, *args), tmp_path)
+    assert warm.preloads(plan) == [warm.PRELOAD, *([trainer] if trainer else []), *simulator(plan.task).warm]
 
 
 LAUNCHER_MODULES = """

@@ -3,7 +3,8 @@
 The fork server imports this module, then forks every warm GMI from itself. So it records the server's
 environment (a forked GMI takes what elastic set for its rank as the difference), points the server's stdout
 at stderr (an import's message must not reach the launcher's stdout, which carries only program output; a GMI's
-own stdout goes to its log), and imports what every GMI imports: torch, rl-games, gmiexp's worker and roles.
+own stdout goes to its log), and imports what every GMI imports: torch and gmiexp's worker. The role's trainer
+(rl-games, rsl_rl) and the simulator are the server's next preloads (:func:`gmiexp.launch.warm.preloads`).
 Nothing here touches a device.
 """
 
@@ -18,13 +19,8 @@ sys.stdout.flush()
 os.dup2(2, 1)
 
 try:
-    import rl_games.algos_torch.a2c_continuous  # noqa: F401
-    import rl_games.algos_torch.a2c_discrete  # noqa: F401
-    import rl_games.torch_runner  # noqa: F401
     import torch  # noqa: F401
 
     import gmiexp.launch.worker  # noqa: F401
-    import gmiexp.rl.experience.roles  # noqa: F401
-    import gmiexp.rl.rlgames.ppo_role  # noqa: F401
 except ImportError:  # a GMI then imports what is missing itself, and reports it
     pass
