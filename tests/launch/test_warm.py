@@ -126,6 +126,45 @@ def test_the_server_imports_the_runs_own_trainer(args: tuple[str, ...], trainer:
     assert warm.preloads(plan) == [warm.PRELOAD, *([trainer] if trainer else []), *simulator(plan.task).warm]
 
 
+def test_mjlab_gmis_fork_with_mjlab_s_tasks_imported(tmp_path: Path) -> None:
+    """Registering mjlab's tasks takes seconds: the server does it once, not each GMI."""
+    pytest.importorskip("mjlab", reason="needs gmiexp[mjlab] (make venv installs it)")
+    from gmitest import compose_config
+
+    from gmiexp.planner.build import build_plan
+
+    plan, _ = build_plan(compose_config("train=rslrl", "task=Mjlab-Cartpole-Balance", "batch.total_envs=8",
+                                        "gmis_per_gpu=2"), tmp_path)
+    assert warm.enabled(plan)
+    assert warm.preloads(plan) == [warm.PRELOAD, "gmiexp.rl.rslrl.role", "mjlab.tasks", "gmiexp.envs.mjlab_env"]
+
+
+IMPORT_IS_FORK_SAFE = """
+import importlib, json, sys, threading
+import torch
+for m in sys.argv[1:]:
+    importlib.import_module(m)
+warp = sys.modules.get("warp._src.context") or sys.modules.get("warp.context")
+print(json.dumps({"threads": [t.name for t in threading.enumerate()], "cuda": torch.cuda.is_initialized(),
+                  "warp_runtime": getattr(warp, "runtime", None) is not None}))
+"""
+
+
+@pytest.mark.parametrize("name", ["envpool", "gymnasium", "torch", "mjlab"])
+def test_a_simulators_warm_modules_start_nothing_a_fork_would_break(name: str) -> None:
+    """The server forks every GMI after importing these: no thread, no CUDA context, no Warp runtime may exist."""
+    from gmiexp.envs import SIMULATORS
+
+    modules = [*SIMULATORS.get(name)().warm]
+    if name == "mjlab":
+        pytest.importorskip("mjlab", reason="needs gmiexp[mjlab] (make venv installs it)")
+    r = subprocess.run([sys.executable, "-c", IMPORT_IS_FORK_SAFE, *modules], capture_output=True, text=True,
+                       timeout=240, env=cli_env())
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout.splitlines()[-1]) == {"threads": ["MainThread"], "cuda": False,
+                                                     "warp_runtime": False}, modules
+
+
 LAUNCHER_MODULES = """
 import atexit, sys
 from gmiexp.__main__ import main

@@ -214,6 +214,11 @@ class TorchNative(Simulator):
 
 @SIMULATORS.register("mjlab")
 class Mjlab(Simulator):
+    # registering mjlab's tasks imports MuJoCo Warp and every task config (about 11 s on a 2-core host): once in the
+    # server, not in every GMI. Importing them initialises no Warp runtime, no CUDA and starts no thread (Warp
+    # reads WARP_CACHE_PATH when it initialises, in the GMI: gmiexp.envs.warp_cache)
+    warm = ("mjlab.tasks", "gmiexp.envs.mjlab_env")
+
     def check(self, task: TaskConfig) -> None:
         if task.env_id not in MJLAB_DIMS:  # a registered id the table lacks: one that cannot run here is refused
             if task.env_id not in mjlab_tasks.registered():
