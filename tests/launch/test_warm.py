@@ -113,17 +113,20 @@ def test_launch_warm_start_picks_the_start_method(start: bool, tmp_path: Path) -
     ((), "gmiexp.rl.rlgames.ppo_role"),  # rl-games' PPO (tcg_ex)
     (("train=rslrl",), "gmiexp.rl.rslrl.role"),
     (("layout=tdg_ex",), "gmiexp.rl.experience.roles"),
-    (("role=user_roles:ProcessRole",), None),  # a user's module is imported in its GMIs only
+    # a user's module is imported in its GMIs only; the gmiexp roles it derives from in the server
+    (("role=user_roles:ProcessRole",), "gmiexp.role"),
+    (("layout=tdg_ex", "role=pixel_sim:PixelTDGEX"), "gmiexp.rl.experience.roles"),
 ])
-def test_the_server_imports_the_runs_own_trainer(args: tuple[str, ...], trainer: str | None, tmp_path: Path) -> None:
-    """Torch and the worker, the role's module (none for a user's role), the simulator's modules: nothing else."""
+def test_the_server_imports_the_runs_own_trainer(args: tuple[str, ...], trainer: str, tmp_path: Path) -> None:
+    """Torch and the worker, the role's gmiexp modules, the simulator's modules: nothing else."""
     from gmitest import compose_config
 
     from gmiexp.envs import simulator
     from gmiexp.planner.build import build_plan
 
     plan, _ = build_plan(compose_config(*FAST, *args), tmp_path)
-    assert warm.preloads(plan) == [warm.PRELOAD, *([trainer] if trainer else []), *simulator(plan.task).warm]
+    expected = [trainer, "gmiexp.role"] if trainer != "gmiexp.role" and ":" in plan.role else [trainer]
+    assert warm.preloads(plan) == [warm.PRELOAD, *expected, *simulator(plan.task).warm]
 
 
 def test_mjlab_gmis_fork_with_mjlab_s_tasks_imported(tmp_path: Path) -> None:

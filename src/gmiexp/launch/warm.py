@@ -29,7 +29,7 @@ from typing import Any
 
 from gmiexp.envs import simulator
 from gmiexp.launch import preemption, worker
-from gmiexp.role import ROLES
+from gmiexp.role import ROLES, load_role
 
 PRELOAD = "gmiexp.launch.preload"  # imported by the server only (it also points the server's stdout at stderr)
 WORKER = "gmiexp.launch.worker"
@@ -42,15 +42,27 @@ def enabled(plan: Any) -> bool:
 
 
 def preloads(plan: Any) -> list[str]:
-    """The server's imports: :data:`PRELOAD` (torch, the worker), the role's module, the simulator's modules.
+    """The server's imports: :data:`PRELOAD` (torch, the worker), the role's modules, the simulator's modules.
 
     A built-in role's module is what its GMIs import first (rl-games' agents for ``ppo`` and the experience roles,
     rsl_rl's runner for ``rslrl``): a run imports only its own trainer, about 4 s saved on a 2-core host for a
-    run that does not use rl-games. A user's ``module:Class`` role is imported in its GMIs, not in the server: its
-    module may touch a device or start threads at import.
+    run that does not use rl-games.
     """
-    role = ROLES.module_of(plan.role)
-    return [PRELOAD, *([role] if role else []), *simulator(plan.task).warm]
+    return [PRELOAD, *role_modules(plan.role), *simulator(plan.task).warm]
+
+
+def role_modules(spec: str) -> list[str]:
+    """The gmiexp modules a role's GMIs import: a built-in's own module, or those a user's role derives from.
+
+    A user's ``module:Class`` role (imported at plan time, :func:`gmiexp.role.check_role`) is itself imported in
+    its GMIs, not in the server: its module may touch a device or start threads at import. The gmiexp roles it
+    subclasses (rl-games' PPO, the experience roles) are preloaded, as for the built-in role.
+    """
+    module = ROLES.module_of(spec)
+    if module is not None:
+        return [module]
+    bases = [c.__module__ for c in load_role(spec).__mro__ if c.__module__.startswith("gmiexp.")]
+    return list(dict.fromkeys(bases))
 
 
 def start(plan: Any) -> bool:
