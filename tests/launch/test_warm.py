@@ -168,6 +168,34 @@ def test_a_simulators_warm_modules_start_nothing_a_fork_would_break(name: str) -
                                                      "warp_runtime": False}, modules
 
 
+SERVER_EXIT = """
+import os, sys
+import gmiexp.launch.preload
+
+class Teardown:
+    def __del__(self):
+        sys.stderr.write("torn down\\n")
+
+kept = Teardown()
+pid = os.fork()
+if pid == 0:  # a child of the server (a GMI, were it forked by it): its own exit, its own code
+    sys.exit(3)
+_, status = os.waitpid(pid, 0)
+sys.stderr.write(f"child exit {os.waitstatus_to_exitcode(status)}\\n")
+"""
+
+
+def test_the_server_leaves_without_tearing_down_what_it_imported() -> None:
+    """Its exit skips the interpreter's teardown (seconds of CPU after its launcher exited); a child it forked
+    still exits with its own code and tears down as usual."""
+    r = subprocess.run([sys.executable, "-c", SERVER_EXIT], capture_output=True, text=True, timeout=120,
+                       env=cli_env())
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stderr.splitlines()
+    assert "child exit 3" in lines, r.stderr[-3000:]
+    assert lines.count("torn down") == 1, r.stderr[-3000:]  # the child's; not the server's
+
+
 LAUNCHER_MODULES = """
 import atexit, sys
 from gmiexp.__main__ import main
