@@ -129,6 +129,20 @@ def test_the_server_imports_the_runs_own_trainer(args: tuple[str, ...], trainer:
     assert warm.preloads(plan) == [warm.PRELOAD, *expected, *simulator(plan.task).warm]
 
 
+def test_a_role_registered_from_a_users_module_is_not_imported_by_the_server() -> None:
+    from gmiexp.role import ROLES, Role
+
+    class Mine(Role):
+        def run(self) -> None:
+            return None
+
+    ROLES.register("mine_for_test")(Mine)
+    try:
+        assert warm.role_modules("mine_for_test") == ["gmiexp.role"]  # its gmiexp base, not this test module
+    finally:
+        ROLES.unregister("mine_for_test")
+
+
 def test_mjlab_gmis_fork_with_mjlab_s_tasks_imported(tmp_path: Path) -> None:
     """Registering mjlab's tasks takes seconds: the server does it once, not each GMI."""
     pytest.importorskip("mjlab", reason="needs gmiexp[mjlab] (make venv installs it)")

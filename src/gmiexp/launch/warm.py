@@ -54,12 +54,13 @@ def preloads(plan: Any) -> list[str]:
 def role_modules(spec: str) -> list[str]:
     """The gmiexp modules a role's GMIs import: a built-in's own module, or those a user's role derives from.
 
-    A user's ``module:Class`` role (imported at plan time, :func:`gmiexp.role.check_role`) is itself imported in
-    its GMIs, not in the server: its module may touch a device or start threads at import. The gmiexp roles it
-    subclasses (rl-games' PPO, the experience roles) are preloaded, as for the built-in role.
+    A user's role (``module:Class``, or registered from the user's module; imported at plan time,
+    :func:`gmiexp.role.check_role`) is itself imported in its GMIs, not in the server: its module may touch a
+    device or start threads at import. The gmiexp roles it subclasses (rl-games' PPO, the experience roles) are
+    preloaded, as for the built-in role.
     """
     module = ROLES.module_of(spec)
-    if module is not None:
+    if module is not None and module.startswith("gmiexp."):
         return [module]
     bases = [c.__module__ for c in load_role(spec).__mro__ if c.__module__.startswith("gmiexp.")]
     return list(dict.fromkeys(bases))
