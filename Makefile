@@ -5,6 +5,10 @@ PY := $(VENV)/bin/python
 # torch==2.13.0 is a local CPU wheel on the project's machines; GPU hosts keep their CUDA torch (>=2.4).
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
+# mjlab's Warp kernels are build products: compiled once into a cache beside the venv (the suite's cache), so no test
+# and no pair of GMIs compiles them at once (gmiexp.tools.warp_kernels); the tasks whose kernels the suite steps
+WARP_CACHE := $(abspath $(VENV))/warp-cache
+WARP_TASKS ?= Mjlab-Cartpole-Balance
 # pins the torch the venv already has while extras install (mjlab would otherwise pull a CUDA torch)
 CONSTRAINTS := $(VENV)/torch-constraints.txt
 # prints the installed torch as a pip pin, read from its metadata: importing torch before numpy is installed prints
@@ -21,6 +25,8 @@ $(STAMP): pyproject.toml
 	$(TORCH_PIN) >/dev/null 2>&1 || $(PY) -m pip install -q "$(TORCH_SPEC)"
 	$(TORCH_PIN) > $(CONSTRAINTS)
 	$(PY) -m pip install -q -c $(CONSTRAINTS) -e ".[test,mjlab]"
+	WARP_CACHE_PATH="$(WARP_CACHE)" $(PY) -m gmiexp.tools.warp_kernels $(WARP_TASKS) 2>$(VENV)/warp-kernels.log \
+		|| { tail -20 $(VENV)/warp-kernels.log; exit 1; }
 	touch $(STAMP)
 
 # Offscreen GL for mode=eval eval.video (MuJoCo's EGL back-end): Debian packages, installed when missing
@@ -38,11 +44,11 @@ run: venv
 
 # The suite runs with empty caches (matplotlib's font cache, XDG, W&B), as on a fresh machine: a first run's
 # one-off log lines must not reach stdout, and a used machine must not hide that. Warp's compiled mjlab kernels
-# are build products, not first-run state: they live beside the venv, so a second `make test` does not recompile.
+# are build products, not first-run state: `make venv` compiles them beside the venv (WARP_CACHE).
 FRESH_CACHES = tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	export MPLCONFIGDIR="$$tmp/mpl" XDG_CACHE_HOME="$$tmp/cache" XDG_CONFIG_HOME="$$tmp/config" \
 	WANDB_CACHE_DIR="$$tmp/wandb-cache" WANDB_CONFIG_DIR="$$tmp/wandb-config" WANDB_MODE=offline \
-	WARP_CACHE_PATH="$(abspath $(VENV))/warp-cache" &&
+	WARP_CACHE_PATH="$(WARP_CACHE)" &&
 
 # Tests wait on processes much of the time: one pytest-xdist worker per core (at most 4), a test file per worker
 # (--dist loadfile: a module's shared fixtures are made once). TEST_WORKERS=0 runs them in this one process.
