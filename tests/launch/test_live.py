@@ -92,11 +92,21 @@ def check_per_epoch(run_dir: Path, summary: dict, keys: tuple[str, ...]) -> None
         assert [s for s, _ in tb[k]][-1] == frames[-1], k
 
 
-def test_tcg_ex_rows_reach_wandb_while_training(tmp_path: Path) -> None:
-    _early, summary = live_run(tmp_path, "tcg_ex", "Cartpole", 300, "gmis_per_gpu=2")
-    check_per_epoch(tmp_path, summary, ("loss/actor", "loss/critic", "loss/entropy", "train/kl", "train/lr",
-                                        "train/clip_frac", "train/grad_norm", "reward/mean", "episode/length",
-                                        "perf/env_steps_per_s", "time/sim_s"))
+@pytest.fixture(scope="module")
+def tcg_ex_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """One tcg_ex run (the default layout) with W&B, read while it trains and after: its run dir and summary.
+
+    Shared by the live-rows check and the summary/history/W&B/report check (a launch less, seconds of CPU)."""
+    run_dir = tmp_path_factory.mktemp("tcg_ex") / "run"
+    _early, summary = live_run(run_dir, "tcg_ex", "Cartpole", 300, "gmis_per_gpu=2")  # W&B offline: cli_env()
+    return run_dir, summary
+
+
+def test_tcg_ex_rows_reach_wandb_while_training(tcg_ex_run: tuple[Path, dict]) -> None:
+    run_dir, summary = tcg_ex_run
+    check_per_epoch(run_dir, summary, ("loss/actor", "loss/critic", "loss/entropy", "train/kl", "train/lr",
+                                       "train/clip_frac", "train/grad_norm", "reward/mean", "episode/length",
+                                       "perf/env_steps_per_s", "time/sim_s"))
 
 
 @pytest.mark.slow  # slow: the default suite keeps a run of this path elsewhere (docs/development.md)
@@ -177,12 +187,10 @@ def test_sigint_keeps_what_was_trained_and_resume_continues_frames(tmp_path: Pat
     assert resumed["history"][0]["frames"] == state["frame"] + 2 * 8 * 8
 
 
-def test_summary_history_wandb_and_report_agree(tmp_path: Path) -> None:
-    run = tmp_path / "run"
-    r = run_cli("task=Cartpole", "num_gpus=1", "gmis_per_gpu=2", "num_envs=8", "train.horizon_length=8",
-                "max_iterations=4", "logger=wandb", *SMALL, f"hydra.run.dir={run}")
-    assert r.returncode == 0, r.stderr[-3000:]
-    summary = json.loads((run / "summary.json").read_text())
+def test_summary_history_wandb_and_report_agree(tcg_ex_run: tuple[Path, dict], tmp_path: Path) -> None:
+    """On the live test's finished run: the same command this test ran on its own (tcg_ex is the default layout,
+    2 GMIs, W&B), 300 epochs instead of 4."""
+    run, summary = tcg_ex_run
     metrics = {k: v for k, v in summary["metrics"].items() if v is not None}
     last = summary["history"][-1]
     wb = read_run(run)

@@ -66,14 +66,20 @@ def summary(run_dir: Path) -> dict:
     return json.loads((run_dir / "summary.json").read_text())
 
 
-def test_a_second_attempt_in_the_run_dir_resumes_and_another_plan_is_refused(tmp_path: Path) -> None:
-    run = [*RUN, "gmis_per_gpu=1", "launch.inprocess=true", f"hydra.run.dir={tmp_path}"]
-    r = run_cli(*run, "max_iterations=2")
-    assert r.returncode == 0, r.stderr[-3000:]
+def test_a_second_attempt_in_the_run_dir_resumes_and_another_plan_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The second attempt is a ``python -m gmiexp`` of its own, as a requeued job is: it finds the first attempt's
+    checkpoints on disk only. The first attempt and the two refused ones run in this process (gmiexp.app.run, what
+    the CLI runs after Hydra composed the config): a launcher's start-up each would add seconds of CPU, no check."""
+    from gmiexp.app import run as run_here
+
+    run = [*RUN, "gmis_per_gpu=1", "launch.inprocess=true"]
+    assert run_here(compose_config(*run, "max_iterations=2"), tmp_path) == 0, capsys.readouterr().err[-3000:]
     first = summary(tmp_path)
     assert first["resumed"] is None and [h["iteration"] for h in first["history"]] == [1, 2]
 
-    r = run_cli(*run, "max_iterations=4")  # the same training, longer: it goes on from epoch 2
+    # the same training, longer: it goes on from epoch 2
+    r = run_cli(*run, "max_iterations=4", f"hydra.run.dir={tmp_path}")
     assert r.returncode == 0, r.stderr[-3000:]
     second = summary(tmp_path)
     assert second["resumed"]["epoch"] == 2 and "_ep_2_" in second["resumed"]["checkpoint"]
@@ -81,16 +87,24 @@ def test_a_second_attempt_in_the_run_dir_resumes_and_another_plan_is_refused(tmp
     per_epoch = first["history"][1]["frames"] - first["history"][0]["frames"]
     assert second["history"][0]["frames"] == first["history"][-1]["frames"] + per_epoch  # frames go on too
 
-    r = run_cli(*run, "max_iterations=4")  # finished: nothing left to train
-    assert r.returncode == 2 and "the run there finished" in r.stderr and "max_iterations > 4" in r.stderr
-    r = run_cli(*run, "max_iterations=4", "num_envs=64")  # another plan: refused, nothing touched
-    assert r.returncode == 2 and f"invalid run dir {tmp_path}" in r.stderr and "launch.resume=never" in r.stderr
+    capsys.readouterr()
+    assert run_here(compose_config(*run, "max_iterations=4"), tmp_path) == 2  # finished: nothing left to train
+    err = capsys.readouterr().err
+    assert "the run there finished" in err and "max_iterations > 4" in err
+    # another plan: refused, nothing touched
+    assert run_here(compose_config(*run, "max_iterations=4", "num_envs=64"), tmp_path) == 2
+    err = capsys.readouterr().err
+    assert f"invalid run dir {tmp_path}" in err and "launch.resume=never" in err
     assert summary(tmp_path) == second
 
 
-def test_a_bad_resume_mode_exits_2(tmp_path: Path) -> None:
-    r = run_cli(*RUN, "launch.resume=always", f"hydra.run.dir={tmp_path}")
-    assert r.returncode == 2 and "launch.resume" in r.stderr and "auto, never" in r.stderr
+def test_a_bad_resume_mode_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Checked in this process (gmiexp.app.run): a config check, refused before anything starts."""
+    from gmiexp.app import run
+
+    assert run(compose_config(*RUN, "launch.resume=always"), tmp_path) == 2
+    err = capsys.readouterr().err
+    assert "launch.resume" in err and "auto, never" in err
 
 
 def tree(pid: int) -> list[psutil.Process]:
