@@ -44,8 +44,13 @@ CASES = {
 }
 
 
-#: RNNs run by default in decoupled_async (LSTM) and tcg (GRU); these take the same paths in their sibling layouts
-SLOW_CASES = {"tdg_ex-rnn-gru", "tdg-rnn"}
+#: RNNs run by default in decoupled_async (LSTM) and tcg (GRU); these take the same paths in their sibling layouts.
+#: decoupled_async's CNN with a separate critic on lazy: the default suite keeps the same policy on lazy in its
+#: sibling tdg_ex (tdg_ex-cnn-separate-lazy; both layouts' trainers are gmiexp.rl.experience.roles'
+#: ExperienceRole) and decoupled_async's trainers on a CNN with a separate critic
+#: (decoupled_async-cnn-rnn-lstm-separate-multi_discrete), and decoupled_async on lazy
+#: (tests/layouts/test_lazy_device.py)
+SLOW_CASES = {"tdg_ex-rnn-gru", "tdg-rnn", "decoupled_async-cnn-separate-lazy"}
 
 
 @pytest.mark.parametrize("case", slow_where(CASES, SLOW_CASES))

@@ -44,7 +44,10 @@ def run_layout(tmp_path: Path, layout: str, *extra: str, iters: int = 4) -> tupl
 
 @pytest.mark.parametrize("layout", ["tcg", pytest.param("tdg", marks=pytest.mark.slow)])  # tdg: test_lazy_device
 def test_serving_layouts_report_pps(layout: str, tmp_path: Path, no_orphans: None) -> None:
-    s, plan = run_layout(tmp_path, layout)
+    # on the lazy stand-in device: this run is also the default suite's tcg run on lazy (test_lazy_device's
+    # tcg-cartpole is slow); tcg on the CPU runs by default in tests/test_first_run.py
+    s, plan = run_layout(tmp_path, layout, "train.device=lazy")
+    assert plan.train.device == "lazy"
     m = s["metrics"]
     assert m["async/predictions_per_s"] > 0 and m["perf/env_steps_per_s"] > 0
     assert "async/train_samples_per_s" not in m

@@ -42,9 +42,10 @@ CASES = {
 }
 
 
-#: one case per layout runs by default (tcg_ex's on lazy: tests/rl/rlgames/test_agent_lazy.py, 2 GMIs); the others
+#: one case per layout runs by default (tcg_ex's on lazy: tests/rl/rlgames/test_agent_lazy.py, 2 GMIs; tcg's on lazy:
+#: tests/layouts/test_layout_runs.py's test_serving_layouts_report_pps[tcg], the torch Cartpole); the others
 #: (other task, channel or reduction) are slow
-SLOW_CASES = {"tcg-ant", "tdg-ant", "tcg_ex-ant", "tcg_ex-cartpole", "tdg_ex-ant-mrr-uni",
+SLOW_CASES = {"tcg-ant", "tcg-cartpole", "tdg-ant", "tcg_ex-ant", "tcg_ex-cartpole", "tdg_ex-ant-mrr-uni",
               "decoupled_async-ant-har-multi"}
 
 

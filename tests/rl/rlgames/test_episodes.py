@@ -100,10 +100,11 @@ def test_one_gmi_meter_is_rl_games_meter_update_for_update() -> None:
 
 @pytest.fixture(scope="module")
 def fixed_policy_returns(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict]:
-    """1, 2 and 4 GMIs on one global batch of 64 cart-poles with a policy that never changes (no learning rate,
-    no input normaliser): the summaries."""
+    """1 and 4 GMIs on one global batch of 64 cart-poles with a policy that never changes (no learning rate,
+    no input normaliser): the summaries. One process against the finest partition the tests need (4 GMIs, which
+    the run-wide test reads); a 2-GMI run would take the same merge over gloo again (~13 s more)."""
     out = {}
-    for gmis in (1, 2, 4):
+    for gmis in (1, 4):
         run_dir = tmp_path_factory.mktemp(f"fixed{gmis}")
         r = run_cli(*FAST, f"hydra.run.dir={run_dir}", f"gmis_per_gpu={gmis}", "batch.total_envs=64",
                     "max_iterations=6", "train.learning_rate=0", "train.normalize_input=false", "seed=3")

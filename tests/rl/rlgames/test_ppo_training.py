@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from gmitest import FAST, run_cli
+from gmitest import FAST, gmiexp_workers, run_cli
 
 from gmiexp.status import read_history
 
@@ -22,16 +22,34 @@ def train(run_dir: Path, *extra: str, timeout: float = 240) -> dict:
     return json.loads((run_dir / "summary.json").read_text())
 
 
-def test_two_gmis_keep_weights_and_normalisers_identical(tmp_path: Path, no_orphans: None) -> None:
-    s = train(tmp_path, "gmis_per_gpu=2", "max_iterations=4")
+#: the 2-GMI Cartpole run the tests below share (one launch): long enough for the reward to rise
+ITERS, ENVS = 30, 64
+
+
+@pytest.fixture(scope="module")
+def two_gmis(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """2 GMIs train Cartpole for :data:`ITERS` epochs (``train.check_sync``): the run dir and its summary."""
+    run_dir = tmp_path_factory.mktemp("two_gmis") / "run"
+    try:
+        s = train(run_dir, "gmis_per_gpu=2", f"max_iterations={ITERS}", f"num_envs={ENVS}", timeout=300)
+    finally:
+        left = gmiexp_workers(run_dir)
+        for p in left:
+            p.kill()
+    assert not left, f"orphan GMI workers left behind: {[p.pid for p in left]}"
+    return run_dir, s
+
+
+def test_two_gmis_keep_weights_and_normalisers_identical(two_gmis: tuple[Path, dict]) -> None:
+    tmp_path, s = two_gmis
     d0, d1 = digests(tmp_path, 0), digests(tmp_path, 1)
-    assert len(d0) == 4 and d0 == d1
-    assert len(set(d0)) == 4  # the model changed every epoch
+    assert len(d0) == ITERS and d0 == d1
+    assert len(set(d0)) == ITERS  # the model changed every epoch
     m = s["metrics"]
     assert m["perf/env_steps_per_s"] > 0 and m["time/comm_s"] > 0
     assert set(s["gmis"]) == {"0", "1"}
-    # frames are counted globally: 4 epochs x 2 GMIs x 32 envs x 16 steps
-    assert s["history"][-1]["frames"] == 4 * 2 * 32 * 16
+    # frames are counted globally: epochs x 2 GMIs x envs x 16 steps
+    assert s["history"][-1]["frames"] == ITERS * 2 * ENVS * 16
     # only GMI 0 writes rl-games' TensorBoard logs
     assert list((tmp_path / "rl_games").glob("run/summaries/events*"))
     # the last checkpoint carries the episode means the run reported last, for a restart to go on from
@@ -69,9 +87,8 @@ def test_resume_from_checkpoint_continues(tmp_path: Path) -> None:
     assert digests(second, 0) == digests(second, 1)
 
 
-@pytest.mark.parametrize("gmis", [2])
-def test_reward_rises_on_cartpole(gmis: int, tmp_path: Path) -> None:
-    s = train(tmp_path, f"gmis_per_gpu={gmis}", "max_iterations=30", "num_envs=64", timeout=300)
+def test_reward_rises_on_cartpole(two_gmis: tuple[Path, dict]) -> None:
+    _, s = two_gmis
     rewards = [r["reward/mean"] for r in s["history"] if r["reward/mean"] is not None]
     early = sum(rewards[:3]) / 3
     late = sum(rewards[-3:]) / 3

@@ -37,7 +37,9 @@ def check_trained(run_dir: Path, iterations: int, frames_per_iteration: int) -> 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize(("task", "envs", "steps", "device"), [
     ("Mjlab-Cartpole-Balance", 8, 32, "lazy"),
-    ("Mjlab-Velocity-Flat-Unitree-Go1", 4, 24, "cpu"),
+    # slow: the default suite keeps mjlab's Cartpole recipe with 2 GMIs (cartpole-lazy above; on the CPU device:
+    # the Ctrl-C test below), which takes the same recipe path (~90 s more for Go1's model on 2 cores)
+    pytest.param("Mjlab-Velocity-Flat-Unitree-Go1", 4, 24, "cpu", marks=pytest.mark.slow),
 ], ids=["cartpole-lazy", "go1"])  # Cartpole on the CPU device: the Ctrl-C test below
 def test_mjlab_recipes_train_with_two_gmis(task: str, envs: int, steps: int, device: str, tmp_path: Path) -> None:
     r = run_cli(*FAST, f"task={task}", f"batch.total_envs={envs}", "max_iterations=2", f"train.device={device}",
