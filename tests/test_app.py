@@ -9,14 +9,25 @@ from pathlib import Path
 
 import pytest
 import yaml
-from gmitest import cli_env, fresh_caches, run_cli
+from gmitest import cli_env, compose_config, fresh_caches, run_cli
 
+from gmiexp.app import run
 from gmiexp.plan import Plan
 
 
-def test_plan_mode_dgx_mps_prints_complete_plan(tmp_path: Path) -> None:
-    r = run_cli("mode=plan", "hardware=dgx_a100", "hardware.mig=false", "num_gpus=4", "gmis_per_gpu=3", "backend=mps",
-                f"hydra.run.dir={tmp_path}")
+def run_here(capsys: pytest.CaptureFixture[str], run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
+    """The job ``python -m gmiexp overrides`` runs, in this process (a launch costs 3-4 s of CPU): its exit code,
+    stdout and stderr. The CLI's own plan and doctor paths are launched by test_plan_stdout_is_yaml_on_a_fresh_machine
+    and test_plan_and_doctor_import_nothing_heavy."""
+    capsys.readouterr()
+    code = run(compose_config(*overrides), run_dir)
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(list(overrides), code, out.out, out.err)
+
+
+def test_plan_mode_dgx_mps_prints_complete_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    r = run_here(capsys, tmp_path, "mode=plan", "hardware=dgx_a100", "hardware.mig=false", "num_gpus=4",
+                 "gmis_per_gpu=3", "backend=mps")
     assert r.returncode == 0, r.stderr
     plan = Plan.from_dict(yaml.safe_load(r.stdout))
     assert plan.world_size == 12 and plan.backend == "mps"
@@ -27,32 +38,33 @@ def test_plan_mode_dgx_mps_prints_complete_plan(tmp_path: Path) -> None:
     assert not (tmp_path / "gmis").exists() and not (tmp_path / "mps").exists()
 
 
-def test_plan_mode_h200_mig(tmp_path: Path) -> None:
-    r = run_cli("mode=plan", "hardware=h200x1", "hardware.mig=true", "gmis_per_gpu=3", "backend=mig",
-                f"hydra.run.dir={tmp_path}")
+def test_plan_mode_h200_mig(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    r = run_here(capsys, tmp_path, "mode=plan", "hardware=h200x1", "hardware.mig=true", "gmis_per_gpu=3", "backend=mig")
     assert r.returncode == 0, r.stderr
     plan = Plan.from_dict(yaml.safe_load(r.stdout))
     assert {g.share for g in plan.gmis} == {"2g.35gb"}
     assert any("nvidia-smi mig -i 0 -cgi" in c for c in plan.setup_commands)
 
 
-def test_doctor_mode(tmp_path: Path) -> None:
-    r = run_cli("mode=doctor", f"hydra.run.dir={tmp_path}")
+def test_doctor_mode(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    r = run_here(capsys, tmp_path, "mode=doctor")
     assert r.returncode == 0, r.stderr
     assert "gmiexp doctor" in r.stdout and "direct yes" in r.stdout
 
 
-def test_plan_mode_serving_layout_has_no_reduction_cost(tmp_path: Path) -> None:
-    r = run_cli("mode=plan", "layout=tcg", "task=Ant", "hardware=dgx_a100", "hardware.mig=false", "backend=mps",
-                "gmis_per_gpu=2",
-                f"hydra.run.dir={tmp_path}")
+def test_plan_mode_serving_layout_has_no_reduction_cost(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    r = run_here(capsys, tmp_path, "mode=plan", "layout=tcg", "task=Ant", "hardware=dgx_a100", "hardware.mig=false",
+                 "backend=mps", "gmis_per_gpu=2")
     assert r.returncode == 0, r.stderr[-2000:]
     assert "reduction cost: none (no trainer GMIs" in r.stderr
 
 
 def test_multirun_runs_every_job_and_exits_1_when_one_failed(tmp_path: Path) -> None:
+    # each job's one GMI in the launcher's process (launch.inprocess): the sweep's handling of a failed job is
+    # what this checks, and no fork server to start saves seconds of CPU per job
     r = run_cli("-m", "role=user_roles:FailRole,ppo", "task=Cartpole", "num_gpus=1", "gmis_per_gpu=1",
-                "num_envs=16", "max_iterations=2", "launch.progress=false", f"hydra.sweep.dir={tmp_path}")
+                "num_envs=16", "max_iterations=1", "launch.progress=false", "launch.inprocess=true",
+                f"hydra.sweep.dir={tmp_path}")
     assert r.returncode == 1, r.stderr[-2000:]
     assert "1 multirun job(s) failed" in r.stderr and str(tmp_path / "0") in r.stderr
     assert (tmp_path / "1" / "summary.json").exists()  # the sweep went on past the failure
@@ -70,22 +82,29 @@ def test_plan_stdout_is_yaml_on_a_fresh_machine(args: list[str], tmp_path: Path)
 
 
 HEAVY = ("rl_games", "matplotlib", "envpool", "wandb", "mujoco", "gymnasium.envs.mujoco")
-PROBE = """import atexit, json, os, sys
-atexit.register(lambda: open(os.environ["PROBE_OUT"], "w").write(json.dumps(sorted(
-    m for m in {heavy} if m in sys.modules))))
-sys.argv = ["gmiexp", *{args}]
+#: every case in one process, one after another (a launch costs 3-4 s of CPU): the heavy modules present after each
+#: case; one imported by any case stays in sys.modules, so the case that imported it is the first that lists it
+PROBE = """import json, os, sys
 from gmiexp.__main__ import main
-main()
+seen = []
+for i, args in enumerate({cases}):
+    sys.argv = ["gmiexp", *args, "hydra.run.dir=" + os.path.join(os.environ["PROBE_RUN"], str(i))]
+    try:
+        main()
+        code = 0
+    except SystemExit as e:
+        code = e.code
+    seen.append([args, code, sorted(m for m in {heavy} if m in sys.modules)])
+    open(os.environ["PROBE_OUT"], "w").write(json.dumps(seen))
 """
+PROBE_CASES = [["mode=plan"], ["mode=plan", "layout=tdg_ex", "task=Humanoid"], ["mode=plan", "task=Cartpole"],
+               ["mode=doctor"], ["mode=plan", "task=Pong"], ["mode=plan", "task=AntGym", "layout=tdg_ex"]]
 
 
-@pytest.mark.parametrize("args", [["mode=plan"], ["mode=plan", "layout=tdg_ex", "task=Humanoid"],
-                                  ["mode=plan", "task=Cartpole"], ["mode=doctor"],
-                                  ["mode=plan", "task=Pong"], ["mode=plan", "task=AntGym", "layout=tdg_ex"]])
-def test_plan_and_doctor_import_nothing_heavy(args: list[str], tmp_path: Path) -> None:
+def test_plan_and_doctor_import_nothing_heavy(tmp_path: Path) -> None:
     out = tmp_path / "modules.json"
-    code = PROBE.format(heavy=HEAVY, args=[*args, f"hydra.run.dir={tmp_path / 'run'}"])
+    code = PROBE.format(heavy=HEAVY, cases=PROBE_CASES)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240,
-                       env={**cli_env(), "PROBE_OUT": str(out)})
+                       env={**cli_env(), "PROBE_OUT": str(out), "PROBE_RUN": str(tmp_path / "run")})
     assert r.returncode == 0, r.stderr[-2000:]
-    assert json.loads(out.read_text()) == []
+    assert json.loads(out.read_text()) == [[args, 0, []] for args in PROBE_CASES], r.stderr[-2000:]

@@ -6,31 +6,44 @@ from pathlib import Path
 
 import pytest
 from gmitest import compose_config, run_cli
+from hydra.errors import HydraException
 
 from gmiexp.app import run
+from gmiexp.errors import ConfigError
 
+#: one real ``python -m gmiexp`` per way bad input is refused (each launch costs 3-4 s of CPU); the other cases of
+#: each way are checked in this process below (COMPOSE_CASES, INPROCESS_CASES) and gmis_per_gpu=0 (a value out of
+#: its range, gmiexp's ConfigError) by test_cli_value_error_exits_2
 CLI_CASES = [
     # (overrides, text expected on stderr)
-    (["layout=nope"], "nope"),
-    (["backend=warp"], "warp"),
-    (["task=NoSuchGame"], "NoSuchGame"),
-    (["reduction=ring"], "ring"),
-    # values past their declared range are refused before launching, naming the range
-    (["seed=-2"], "invalid seed: -2; valid: -1..4294967295"),
-    (["launch.heartbeat_timeout_s=-1"], "invalid launch.heartbeat_timeout_s: -1.0; valid: > 0 (seconds)"),
-    (["task=Cartpole", "num_envs=100000000"], "invalid num_envs: 100000000; valid: at most about"),
-    # keys added with Hydra's + that no schema declares
+    (["layout=nope"], "nope"),  # an unknown group option (Hydra)
+    (["task=NoSuchGame"], "NoSuchGame"),  # an unknown task: refused before Hydra, naming the files and mjlab's ids
+    # a key added with Hydra's + that no schema declares (gmiexp names the valid ones)
     (["+train.devize=lazy"], "invalid key: 'train.devize'; valid: activation, algo,"),
+    # an enum field refuses a bad value at compose time (Hydra's error; the CLI prints OmegaConf's cause)
+    (["mode=dance"], "Invalid value 'dance', expected one of [train, plan, search, doctor, eval]"),
+]
+# slow: the unknown-task path imports mjlab.tasks (~9 s of CPU); the default suite keeps it in
+# tests/config/test_mjlab_tasks.py::test_an_unknown_task_exits_2_naming_the_files_and_mjlab_s_ids
+SLOW_CLI = {"task=NoSuchGame"}
+
+#: refused while composing, in the CLI too (there: exit 2 with Hydra's message and its cause, as CLI_CASES shows)
+COMPOSE_CASES = [
+    (["backend=warp"], "warp"),
+    (["reduction=ring"], "ring"),
     (["+train.device=lazy"], "train.device"),
     (["+device=x"], "invalid key: 'device'; valid: async_train, backend,"),
     # enum fields and per-option schemas refuse a bad value or a foreign field at compose time
-    (["mode=dance"], "Invalid value 'dance', expected one of [train, plan, search, doctor, eval]"),
     (["channel.on_full=sometimes"], "Invalid value 'sometimes', expected one of [block, drop]"),
     (["backend=direct", "backend.daemon=shared"], "Key 'daemon' not in 'DirectBackendConfig'"),
     (["backend=mps", "backend.profile=3g.40gb"], "Key 'profile' not in 'MpsBackendConfig'"),
 ]
 
 INPROCESS_CASES = [
+    # values past their declared range are refused before launching, naming the range
+    (["seed=-2"], "invalid seed: -2; valid: -1..4294967295"),
+    (["launch.heartbeat_timeout_s=-1"], "invalid launch.heartbeat_timeout_s: -1.0; valid: > 0 (seconds)"),
+    (["task=Cartpole", "num_envs=100000000"], "invalid num_envs: 100000000; valid: at most about"),
     (["gmis_per_gpu=0"], "invalid gmis_per_gpu: 0; valid: >= 1"),
     (["num_envs=0"], "invalid num_envs: 0; valid: >= 1"),
     (["num_envs=-5"], "invalid num_envs: -5"),
@@ -58,12 +71,22 @@ INPROCESS_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("overrides", "expected"), CLI_CASES)
+@pytest.mark.parametrize(("overrides", "expected"), [
+    pytest.param(o, e, marks=pytest.mark.slow) if " ".join(o) in SLOW_CLI else (o, e) for o, e in CLI_CASES])
 def test_cli_bad_group_option_exits_2(overrides: list[str], expected: str, tmp_path: Path) -> None:
     r = run_cli(*overrides, f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode == 2, r.stderr
     assert expected in r.stderr
     assert not (tmp_path / "run" / "gmis").exists()
+
+
+@pytest.mark.parametrize(("overrides", "expected"), COMPOSE_CASES)
+def test_bad_option_is_refused_while_composing(overrides: list[str], expected: str) -> None:
+    """Refused before anything runs; the CLI prints what is matched here (Hydra's message and its OmegaConf cause,
+    or gmiexp's error) and exits 2, as the same kinds of refusal in CLI_CASES show."""
+    with pytest.raises((HydraException, ConfigError)) as e:
+        compose_config(*overrides)
+    assert expected in f"{e.value}\n{e.value.__cause__}"
 
 
 @pytest.mark.parametrize(("overrides", "expected"), INPROCESS_CASES)

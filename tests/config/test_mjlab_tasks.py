@@ -10,6 +10,7 @@ import pytest
 import yaml
 from gmitest import run_cli
 
+from gmiexp.app import run
 from gmiexp.config.compose import compose_config, conf_dir
 from gmiexp.config.mjlab_tasks import check_task_override, file_options, host_problems, missing_files, registered
 from gmiexp.envs import MJLAB_DIMS
@@ -102,12 +103,20 @@ def test_size_table_is_mjlab_s_own(env_id: str) -> None:
     assert observation_dims(env_id) == MJLAB_DIMS[env_id]
 
 
-def test_an_id_beyond_the_size_table_and_a_task_that_cannot_run_here_plan_or_exit_2(tmp_path: Path) -> None:
-    """Before: every registered id outside MJLAB_DIMS exited 2 as 'invalid mjlab env_id', tracking too."""
-    ok = run_cli("mode=plan", "train=rslrl", "task=Mjlab-Lift-Cube-Yam-Depth", "gmis_per_gpu=2",
-                 f"hydra.run.dir={tmp_path / 'a'}")
-    assert ok.returncode == 0 and ok.stdout.startswith("gmis:"), ok.stderr[-2000:]
-    r = run_cli("mode=plan", "train=rslrl", "task=Mjlab-Tracking-Flat-Unitree-G1", f"hydra.run.dir={tmp_path / 'b'}")
-    assert r.returncode == 2, r.stderr[-2000:]
+def test_an_id_beyond_the_size_table_and_a_task_that_cannot_run_here_plan_or_exit_2(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before: every registered id outside MJLAB_DIMS exited 2 as 'invalid mjlab env_id', tracking too.
+
+    Both jobs in this process (two launches cost ~30 s of CPU, each importing mjlab's tasks, which this module has
+    imported already); the CLI's exit 2 on a task is test_an_unknown_task_exits_2_naming_the_files_and_mjlab_s_ids's.
+    """
+    capsys.readouterr()
+    ok = run(compose_config("mode=plan", "train=rslrl", "task=Mjlab-Lift-Cube-Yam-Depth", "gmis_per_gpu=2"),
+             tmp_path / "a")
+    out = capsys.readouterr()
+    assert ok == 0 and out.out.startswith("gmis:"), out.err[-2000:]
+    code = run(compose_config("mode=plan", "train=rslrl", "task=Mjlab-Tracking-Flat-Unitree-G1"), tmp_path / "b")
+    err = capsys.readouterr().err
+    assert code == 2, err[-2000:]
     assert ("invalid task: 'Mjlab-Tracking-Flat-Unitree-G1'; mjlab's task cannot run here (1 reason(s)):\n"
-            "  commands.motion.motion_file=''") in r.stderr
+            "  commands.motion.motion_file=''") in err

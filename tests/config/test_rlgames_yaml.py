@@ -13,6 +13,7 @@ import torch
 import yaml
 from gmitest import cli_env, compose_config, run_cli
 
+from gmiexp.app import run
 from gmiexp.config.rlgames_keys import FIELDS, FIXED, VERBATIM
 from gmiexp.config.rlgames_yaml import DERIVED_DST, NOTES, VERBATIM_SRC, leaves, locate, schema_default
 from gmiexp.errors import ConfigError
@@ -197,7 +198,9 @@ def test_a_minibatch_that_does_not_fit_a_gmis_batch_is_said_with_the_valid_sizes
     assert "minibatch_size" not in caplog.text
 
 
-def test_load_checkpoint_becomes_gmiexps_checkpoint_and_a_missing_one_is_refused(tmp_path):
+def test_load_checkpoint_becomes_gmiexps_checkpoint_and_a_missing_one_is_refused(tmp_path, capsys):
+    """The refusal is the job's, run in this process (a launch costs 3-4 s of CPU); the CLI's exit 2 on a file's
+    refusal is test_unknown_key_exits_2_naming_it_and_cfg_job_shows_the_imported_values's."""
     pth = tmp_path / "ant.pth"
     pth.write_bytes(b"")
     path = write_variant(tmp_path, lambda p: p.update(load_checkpoint=True, load_path=str(pth)))
@@ -205,5 +208,7 @@ def test_load_checkpoint_becomes_gmiexps_checkpoint_and_a_missing_one_is_refused
     off = write_variant(tmp_path, lambda p: p.update(load_checkpoint=False, load_path="nn/old.pth"))
     assert imported(str(off)).checkpoint == ""  # rl-games loads nothing either
     gone = write_variant(tmp_path, lambda p: p.update(load_checkpoint=True, load_path=str(tmp_path / "gone.pth")))
-    r = run_cli("mode=plan", "train=rlgames", f"train.file={gone}")
-    assert r.returncode == 2 and "gone.pth" in r.stderr and "checkpoint" in r.stderr
+    capsys.readouterr()
+    code = run(compose_config("mode=plan", "train=rlgames", f"train.file={gone}"), tmp_path / "run")
+    err = capsys.readouterr().err
+    assert code == 2 and "gone.pth" in err and "checkpoint" in err, err[-2000:]

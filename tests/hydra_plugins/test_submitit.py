@@ -124,9 +124,12 @@ def test_submitit_local_runs_a_two_member_sweep_of_one_node_runs(tmp_path: Path)
     assert len(list((tmp_path / ".submitit").glob("*/*_result.pkl"))) == 2  # two submitit jobs, one per member
 
 
-@pytest.mark.parametrize(("bad", "code"), [("role=user_roles:FailRole", 1), ("launch.node_rank=3", 2)])
+# FailRole's GMI runs in its job's launcher (launch.inprocess: no fork server to start in each job, seconds of CPU
+# less); test_submitit_local_runs_a_two_member_sweep_of_one_node_runs runs the GMIs of submitit jobs as processes
+@pytest.mark.parametrize(("bad", "code"), [("role=user_roles:FailRole launch.inprocess=true", 1),
+                                           ("launch.node_rank=3", 2)])
 def test_a_failed_submitit_job_is_named_with_its_exit_code(tmp_path: Path, bad: str, code: int) -> None:
-    r = run_cli("-m", "hydra/launcher=submitit_local", *MEMBER, bad, "seed=1,2", f"hydra.sweep.dir={tmp_path}")
+    r = run_cli("-m", "hydra/launcher=submitit_local", *MEMBER, *bad.split(), "seed=1,2", f"hydra.sweep.dir={tmp_path}")
     assert r.returncode == code, r.stderr[-3000:]
     assert f"2 multirun job(s) failed: {tmp_path / '0'}, {tmp_path / '1'}" in r.stderr
     assert "UncompletedJobError" not in r.stderr

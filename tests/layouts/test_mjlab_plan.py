@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from gmitest import run_cli
+from gmitest import compose_config
+
+from gmiexp.app import run
 
 pytest.importorskip("mjlab", reason="needs gmiexp[mjlab] (make venv installs it)")
 
@@ -17,11 +19,15 @@ def mlp(sizes: list[int]) -> int:
 
 @pytest.mark.parametrize(("task", "obs", "act", "critic"), [("Go1", 48, 12, 72), ("G1", 99, 29, 111),
                                                       ("MjlabCartpole", 5, 1, 5)])
-def test_plan_knows_mjlab_sizes(task: str, obs: int, act: int, critic: int, tmp_path: Path) -> None:
-    r = run_cli("mode=plan", f"task={task}", "hardware=h100x8", "hardware.mig=false", "num_gpus=1", "gmis_per_gpu=2",
-                "backend=mps", "num_envs=4096", f"hydra.run.dir={tmp_path}", timeout=120)
-    assert r.returncode == 0, r.stderr[-2000:]
-    plan = yaml.safe_load(r.stdout)
+def test_plan_knows_mjlab_sizes(task: str, obs: int, act: int, critic: int, tmp_path: Path,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    """mode=plan in this process (a launch costs 3-4 s of CPU; the CLI's plan path is tests/test_app.py's)."""
+    capsys.readouterr()
+    code = run(compose_config("mode=plan", f"task={task}", "hardware=h100x8", "hardware.mig=false", "num_gpus=1",
+                              "gmis_per_gpu=2", "backend=mps", "num_envs=4096"), tmp_path)
+    r = capsys.readouterr()
+    assert code == 0, r.err[-2000:]
+    plan = yaml.safe_load(r.out)
     units = [512, 256, 128] if task != "MjlabCartpole" else [64, 64]
     # rl-games' continuous actor-critic: shared MLP, mu (act), value (1) and a fixed sigma (act); plus the central
     # value net on the critic group (MLP and one value): every gradient the reduction moves
@@ -32,8 +38,10 @@ def test_plan_knows_mjlab_sizes(task: str, obs: int, act: int, critic: int, tmp_
     assert plan["task"]["simulator"] == "mjlab" and plan["task"]["central_value"] is True
 
 
-def test_unknown_mjlab_task_exits_2_naming_the_valid_ones(tmp_path: Path) -> None:
-    r = run_cli("mode=plan", "task=Go1", "task.env_id=Mjlab-Velocity-Flat-Unitree-Go2", f"hydra.run.dir={tmp_path}",
-                timeout=120)
-    assert r.returncode == 2
-    assert "Mjlab-Velocity-Flat-Unitree-Go2" in r.stderr and "Mjlab-Velocity-Flat-Unitree-G1" in r.stderr
+def test_unknown_mjlab_task_exits_2_naming_the_valid_ones(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """In this process (the CLI's exit 2 on a refused task: tests/config/test_mjlab_tasks.py's unknown-task test)."""
+    capsys.readouterr()
+    code = run(compose_config("mode=plan", "task=Go1", "task.env_id=Mjlab-Velocity-Flat-Unitree-Go2"), tmp_path)
+    err = capsys.readouterr().err
+    assert code == 2, err[-2000:]
+    assert "Mjlab-Velocity-Flat-Unitree-Go2" in err and "Mjlab-Velocity-Flat-Unitree-G1" in err

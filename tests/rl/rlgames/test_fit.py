@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from gmitest import FAST, compose_config, run_cli
 
+from gmiexp.app import run
 from gmiexp.rl.rlgames.fit import checkpoint_sizes, differs, read_model, task_sizes
 
 ONE = ["gmis_per_gpu=1", "launch.inprocess=true"]
@@ -45,12 +46,18 @@ def test_training_from_another_tasks_checkpoint_exits_2_before_launch(cartpole_c
     assert not (tmp_path / "run" / "gmis").exists()  # no GMI started
 
 
-def test_another_network_is_refused_too(cartpole_checkpoint: Path, tmp_path: Path) -> None:
-    r = run_cli(*FAST, *ONE, "task.mlp_units=[64,64]", f"checkpoint={cartpole_checkpoint}",
-                f"hydra.run.dir={tmp_path / 'run'}")
-    assert r.returncode == 2, r.stderr[-3000:]
-    (line,) = error_lines(r)
+def test_another_network_is_refused_too(cartpole_checkpoint: Path, tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """The job in this process (a launch costs 3-4 s of CPU): the CLI's exit 2 on this refusal, one line and no
+    traceback, is test_training_from_another_tasks_checkpoint_exits_2_before_launch's."""
+    capsys.readouterr()
+    code = run(compose_config(*FAST, *ONE, "task.mlp_units=[64,64]", f"checkpoint={cartpole_checkpoint}"),
+               tmp_path / "run")
+    r = capsys.readouterr()
+    assert code == 2, r.err[-3000:]
+    (line,) = [ln for ln in r.err.splitlines() if ln.startswith("gmiexp: error:")]
     assert "mlp [32, 32]; this run's has task Cartpole, 4 observations, 2 actions, mlp [64, 64]" in line
+    assert "Traceback" not in r.err and r.out == "" and not (tmp_path / "run" / "gmis").exists()
 
 
 def test_eval_of_another_tasks_checkpoint_exits_2_naming_both_sizes(cartpole_checkpoint: Path,

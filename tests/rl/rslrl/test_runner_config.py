@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from gmitest import run_cli
+from gmitest import compose_config
 from rsl_rl.models import MLPModel
 from tensordict import TensorDict
 
+from gmiexp.app import run
 from gmiexp.errors import ConfigError
 from gmiexp.rl.rslrl.config import (
     check,
@@ -89,17 +90,23 @@ def test_a_partition_that_cannot_split_the_minibatches_is_refused_naming_valid_c
         fit_batch(cfg, 2, 4)  # 6 samples per GMI cannot make 4 equal minibatches
 
 
-def test_cli_refuses_a_distillation_file_and_other_layouts_before_launch(tmp_path: Path) -> None:
+def test_cli_refuses_a_distillation_file_and_other_layouts_before_launch(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The jobs the CLI runs, in this process (two launches cost ~30 s of CPU, each importing mjlab's tasks); the
+    CLI's exit 2 on gmiexp's refusals is tests/test_cli_errors.py::test_cli_value_error_exits_2's."""
     pytest.importorskip("mjlab", reason="needs gmiexp[mjlab] (an mjlab task id)")
     f = tmp_path / "distill.yaml"
     f.write_text(yaml.safe_dump({"class_name": "DistillationRunner", "algorithm": {"class_name": "Distillation"}}))
-    r = run_cli("mode=plan", "train=rslrl", "task=Mjlab-Cartpole-Balance", f"train.file={f}",
-                f"hydra.run.dir={tmp_path / 'a'}")
-    assert r.returncode == 2, r.stderr[-2000:]
-    assert "DistillationRunner" in r.stderr and "algorithm.class_name: 'Distillation'" in r.stderr
-    r = run_cli("mode=plan", "train=rslrl", "task=Mjlab-Cartpole-Balance", "layout=tdg_ex",
-                f"hydra.run.dir={tmp_path / 'b'}")
-    assert r.returncode == 2 and "valid: tcg_ex" in r.stderr, r.stderr[-2000:]
+    capsys.readouterr()
+    code = run(compose_config("mode=plan", "train=rslrl", "task=Mjlab-Cartpole-Balance", f"train.file={f}"),
+               tmp_path / "a")
+    err = capsys.readouterr().err
+    assert code == 2, err[-2000:]
+    assert "DistillationRunner" in err and "algorithm.class_name: 'Distillation'" in err
+    code = run(compose_config("mode=plan", "train=rslrl", "task=Mjlab-Cartpole-Balance", "layout=tdg_ex"),
+               tmp_path / "b")
+    err = capsys.readouterr().err
+    assert code == 2 and "valid: tcg_ex" in err, err[-2000:]
 
 
 FIXTURES = Path(__file__).parent / "fixtures"
