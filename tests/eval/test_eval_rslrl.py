@@ -31,8 +31,10 @@ EPISODE = 16  # PointMass's episodes (tests/helpers/rslrl_vecenv.py)
 def point_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A train=rslrl run of the tests' own VecEnv: 2 iterations, 1 GMI (rsl_rl checkpoints model_0.pt, model_1.pt)."""
     run_dir = tmp_path_factory.mktemp("point")
+    # launch.inprocess: the one GMI trains in the launcher's process (no fork server, seconds of CPU less); these
+    # tests are about the checkpoint it writes, not about GMI processes
     r = run_cli(*POINT, "batch.total_envs=4", "gmis_per_gpu=1", "max_iterations=2", "launch.progress=false",
-                f"hydra.run.dir={run_dir}", timeout=600)
+                "launch.inprocess=true", f"hydra.run.dir={run_dir}", timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     return run_dir / "rsl_rl" / "model_1.pt"
 

@@ -79,25 +79,8 @@ def test_the_channel_rows_become_rl_games_rollout(kind: str, tmp_path: Path) -> 
             assert want.steps["dones"][0].all() and 7 in before
 
 
-def test_tdg_ex_trains_rl_games_update_with_periodic_checkpoints_and_sync_checks(tmp_path: Path,
-                                                                                no_orphans: None) -> None:
-    """A tiny tdg_ex run on rl-games' agent: every step trains, rl-games' keys apply, checkpoints resume anywhere."""
-    run_dir = tmp_path / "run"
-    r = run_cli("layout=tdg_ex", "task=Cartpole", "num_envs=8", "max_iterations=2", "train.horizon_length=8",
-                "train.minibatch_size=32", "train.save_frequency=1", "train.check_sync=true",
-                "++train.rlgames_config.weight_decay=0.001", "launch.progress=false", f"hydra.run.dir={run_dir}",
-                timeout=240)
-    assert r.returncode == 0, r.stderr[-3000:]
-    s = json.loads((run_dir / "summary.json").read_text())
-    plan = Plan.load(run_dir / "plan.yaml")
-    trainer = s["gmis"][str(plan.trainer_group[0])]
-    agents = [g for g in plan.gmis if g.has("agent")]
-    assert trainer["updates"] == 2 and trainer["seq_errors"] == 0
-    assert trainer["train_samples"] == 2 * 8 * sum(g.num_envs for g in agents)  # all horizon_length steps
-    nn_dir = run_dir / "rl_games" / "run" / "nn"
-    assert {p.name for p in nn_dir.glob("last_*.pth")} == {"last_Cartpole_ep_1.pth", "last_Cartpole_ep_2.pth"}
-    saved = torch.load(nn_dir / "last_Cartpole_ep_2.pth", weights_only=False)
-    assert saved["epoch"] == 2 and saved["optimizer"]["param_groups"][0]["weight_decay"] == 0.001
+# test_tdg_ex_trains_rl_games_update_with_periodic_checkpoints_and_sync_checks is in test_trainer.py, sharing its
+# tdg_ex run with the adaptive-rate resume there (one launch instead of two)
 
 
 class Group:

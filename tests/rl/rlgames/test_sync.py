@@ -6,8 +6,9 @@ import copy
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import torch
-from gmitest import FAST, run_cli
+from gmitest import FAST, gmiexp_workers, run_cli
 from reduction_helpers import run_gmis
 from rl_games.algos_torch.running_mean_std import RunningMeanStd
 from torch import nn
@@ -93,19 +94,48 @@ def test_fit_minibatch() -> None:
     assert fit_minibatch(100, 1000) == 100
 
 
-def test_first_merge_counts_the_initial_count_once_plus_every_gmis_samples(tmp_path: Path,
-                                                                          no_orphans: None) -> None:
-    # two tcg_ex GMIs, one epoch. Each feeds its input normaliser horizon x num_envs observations per
-    # mini-epoch (rl-games' discrete agent re-enters train mode every minibatch) and its value
-    # normaliser the epoch's values and returns once each.
-    r = run_cli(*FAST, "gmis_per_gpu=2", "max_iterations=1", f"hydra.run.dir={tmp_path}")
+#: epochs of the shared run: two show both an epoch's axis (TensorBoard) and the counts added at each merge
+EPOCHS = 2
+
+
+@pytest.fixture(scope="module")
+def two_gmis(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two tcg_ex GMIs, EPOCHS epochs: one launch read by the normaliser counts and the TensorBoard axis below."""
+    run_dir = tmp_path_factory.mktemp("two_gmis") / "run"
+    r = run_cli(*FAST, "gmis_per_gpu=2", f"max_iterations={EPOCHS}", f"hydra.run.dir={run_dir}")
+    left = gmiexp_workers(run_dir)
+    for p in left:
+        p.kill()
+    assert not left, f"orphan GMI workers left behind: {[p.pid for p in left]}"
     assert r.returncode == 0, r.stderr[-3000:]
-    (path,) = (tmp_path / "rl_games" / "run" / "nn").glob("last_*.pth")
+    return run_dir
+
+
+def test_first_merge_counts_the_initial_count_once_plus_every_gmis_samples(two_gmis: Path) -> None:
+    # two tcg_ex GMIs, EPOCHS epochs. Each feeds its input normaliser horizon x num_envs observations per
+    # mini-epoch (rl-games' discrete agent re-enters train mode every minibatch) and its value
+    # normaliser the epoch's values and returns once each; the initial count is counted once, not once per GMI.
+    (path,) = (two_gmis / "rl_games" / "run" / "nn").glob("last_*.pth")
     state = torch.load(path, weights_only=False)["model"]
     rows, mini_epochs, gmis = 16 * 32, 2, 2  # FAST: train.horizon_length x num_envs, train.mini_epochs
     initial = 1.0  # rl-games' RunningMeanStd starts from one prior sample, the same on every GMI
-    assert float(state["running_mean_std.count"]) == initial + gmis * mini_epochs * rows
-    assert float(state["value_mean_std.count"]) == initial + gmis * 2 * rows
+    assert float(state["running_mean_std.count"]) == initial + EPOCHS * gmis * mini_epochs * rows
+    assert float(state["value_mean_std.count"]) == initial + EPOCHS * gmis * 2 * rows
+
+
+def test_tensorboard_steps_are_the_frames_before_each_epoch_as_rl_games_writes_them(two_gmis: Path) -> None:
+    """rl-games writes an epoch's figures at the frames trained before it (0 for the first epoch); 2 GMIs count
+    both GMIs' frames. The axis was read after the epoch's frames were added, one epoch late.
+
+    (Moved here from test_agent_writer.py to share the run above; 2 epochs show the one-epoch lag as 3 did.)"""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    (events,) = {p.parent for p in (two_gmis / "rl_games").rglob("events.out.tfevents.*")}
+    acc = EventAccumulator(str(events))
+    acc.Reload()
+    per_epoch = 2 * 32 * 16  # 2 GMIs x num_envs x horizon_length
+    for tag in ("losses/a_loss", "info/kl", "performance/step_fps"):
+        assert [e.step for e in acc.Scalars(tag)] == [i * per_epoch for i in range(EPOCHS)], tag
 
 
 def test_the_scheduler_reads_the_kl_averaged_over_every_gmi() -> None:
