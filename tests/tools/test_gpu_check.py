@@ -161,6 +161,16 @@ def test_a_second_check_into_the_same_runs_dir_runs_everything_again(tmp_path):
     assert len({p.parent for p in (tmp_path / "runs").glob("*/tcg_ex-mps")}) == 2
 
 
+def test_two_checks_in_one_second_write_apart(tmp_path, monkeypatch):
+    """The runs dir's name carries the second it started in: two checks of one process in that second still get
+    fresh dirs (a shared one made the second check meet the first's finished runs)."""
+    monkeypatch.setattr(gpu_check.time, "strftime", lambda _fmt: "20261129-163000")
+    gpu = fake_nvml.h100_80gb(0, mig=0)
+    first, second = (check(tmp_path, gpu, "", "--layouts", "tcg_ex") for _ in range(2))
+    assert first[0] == second[0] == 0, second[1]
+    assert len({p.parent for p in (tmp_path / "runs").glob("20261129-163000-*/tcg_ex-mps")}) == 2
+
+
 def test_exit_2_is_a_failure_with_its_message(tmp_path):
     code, text, _ = check(tmp_path, fake_nvml.h100_80gb(0, mig=0), "exit2", "--layouts", "tcg_ex")
     assert code == 1

@@ -26,6 +26,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -369,7 +370,9 @@ def main(argv: list[str] | None = None, nvml: ModuleType | None = None, runner: 
               "Use `make test` here, or `python -m gmiexp mode=plan hardware=h100x8` to plan for one.",
               file=sys.stderr)
         return 2
-    runs = Path(args.runs).absolute() / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"  # fresh every check
+    root = Path(args.runs).absolute()
+    root.mkdir(parents=True, exist_ok=True)  # fresh every check, two of one process in one second included
+    runs = Path(tempfile.mkdtemp(prefix=f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-", dir=root))
     outcomes: list[Outcome] = []
     tests = ("failed", "interrupted before the tests ran")
     try:
