@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from gmitest import NEEDS, compose_config, run_cli
+from gmitest import NEEDS, compose_config
 
+from gmiexp import multirun
+from gmiexp.__main__ import main
 from gmiexp.config.compose import conf_dir
 from gmiexp.config.schema import BACKEND_SCHEMAS, GROUP_SCHEMAS, Config
 
@@ -36,21 +40,41 @@ def test_defaults() -> None:
     assert cfg.train.mixed_precision is False and cfg.train.torch_compile is False
 
 
-def test_typo_in_key_is_rejected_with_exit_2() -> None:
-    r = run_cli("backend.pinn_cores=true", "mode=plan")
+def main_here(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+              *argv: str) -> subprocess.CompletedProcess:
+    """``python -m gmiexp argv`` as its ``main()`` in this process (a launch costs 3-4 s of CPU): the exit code, stdout
+    and stderr. None of these cases runs a job. The interpreter's own paths stay real launches elsewhere: a misspelt
+    key's exit 2 (tests/config/test_igym.py), Hydra's refusal while composing and --help (tests/test_cli_errors.py),
+    --cfg job (tests/config/test_rlgames_yaml.py)."""
+    monkeypatch.setattr(sys, "argv", ["gmiexp", *argv])
+    monkeypatch.setitem(multirun.state, "ran", False)  # as in a fresh process: no job ran
+    capsys.readouterr()
+    try:
+        main()
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(list(argv), code, out.out, out.err)
+
+
+def test_typo_in_key_is_rejected_with_exit_2(capsys: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    r = main_here(capsys, monkeypatch, "backend.pinn_cores=true", "mode=plan")
     assert r.returncode == 2
     assert "pinn_cores" in r.stderr
 
 
-def test_wrong_type_is_rejected_with_exit_2() -> None:
-    r = run_cli("num_envs=many", "mode=plan")
+def test_wrong_type_is_rejected_with_exit_2(capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    r = main_here(capsys, monkeypatch, "num_envs=many", "mode=plan")
     assert r.returncode == 2
     assert "num_envs" in r.stderr
 
 
-def test_help_and_cfg_job_work() -> None:
-    r = run_cli("--help")
+def test_help_and_cfg_job_work(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    r = main_here(capsys, monkeypatch, "--help")
     assert r.returncode == 0 and "Usage: python -m gmiexp" in r.stdout
     assert "layout: decoupled_async" in r.stdout and "tcg_ex" in r.stdout
-    r = run_cli("--cfg", "job", "task=Humanoid")
+    r = main_here(capsys, monkeypatch, "--cfg", "job", "task=Humanoid")
     assert r.returncode == 0 and "env_id: Humanoid-v4" in r.stdout

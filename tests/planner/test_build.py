@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
-from gmitest import compose_config, run_cli
+from gmitest import compose_config
 
+from gmiexp.app import run
 from gmiexp.errors import ConfigError
 from gmiexp.hardware import GPUInfo, Hardware, MigDevice
 from gmiexp.planner import build as planner
@@ -56,20 +58,30 @@ def test_hardware_mig_instances_leaves_the_run_only_those(monkeypatch: pytest.Mo
         planner.host(compose_config("hardware.mig_instances=[MIG-7]"))
 
 
-def test_hardware_cpus_narrows_the_run_to_those_cores(tmp_path: Path) -> None:
+def run_here(capsys: pytest.CaptureFixture[str], run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
+    """The job ``python -m gmiexp overrides`` runs, in this process (a launch costs 3-4 s of CPU): its exit code,
+    stdout and stderr. The real CLI's paths stay launched elsewhere: mode=plan's by
+    tests/test_app.py::test_plan_stdout_is_yaml_on_a_fresh_machine, a job's exit 2 by
+    tests/test_cli_errors.py::test_cli_value_error_exits_2."""
+    capsys.readouterr()
+    code = run(compose_config(*overrides), run_dir)
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(list(overrides), code, out.out, out.err)
+
+
+def test_hardware_cpus_narrows_the_run_to_those_cores(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     core = min(os.sched_getaffinity(0))
-    r = run_cli("mode=plan", "task=Cartpole", "hardware=cpu", "gmis_per_gpu=1", f"hardware.cpus=[{core}]",
-                f"hydra.run.dir={tmp_path}", timeout=120)
+    r = run_here(capsys, tmp_path, "mode=plan", "task=Cartpole", "hardware=cpu", "gmis_per_gpu=1",
+                 f"hardware.cpus=[{core}]")
     assert r.returncode == 0, r.stderr[-2000:]
     assert yaml.safe_load(r.stdout)["gmis"][0]["torch_threads"] == 1  # its thread budget is that one core
-    bad = run_cli("mode=plan", "task=Cartpole", "hardware=cpu", "hardware.cpus=[4096]", f"hydra.run.dir={tmp_path}",
-                  timeout=120)
+    bad = run_here(capsys, tmp_path, "mode=plan", "task=Cartpole", "hardware=cpu", "hardware.cpus=[4096]")
     assert bad.returncode == 2 and "invalid hardware.cpus: [4096]; valid: a non-empty subset" in bad.stderr
 
 
-def test_pinned_gmis_of_a_narrowed_run_stay_on_its_cores(tmp_path: Path) -> None:
+def test_pinned_gmis_of_a_narrowed_run_stay_on_its_cores(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     core = max(os.sched_getaffinity(0))
-    r = run_cli("mode=plan", "task=Cartpole", "hardware=cpu", "gmis_per_gpu=2", "backend.pin_cores=true",
-                f"hardware.cpus=[{core}]", f"hydra.run.dir={tmp_path}", timeout=120)
+    r = run_here(capsys, tmp_path, "mode=plan", "task=Cartpole", "hardware=cpu", "gmis_per_gpu=2",
+                 "backend.pin_cores=true", f"hardware.cpus=[{core}]")
     assert r.returncode == 0, r.stderr[-2000:]
     assert [g["cpus"] for g in yaml.safe_load(r.stdout)["gmis"]] == [[core], [core]]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import shlex
+import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 from gmitest import compose_config, run_cli
 
-from gmiexp.app import run_plan
+from gmiexp.app import run, run_plan
 from gmiexp.launch.launcher import free_port
 from gmiexp.plan import Plan
 from gmiexp.planner.build import build_plan
@@ -16,6 +18,17 @@ from gmiexp.planner.commands import node_commands, node_overrides
 
 DGX4 = ["mode=plan", "hardware=dgx_a100", "hardware.mig=false", "num_gpus=8", "gmis_per_gpu=2", "backend=mps",
         "launch.nnodes=4", "launch.rdzv_endpoint=node001:29400"]
+
+
+def run_here(capsys: pytest.CaptureFixture[str], run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
+    """The job ``python -m gmiexp overrides`` runs, in this process (a launch costs 3-4 s of CPU): its exit code,
+    stdout and stderr; for what only reads the reduction's choice or a refusal. The per-node commands, which come
+    from the CLI's own overrides, stay a real launch (test_four_dgx_nodes_plan); a job's exit 2 through the CLI is
+    launched by tests/test_cli_errors.py::test_cli_value_error_exits_2."""
+    capsys.readouterr()
+    code = run(compose_config(*overrides), run_dir)
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(list(overrides), code, out.out, out.err)
 
 
 def test_four_dgx_nodes_plan(tmp_path: Path) -> None:
@@ -43,8 +56,8 @@ def test_four_dgx_nodes_plan(tmp_path: Path) -> None:
     assert plan.notes["node_commands"]["plain"] == nodes
 
 
-def test_auto_reduction_across_nodes_says_why(tmp_path: Path) -> None:
-    r = run_cli(*DGX4, "reduction=auto", f"hydra.run.dir={tmp_path}")
+def test_auto_reduction_across_nodes_says_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    r = run_here(capsys, tmp_path, *DGX4, "reduction=auto")
     assert r.returncode == 0, r.stderr[-2000:]
     assert "reduction mrr: auto (Algorithm 1 across 4 nodes): 2 GMIs per GPU <= 32 GPUs" in r.stderr
     assert "MPL=[[0, 1], [2, 3], ..., [62, 63]] (32 GPUs on 4 nodes)" in r.stderr
@@ -72,9 +85,9 @@ def test_run_plan_without_hydra(tmp_path: Path, capsys) -> None:
     assert "launch.rdzv_endpoint=$HEAD:29500" in cmds["srun"]
 
 
-def test_mpr_across_nodes_exits_2_before_launching(tmp_path: Path) -> None:
-    r = run_cli("task=Cartpole", "hardware=cpu", "num_gpus=1", "gmis_per_gpu=2", "reduction=mpr", "launch.nnodes=2",
-                "launch.node_rank=0", f"launch.rdzv_endpoint=127.0.0.1:{free_port()}", f"hydra.run.dir={tmp_path}")
+def test_mpr_across_nodes_exits_2_before_launching(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    r = run_here(capsys, tmp_path, "task=Cartpole", "hardware=cpu", "num_gpus=1", "gmis_per_gpu=2", "reduction=mpr",
+                 "launch.nnodes=2", "launch.node_rank=0", f"launch.rdzv_endpoint=127.0.0.1:{free_port()}")
     assert r.returncode == 2, r.stderr[-2000:]
     assert ("invalid reduction: 'mpr' with trainer GMIs on 2 nodes (launch.nnodes=2): MPR reduces through one "
             "host's shared memory and stays inside a node; valid for this layout: mrr, har, allreduce, auto"

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from gmitest import run_cli
+from gmitest import compose_config
 
+from gmiexp.app import run
 from gmiexp.config import LaunchConfig
 from gmiexp.errors import ConfigError
 from gmiexp.planner.nodes import resolve_nodes
@@ -60,11 +61,18 @@ def test_two_tasks_on_one_node_with_nnodes_1_exit_2() -> None:
         resolve_nodes(LaunchConfig(nnodes=1), two)
 
 
-def test_mode_plan_in_a_slurm_task_shows_the_derived_endpoint(tmp_path: Path) -> None:
-    r = run_cli("mode=plan", "hardware=cpu", "task=Cartpole", "launch.nnodes=2", f"hydra.run.dir={tmp_path}",
-                env=TASK1)
-    assert r.returncode == 0, r.stderr
-    launch = yaml.safe_load(r.stdout)["launch"]
+def test_mode_plan_in_a_slurm_task_shows_the_derived_endpoint(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # the job in this process, in the task's environment (a launch costs 3-4 s of CPU): the plan printed is what
+    # this reads; mode=plan's real CLI path is launched by
+    # tests/test_app.py::test_plan_stdout_is_yaml_on_a_fresh_machine
+    for key, value in TASK1.items():
+        monkeypatch.setenv(key, value)
+    capsys.readouterr()
+    code = run(compose_config("mode=plan", "hardware=cpu", "task=Cartpole", "launch.nnodes=2"), tmp_path)
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    launch = yaml.safe_load(out.out)["launch"]
     assert launch["node_rank"] == 1 and launch["rdzv_endpoint"].startswith("gpu007:") and launch["rdzv_id"] == "903"
 
 
