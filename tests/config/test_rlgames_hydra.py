@@ -51,8 +51,8 @@ def test_isaacgymenvs_task_without_a_gmiexp_simulator_names_what_runs_it(tmp_pat
     assert first.rank == SIMULATOR and "run it with IsaacGymEnvs' train.py task=FrankaCubeStack" in first.reason
 
 
-def test_isaac_lab_file_exits_2_naming_isaac_lab_and_every_key_it_cannot_honour():
-    r = run_cli("mode=plan", "train=rlgames", f"train.file={LAB}")
+def test_isaac_lab_file_exits_2_naming_isaac_lab_and_every_key_it_cannot_honour(tmp_path):
+    r = run_cli("mode=plan", "train=rlgames", f"train.file={LAB}", f"hydra.run.dir={tmp_path}")
     assert r.returncode == 2 and r.stdout == ""
     lines = [ln.strip() for ln in r.stderr.splitlines() if ln.strip().startswith("params.")]
     assert lines[0].startswith("params.config.env_name='rlgpu': Isaac Lab agent file")

@@ -105,7 +105,7 @@ def test_keys_gmiexp_cannot_honour_are_refused_by_name(tmp_path, edit, expected)
 
 def test_unknown_key_exits_2_naming_it_and_cfg_job_shows_the_imported_values(tmp_path):
     bad = write_variant(tmp_path, lambda p: p["config"].update(my_new_knob=3))
-    r = run_cli("mode=plan", "train=rlgames", f"train.file={bad}")
+    r = run_cli("mode=plan", "train=rlgames", f"train.file={bad}", f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode == 2, r.stderr[-2000:]
     assert "params.config.my_new_knob=3" in r.stderr and r.stdout == ""
     r = run_cli("--cfg", "job", "--resolve", "train=rlgames", f"train.file={ANT}", "train.tau=0.9")
@@ -114,8 +114,8 @@ def test_unknown_key_exits_2_naming_it_and_cfg_job_shows_the_imported_values(tmp
     assert (shown["train"]["horizon_length"], shown["train"]["tau"], shown["task"]["env_id"]) == (64, 0.9, "Ant-v4")
 
 
-def test_train_file_without_train_rlgames_is_refused():
-    r = run_cli("mode=plan", f"train.file={ANT}")
+def test_train_file_without_train_rlgames_is_refused(tmp_path):
+    r = run_cli("mode=plan", f"train.file={ANT}", f"hydra.run.dir={tmp_path}")
     assert r.returncode == 2 and "only with train=rlgames" in r.stderr
 
 
