@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -40,41 +41,48 @@ def test_defaults() -> None:
     assert cfg.train.mixed_precision is False and cfg.train.torch_compile is False
 
 
+MainHere = Callable[..., subprocess.CompletedProcess]
+
+
+@pytest.fixture
 def main_here(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-              *argv: str) -> subprocess.CompletedProcess:
+              hydra_restore_singletons: None) -> MainHere:
     """``python -m gmiexp argv`` as its ``main()`` in this process (a launch costs 3-4 s of CPU): the exit code, stdout
-    and stderr. None of these cases runs a job. The interpreter's own paths stay real launches elsewhere: a misspelt
-    key's exit 2 (tests/config/test_igym.py), Hydra's refusal while composing and --help (tests/test_cli_errors.py),
-    --cfg job (tests/config/test_rlgames_yaml.py)."""
-    monkeypatch.setattr(sys, "argv", ["gmiexp", *argv])
-    monkeypatch.setitem(multirun.state, "ran", False)  # as in a fresh process: no job ran
-    capsys.readouterr()
-    try:
-        main()
-        code = 0
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-    out = capsys.readouterr()
-    return subprocess.CompletedProcess(list(argv), code, out.out, out.err)
+    and stderr. None of these cases runs a job. Hydra's own fixture puts its singletons back afterwards: the runtime
+    config ``main()`` leaves set would be read by a later test in this worker as its command line. The interpreter's
+    own paths stay real launches elsewhere: a misspelt key's exit 2 (tests/config/test_igym.py), Hydra's refusal
+    while composing and --help (tests/test_cli_errors.py), --cfg job (tests/config/test_rlgames_yaml.py)."""
+
+    def call(*argv: str) -> subprocess.CompletedProcess:
+        monkeypatch.setattr(sys, "argv", ["gmiexp", *argv])
+        monkeypatch.setitem(multirun.state, "ran", False)  # as in a fresh process: no job ran
+        capsys.readouterr()
+        try:
+            main()
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else 1
+        out = capsys.readouterr()
+        return subprocess.CompletedProcess(list(argv), code, out.out, out.err)
+
+    return call
 
 
-def test_typo_in_key_is_rejected_with_exit_2(capsys: pytest.CaptureFixture[str],
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    r = main_here(capsys, monkeypatch, "backend.pinn_cores=true", "mode=plan")
+def test_typo_in_key_is_rejected_with_exit_2(main_here: MainHere) -> None:
+    r = main_here("backend.pinn_cores=true", "mode=plan")
     assert r.returncode == 2
     assert "pinn_cores" in r.stderr
 
 
-def test_wrong_type_is_rejected_with_exit_2(capsys: pytest.CaptureFixture[str],
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    r = main_here(capsys, monkeypatch, "num_envs=many", "mode=plan")
+def test_wrong_type_is_rejected_with_exit_2(main_here: MainHere) -> None:
+    r = main_here("num_envs=many", "mode=plan")
     assert r.returncode == 2
     assert "num_envs" in r.stderr
 
 
-def test_help_and_cfg_job_work(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    r = main_here(capsys, monkeypatch, "--help")
+def test_help_and_cfg_job_work(main_here: MainHere) -> None:
+    r = main_here("--help")
     assert r.returncode == 0 and "Usage: python -m gmiexp" in r.stdout
     assert "layout: decoupled_async" in r.stdout and "tcg_ex" in r.stdout
-    r = main_here(capsys, monkeypatch, "--cfg", "job", "task=Humanoid")
+    r = main_here("--cfg", "job", "task=Humanoid")
     assert r.returncode == 0 and "env_id: Humanoid-v4" in r.stdout
