@@ -9,20 +9,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from gmitest import cli_env, compose_config, fresh_caches, run_cli
+from gmitest import cli_env, fresh_caches, run_cli, run_here
 
-from gmiexp.app import run
 from gmiexp.plan import Plan
 
-
-def run_here(capsys: pytest.CaptureFixture[str], run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
-    """The job ``python -m gmiexp overrides`` runs, in this process (a launch costs 3-4 s of CPU): its exit code,
-    stdout and stderr. The CLI's own plan and doctor paths are launched by test_plan_stdout_is_yaml_on_a_fresh_machine
-    and test_plan_and_doctor_import_nothing_heavy."""
-    capsys.readouterr()
-    code = run(compose_config(*overrides), run_dir)
-    out = capsys.readouterr()
-    return subprocess.CompletedProcess(list(overrides), code, out.out, out.err)
+# run_here: the CLI's own plan and doctor paths are launched by test_plan_stdout_is_yaml_on_a_fresh_machine and
+# test_plan_and_doctor_import_nothing_heavy
 
 
 def test_plan_mode_dgx_mps_prints_complete_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

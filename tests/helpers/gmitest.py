@@ -14,7 +14,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gmiexp.config.compose import compose_config  # noqa: F401  (re-exported for the tests)
+from gmiexp.app import run
+from gmiexp.config.compose import compose_config
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
 #: group options that need another key to compose (their required field)
@@ -45,6 +46,18 @@ def run_cli(*args: str, timeout: float = 240, env: dict[str, str] | None = None)
     """``python -m gmiexp args`` with the test helpers importable (user roles); ``env`` adds variables."""
     return subprocess.run([sys.executable, "-m", "gmiexp", *args], capture_output=True, text=True,
                           timeout=timeout, env={**cli_env(), **(env or {})})
+
+
+def run_here(capsys: pytest.CaptureFixture[str], run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
+    """The job ``python -m gmiexp overrides`` runs, in this process: its exit code, stdout and stderr (``capsys``).
+
+    A launch costs 3-4 s of CPU before it refuses anything: what only reads a refusal or a plan runs here, and each
+    error path keeps one real launch (docs/development.md, "Suite time from a fresh clone").
+    """
+    capsys.readouterr()
+    code = run(compose_config(*overrides), run_dir)
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(list(overrides), code, out.out, out.err)
 
 
 def terminal_signals() -> None:

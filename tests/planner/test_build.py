@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
-from gmitest import compose_config
+from gmitest import compose_config, run_here
 
-from gmiexp.app import run
 from gmiexp.errors import ConfigError
 from gmiexp.hardware import GPUInfo, Hardware, MigDevice
 from gmiexp.planner import build as planner
@@ -58,15 +56,9 @@ def test_hardware_mig_instances_leaves_the_run_only_those(monkeypatch: pytest.Mo
         planner.host(compose_config("hardware.mig_instances=[MIG-7]"))
 
 
-def run_here(capsys: pytest.CaptureFixture[str], run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
-    """The job ``python -m gmiexp overrides`` runs, in this process (a launch costs 3-4 s of CPU): its exit code,
-    stdout and stderr. The real CLI's paths stay launched elsewhere: mode=plan's by
-    tests/test_app.py::test_plan_stdout_is_yaml_on_a_fresh_machine, a job's exit 2 by
-    tests/test_cli_errors.py::test_cli_value_error_exits_2."""
-    capsys.readouterr()
-    code = run(compose_config(*overrides), run_dir)
-    out = capsys.readouterr()
-    return subprocess.CompletedProcess(list(overrides), code, out.out, out.err)
+# run_here: the real CLI's paths stay launched elsewhere: mode=plan's by
+# tests/test_app.py::test_plan_stdout_is_yaml_on_a_fresh_machine, a job's exit 2 by
+# tests/test_cli_errors.py::test_cli_value_error_exits_2
 
 
 def test_hardware_cpus_narrows_the_run_to_those_cores(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import shlex
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
-from gmitest import compose_config, run_cli
+from gmitest import compose_config, run_cli, run_here
 
-from gmiexp.app import run, run_plan
+from gmiexp.app import run_plan
 from gmiexp.launch.launcher import free_port
 from gmiexp.plan import Plan
 from gmiexp.planner.build import build_plan
@@ -20,15 +19,9 @@ DGX4 = ["mode=plan", "hardware=dgx_a100", "hardware.mig=false", "num_gpus=8", "g
         "launch.nnodes=4", "launch.rdzv_endpoint=node001:29400"]
 
 
-def run_here(capsys: pytest.CaptureFixture[str], run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
-    """The job ``python -m gmiexp overrides`` runs, in this process (a launch costs 3-4 s of CPU): its exit code,
-    stdout and stderr; for what only reads the reduction's choice or a refusal. The per-node commands, which come
-    from the CLI's own overrides, stay a real launch (test_four_dgx_nodes_plan); a job's exit 2 through the CLI is
-    launched by tests/test_cli_errors.py::test_cli_value_error_exits_2."""
-    capsys.readouterr()
-    code = run(compose_config(*overrides), run_dir)
-    out = capsys.readouterr()
-    return subprocess.CompletedProcess(list(overrides), code, out.out, out.err)
+# run_here: for what only reads the reduction's choice or a refusal; the per-node commands, which come from the
+# CLI's own overrides, stay a real launch (test_four_dgx_nodes_plan); a job's exit 2 through the CLI is launched by
+# tests/test_cli_errors.py::test_cli_value_error_exits_2
 
 
 def test_four_dgx_nodes_plan(tmp_path: Path) -> None:

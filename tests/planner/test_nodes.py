@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
-from gmitest import compose_config, run_cli
+from gmitest import compose_config, run_cli, run_here
 
-from gmiexp.app import run
 from gmiexp.config import LaunchConfig
 from gmiexp.errors import ConfigError
 from gmiexp.planner.build import build_plan
@@ -60,15 +58,6 @@ def test_node_rank_comes_from_slurm_then_torchrun() -> None:
 def test_bad_node_fields_are_named(launch: dict, env: dict, named: str) -> None:
     with pytest.raises(ConfigError, match=named.replace(".", r"\.")):
         resolve_nodes(LaunchConfig(**launch), env)
-
-
-def run_here(capsys: pytest.CaptureFixture[str], run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
-    """The job ``python -m gmiexp overrides`` runs, in this process (a launch costs 3-4 s of CPU): its exit code,
-    stdout and stderr."""
-    capsys.readouterr()
-    code = run(compose_config(*overrides), run_dir)
-    out = capsys.readouterr()
-    return subprocess.CompletedProcess(list(overrides), code, out.out, out.err)
 
 
 #: the first case through a real ``python -m gmiexp``; the others, refused by the same check, run the job in this
