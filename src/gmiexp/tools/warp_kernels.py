@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 import torch
 
+from gmiexp.config import mjlab_tasks
 from gmiexp.envs import INSTALL_HINT
 from gmiexp.envs.mjlab_env import MjlabVecEnv, stdout_to_stderr
 from gmiexp.envs.mjlab_state import env_state, set_env_state
@@ -45,24 +46,15 @@ def compile_kernels(task_id: str, device: str = "cpu") -> float:
     return time.perf_counter() - start
 
 
-def registered_tasks() -> list[str]:
-    """The task ids mjlab registers (importing ``mjlab.tasks`` registers them)."""
-    import mjlab.tasks  # noqa: F401
-    from mjlab.tasks.registry import list_tasks
-
-    return sorted(list_tasks())
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m gmiexp.tools.warp_kernels", description=__doc__.splitlines()[0])
     p.add_argument("tasks", nargs="+", metavar="TASK", help="mjlab task ids, e.g. Mjlab-Cartpole-Balance")
     p.add_argument("--device", default="cpu", help="where the kernels run: cpu (default) or cuda:N")
     a = p.parse_args(argv)
-    try:
-        valid = registered_tasks()
-    except ImportError:
+    if not mjlab_tasks.available():
         print(f"gmiexp.tools.warp_kernels: {INSTALL_HINT}", file=sys.stderr)
         return 2
+    valid = sorted(mjlab_tasks.registered())
     bad = [t for t in a.tasks if t not in valid]
     if bad:
         print(f"gmiexp.tools.warp_kernels: invalid task: {', '.join(map(repr, bad))}; valid: {', '.join(valid)}",
