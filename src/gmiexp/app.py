@@ -29,6 +29,8 @@ from gmiexp.planner.commands import format_commands, node_commands
 from gmiexp.planner.resources import MIB, check_resources, disk_need, free_bytes, shm_need
 from gmiexp.rl.rlgames.fit import check_checkpoint_fits
 from gmiexp.rl.rlgames.params import policy_param_count
+from gmiexp.rl.rslrl.checkpoint import check_checkpoint_fits as check_rslrl_checkpoint_fits
+from gmiexp.rl.rslrl.config import ROLE as ROLE_RSLRL
 from gmiexp.search import run_search
 from gmiexp.signals import sigterm_raises
 from gmiexp.tools.doctor import doctor, format_doctor
@@ -70,8 +72,9 @@ def _train(cfg: Config, run_dir: Path, node_dir: Path) -> dict:
     from gmiexp.launch.segments import run_segments
 
     plan, backend = build_plan(cfg, node_dir)
-    if plan.checkpoint and plan.role != "rslrl":  # the user's: another task's or network's policy is bad input
-        check_checkpoint_fits(Path(plan.checkpoint), plan.task)
+    if plan.checkpoint:  # the user's: another task's or network's policy is bad input
+        fits = check_rslrl_checkpoint_fits if plan.role == ROLE_RSLRL else check_checkpoint_fits
+        fits(Path(plan.checkpoint), plan.task)
     resume(plan, node_dir, cfg.launch.resume)  # a requeued run goes on from its own latest checkpoint
     if backend.hardware.is_preset:
         raise ConfigError(f"invalid hardware={cfg.hardware.name} for mode=train: presets only plan (mode=plan); "

@@ -24,7 +24,7 @@ import yaml
 from gmiexp.config import TaskConfig
 from gmiexp.envs import task_dims
 from gmiexp.errors import ConfigError
-from gmiexp.rl.rlgames.fit import PolicySizes, differs
+from gmiexp.rl.rlgames.fit import PolicySizes, differs, recorded_task
 from gmiexp.rl.rlgames.record import FORMAT, RECORD
 
 LIBRARY = "rsl_rl"
@@ -132,6 +132,35 @@ def check_fits(checkpoint: Path, have: PolicySizes, want: PolicySizes, task: str
         f"invalid checkpoint={checkpoint}: its policy has {own}{have.describe()}; this run's has task {task}, "
         f"{want.describe()}{detail}; valid: a checkpoint of task {task} with that network, or the checkpoint's own "
         f"task{hint}")
+
+
+def check_checkpoint_fits(checkpoint: Path, task: TaskConfig) -> None:
+    """``train=rslrl checkpoint=``: exit 2 before launch for a file not rsl_rl's or an actor of other sizes.
+
+    The sizes are the task's observations and actions (mjlab's own tasks: the table). A ``task.vec_env``'s are known
+    only once it is built; the GMI then compares every tensor (:func:`check_state_fits`).
+    """
+    state = read_state(checkpoint)
+    if state is None:
+        raise ConfigError(f"invalid checkpoint={checkpoint}: not an rsl_rl checkpoint (no actor_state_dict, nor a "
+                          "pre-4.0 model_state_dict); valid with train=rslrl: a model_<it>.pt of a train=rslrl, mjlab "
+                          "or Isaac Lab run")
+    want = task_sizes(task)
+    if want is not None:
+        check_fits(checkpoint, sizes(actor_state(state)), want, str(task.name), recorded_task(checkpoint))
+
+
+def check_state_fits(checkpoint: Path, actor: torch.nn.Module, task: str) -> None:
+    """In a GMI, before rsl_rl loads ``checkpoint``: one line naming both sizes and the tensors that differ.
+
+    Hidden units too; ``load_state_dict`` would print a page of ``size mismatch`` lines instead.
+    """
+    state = read_state(checkpoint)
+    if state is None:
+        return  # rsl_rl's own error names it (the launcher refused such a file before any GMI started)
+    have, want = actor_state(state), actor.state_dict()
+    want = {k.removeprefix("_orig_mod."): v for k, v in want.items()}
+    check_fits(checkpoint, sizes(have), sizes(want), task, recorded_task(checkpoint), tensor_diff(have, want))
 
 
 def tensor_diff(have: Mapping[str, torch.Tensor], want: Mapping[str, torch.Tensor]) -> str:

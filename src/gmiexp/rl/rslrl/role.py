@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from rsl_rl.runners import OnPolicyRunner
 
 from gmiexp.rl.rlgames.runstate import resume_line
-from gmiexp.rl.rslrl.checkpoint import write_record
+from gmiexp.rl.rslrl.checkpoint import check_state_fits, write_record
 from gmiexp.rl.rslrl.config import CHECKPOINT_DIR, device_note, fit_batch, runner_config, trained_on
 from gmiexp.rl.rslrl.envs import MJLAB_FACTORY, load_factory, mjlab_recipe
 from gmiexp.rl.rslrl.hooks import require as require_hooks
@@ -59,6 +60,7 @@ class RslRlRole(Role):
                                          save_every=int(plan.train.save_frequency))
         report = None
         if plan.checkpoint:
+            check_state_fits(Path(plan.checkpoint), runner.alg.get_policy(), str(task.name))
             infos = runner.load(plan.checkpoint, map_location="cpu")  # load_state_dict copies onto the device
             # the checkpoint's ``iter`` is the last iteration it holds: go on after it, so frames count once
             # (rsl_rl's own resume repeats that iteration)
