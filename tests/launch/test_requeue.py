@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 import torch
-from gmitest import FAST, cli_env, compose_config, run_cli
+from gmitest import FAST, cli_env, compose_config, run_cli, run_here
 
 from gmiexp.errors import ConfigError
 from gmiexp.launch.requeue import epoch_of, latest_checkpoint, resume, training_key
@@ -71,10 +71,9 @@ def test_a_second_attempt_in_the_run_dir_resumes_and_another_plan_is_refused(
     """The second attempt is a ``python -m gmiexp`` of its own, as a requeued job is: it finds the first attempt's
     checkpoints on disk only. The first attempt and the two refused ones run in this process (gmiexp.app.run, what
     the CLI runs after Hydra composed the config): a launcher's start-up each would add seconds of CPU, no check."""
-    from gmiexp.app import run as run_here
-
     run = [*RUN, "gmis_per_gpu=1", "launch.inprocess=true"]
-    assert run_here(compose_config(*run, "max_iterations=2"), tmp_path) == 0, capsys.readouterr().err[-3000:]
+    r = run_here(capsys, tmp_path, *run, "max_iterations=2")
+    assert r.returncode == 0, r.stderr[-3000:]
     first = summary(tmp_path)
     assert first["resumed"] is None and [h["iteration"] for h in first["history"]] == [1, 2]
 
@@ -87,14 +86,13 @@ def test_a_second_attempt_in_the_run_dir_resumes_and_another_plan_is_refused(
     per_epoch = first["history"][1]["frames"] - first["history"][0]["frames"]
     assert second["history"][0]["frames"] == first["history"][-1]["frames"] + per_epoch  # frames go on too
 
-    capsys.readouterr()
-    assert run_here(compose_config(*run, "max_iterations=4"), tmp_path) == 2  # finished: nothing left to train
-    err = capsys.readouterr().err
-    assert "the run there finished" in err and "max_iterations > 4" in err
+    r = run_here(capsys, tmp_path, *run, "max_iterations=4")
+    assert r.returncode == 2  # finished: nothing left to train
+    assert "the run there finished" in r.stderr and "max_iterations > 4" in r.stderr
     # another plan: refused, nothing touched
-    assert run_here(compose_config(*run, "max_iterations=4", "num_envs=64"), tmp_path) == 2
-    err = capsys.readouterr().err
-    assert f"invalid run dir {tmp_path}" in err and "launch.resume=never" in err
+    r = run_here(capsys, tmp_path, *run, "max_iterations=4", "num_envs=64")
+    assert r.returncode == 2
+    assert f"invalid run dir {tmp_path}" in r.stderr and "launch.resume=never" in r.stderr
     assert summary(tmp_path) == second
 
 
