@@ -27,6 +27,7 @@ from gmiexp.pbt.members import refuse_unavailable
 from gmiexp.planner.build import build_plan, replanner
 from gmiexp.planner.commands import format_commands, node_commands
 from gmiexp.planner.resources import MIB, check_resources, disk_need, free_bytes, shm_need
+from gmiexp.rl.rlgames.filming import check as check_video
 from gmiexp.rl.rlgames.fit import check_checkpoint_fits
 from gmiexp.rl.rlgames.params import policy_param_count
 from gmiexp.rl.rslrl.checkpoint import check_checkpoint_fits as check_rslrl_checkpoint_fits
@@ -81,10 +82,7 @@ def _train(cfg: Config, run_dir: Path, node_dir: Path) -> dict:
                           "valid for running: auto, cpu")
     check_resources(plan, node_dir)
     if plan.node_rank == 0:
-        if plan.video:  # the check imports rl-games (about 4.6 s on a 2-core host): the GMIs' server does that
-            from gmiexp.rl.rlgames.filming import check as check_video
-
-            check_video(plan)  # capture_video=True: a layout that films and a task that renders, or exit 2
+        check_video(plan)  # capture_video=True: a layout that films and a task that renders, or exit 2
         print(start_lines(plan, run_dir), file=sys.stderr, flush=True)
     reshaper = reshaper_for(plan, node_dir)  # before the sinks open: a bad launch.reshape_prior exits 2 first
     warm.start(plan)  # the GMIs' server imports torch, the trainer and the simulator while the sinks open

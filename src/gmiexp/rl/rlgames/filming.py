@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from rl_games.common.a2c_common import rescale_actions
 
 from gmiexp.envs import task_dims
 from gmiexp.envs.video import Filmer
@@ -60,6 +59,9 @@ class EpochFilmer:
             self.filmer = _filmer(self.plan)
         self.out.mkdir(parents=True, exist_ok=True)
         path = self.out / f"epoch_{epoch}.mp4"
+        # here, not at the top: the launcher's check() above refuses a video without importing rl-games (~4 s)
+        from rl_games.common.a2c_common import rescale_actions
+
         was_training = agent.model.training
         agent.model.eval()
 
