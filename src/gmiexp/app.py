@@ -16,7 +16,7 @@ from gmiexp.config.compose import to_config
 from gmiexp.config.enums import Mode
 from gmiexp.costmodel.reductions import format_cost, reduction_cost
 from gmiexp.errors import ConfigError, GmiexpError, Interrupted, LaunchError, fs_problem
-from gmiexp.launch import warm
+from gmiexp.launch import lifeline, warm
 from gmiexp.launch.elastic import reshaper_for
 from gmiexp.launch.launcher import launch, node_run_dir
 from gmiexp.launch.live import LiveLog
@@ -72,6 +72,7 @@ def _train(cfg: Config, run_dir: Path, node_dir: Path) -> dict:
     from gmiexp.launch.requeue import resume  # requeue and segments import rl-games (checkpoints): not in mode=plan
     from gmiexp.launch.segments import run_segments
 
+    lifeline.follow()  # a pack launcher's or population's job: it stops as on Ctrl-C if that process is killed
     plan, backend = build_plan(cfg, node_dir)
     if plan.checkpoint:  # the user's: another task's or network's policy is bad input
         fits = check_rslrl_checkpoint_fits if plan.role == ROLE_RSLRL else check_checkpoint_fits

@@ -140,3 +140,49 @@ def test_a_launcher_killed_but_not_yet_reaped_is_not_alive() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+# A stand-in job of a pack launcher: follows the process named in its environment, as app._train does.
+JOB = """
+import sys, time
+from gmiexp.launch import lifeline
+assert lifeline.follow(interval_s=0.1)
+print("following", flush=True)
+try:
+    time.sleep(60)
+except KeyboardInterrupt:  # what a launcher's Ctrl-C path takes: end the epoch, checkpoint, exit 130
+    print("interrupted", flush=True)
+    sys.exit(130)
+"""
+
+
+@pytest.mark.parametrize("sigint", ["default", "ignored"])  # ignored: a job started from a script's `&`
+def test_a_job_stops_as_on_ctrl_c_once_its_pack_launcher_is_killed(sigint: str) -> None:
+    """A pack launcher's or population controller's jobs run in their own sessions: before, ``kill -9`` of the
+    launcher left them training on as orphans."""
+    launcher = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint == "ignored" else None
+    from gmiexp.launch import lifeline
+
+    env = {**_env(), lifeline.JOB_ENV: lifeline.identity(launcher.pid)}
+    job = subprocess.Popen([sys.executable, "-c", JOB], stdout=subprocess.PIPE, text=True, env=env,
+                           start_new_session=True, preexec_fn=ignore)
+    try:
+        assert job.stdout.readline().strip() == "following"
+        time.sleep(0.5)
+        assert job.poll() is None  # its launcher runs: it goes on
+        launcher.kill()
+        assert job.wait(timeout=20) == 130
+        assert job.stdout.read().strip() == "interrupted"
+    finally:
+        for p in (job, launcher):
+            if p.poll() is None:
+                p.kill()
+
+
+def test_a_run_no_launcher_started_follows_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gmiexp.launch import lifeline
+
+    monkeypatch.delenv(lifeline.JOB_ENV, raising=False)
+    assert not lifeline.follow()
+    assert lifeline.job_env()[lifeline.JOB_ENV] == lifeline.identity()

@@ -10,6 +10,7 @@ import signal
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from gmitest import FAST, compose_config, popen_cli, run_cli
 
@@ -104,6 +105,54 @@ def test_ctrl_c_then_the_same_command_goes_on_with_the_population_from_each_memb
     assert "resumed (segment 2)" in views.markdown(run_dir, run_dir)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert all(x["lives"] >= 2 for x in summary["members"])
+
+
+def processes_of(run_dir: Path) -> list[psutil.Process]:
+    """Every live process whose command line names ``run_dir`` (the members' launchers and their GMIs)."""
+    out = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        if str(run_dir) in " ".join(p.info.get("cmdline") or []) and p.info["status"] != psutil.STATUS_ZOMBIE:
+            out.append(p)
+    return out
+
+
+# slow, as its Ctrl-C twin above: two starts of 4 members
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_kill_9_of_the_controller_stops_every_member_and_the_same_command_goes_on(tmp_path: Path) -> None:
+    """The controller killed outright (the OOM killer, ``kill -9``) logs no stop and stops no member: each member,
+    in a session of its own, stops as on Ctrl-C once the controller is gone (before: they trained on alone to the
+    end as orphans), and the same command goes on with the population from each member's own checkpoint."""
+    run_dir, epochs, interval = tmp_path / "pop", 60, 10
+    args = [*BASE, "pbt.population=4", f"max_iterations={epochs}", f"pbt.interval_steps={interval * EPOCH_FRAMES}",
+            f"hydra.run.dir={run_dir}"]
+    proc = popen_cli(*args)
+    try:
+        wait_for(lambda: all(whole(run_dir / "members" / str(m) / "life0", interval) for m in range(4)), 700, proc)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)  # the controller only: its members run in sessions of their own
+        proc.communicate(timeout=60)
+    deadline = time.monotonic() + 120
+    while processes_of(run_dir) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not processes_of(run_dir), [p.info["cmdline"] for p in processes_of(run_dir)]
+    for m in range(4):
+        summary = json.loads((run_dir / "members" / str(m) / "life0" / "summary.json").read_text())
+        assert summary["status"] == "interrupted", (m, summary["status"])
+        assert summary["history"][-1]["iteration"] < epochs
+    assert "stopped" not in [e["event"] for e in events(run_dir)]  # killed: it logged nothing more
+
+    r = run_cli(*args, timeout=700)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "gmiexp pbt ok: 4 members" in r.stdout
+    ev = events(run_dir)
+    kinds = [e["event"] for e in ev]
+    cut = kinds.index("resumed")
+    again = [e for e in ev[cut:] if e["event"] == "start" and e["cause"] == "resume"]
+    assert sorted(e["member"] for e in again) == [0, 1, 2, 3]
+    assert all(e["checkpoint"] and e["frames"] >= interval * EPOCH_FRAMES for e in again)
+    records = {(e["member"], e["interval"]) for e in ev if e["event"] == "record"}
+    assert records == {(m, k) for m in range(4) for k in range(1, epochs // interval + 1)}
 
 
 def write_population(run_dir: Path, **head) -> None:

@@ -96,3 +96,36 @@ def bind(on_orphaned: Callable[[], None], launcher: str | None = None, interval_
 
     threading.Thread(target=watch, name="gmiexp-lifeline", daemon=True).start()
     return True
+
+
+JOB_ENV = "GMIEXP_JOB_OF"  # "<pid>:<start time>" of the pack launcher or population controller that started a run
+
+
+def job_env() -> dict[str, str]:
+    """The environment of a job this process starts and stops as a whole: it follows this process (:func:`follow`)."""
+    return {**os.environ, JOB_ENV: identity()}
+
+
+def follow(parent: str | None = None, interval_s: float = 0.5) -> bool:
+    """Stop this run as on Ctrl-C once the process that started it as a job is gone; False when none did.
+
+    A pack launcher's and a population controller's jobs run in sessions of their own, so that each is stopped as
+    a whole, and ``kill -9`` of the launcher reaches none of them: they would train on as orphans, holding their
+    slots and run dirs, and the same command could not go on with them. SIGINT to this process is the terminal's
+    Ctrl-C (the GMIs end their epoch, the run checkpoints and exits 130), and it is the signal the launcher stops
+    its jobs with; a job started with SIGINT ignored (a script's ``&``) takes it as Python's default here.
+    """
+    parent = parent or os.environ.get(JOB_ENV)
+    if not parent:
+        return False
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    me = os.getpid()
+
+    def watch() -> None:
+        while alive(parent):
+            time.sleep(interval_s)
+        os.kill(me, signal.SIGINT)
+
+    threading.Thread(target=watch, name="gmiexp-job-of", daemon=True).start()
+    return True

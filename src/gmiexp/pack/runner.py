@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gmiexp.launch.lifeline import job_env
 from gmiexp.pack.slots import Slot
 
 STDOUT, STDERR = "stdout.log", "stderr.log"
@@ -62,7 +63,9 @@ def start(job: Job, slot: Slot, prefix: list[str]) -> None:
     job.run_dir.mkdir(parents=True, exist_ok=True)
     job.slot = slot
     with (job.run_dir / STDOUT).open("w") as out, (job.run_dir / STDERR).open("w") as err:
-        job.proc = subprocess.Popen(command(job, slot, prefix), stdout=out, stderr=err, start_new_session=True)
+        # its own session (stopped as a whole), following this process: a kill -9 of it stops the job too
+        job.proc = subprocess.Popen(command(job, slot, prefix), stdout=out, stderr=err, start_new_session=True,
+                                    env=job_env())
     job.start, job.status = time.time(), "running"
 
 
