@@ -34,6 +34,7 @@ class Case:
     symmetry: bool = True
     per_minibatch: bool = False  # normalize_advantage_per_mini_batch
     recurrent: bool = False  # GRU actor and critic (rsl_rl's recurrent minibatches)
+    mixed_precision: bool = False  # rsl_rl 5.5's use_mixed_precision: the update's forward passes in bfloat16
 
     @property
     def updates(self) -> int:
@@ -108,6 +109,7 @@ def build(num_envs: int, group: Any, world: int, rank: int, model_seed: int, cas
                          "normalize_advantage_per_mini_batch": case.per_minibatch,
                          "rnd_cfg": rnd_cfg() if case.rnd else None,
                          "symmetry_cfg": symmetry if case.symmetry else None,
+                         **({"use_mixed_precision": True} if case.mixed_precision else {}),
                          "group": group},
            "multi_gpu": {"global_rank": rank, "local_rank": 0, "world_size": world} if world > 1 else None}
     env = SimpleNamespace(num_envs=num_envs, num_actions=1, unwrapped=SimpleNamespace(step_dt=0.02))

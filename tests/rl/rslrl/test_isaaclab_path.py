@@ -47,3 +47,23 @@ def test_two_gmis_on_the_lazy_device_train_an_isaac_lab_agent_yaml_with_its_adap
     lrs = [x["train/lr"] for x in a]
     assert lrs == [x["train/lr"] for x in b], lrs  # one schedule
     assert lrs == pytest.approx([1e-3 / 1.5, 1e-3 / 1.5 ** 2], rel=1e-6), lrs  # it stepped once per update
+
+
+def test_rsl_rl_5_5_s_mixed_precision_reaches_its_ppo_in_two_gmis(tmp_path: Path) -> None:
+    """``algorithm.use_mixed_precision`` (rsl-rl-lib 5.5's bfloat16 autocast of the update; before, refused as an
+    unknown key) on the host's device: the two GMIs stay one model, and the update is not fp32's."""
+    base = ["train=rslrl", "gmis_per_gpu=2", "launch.progress=false", "train.check_sync=true", "task=Cartpole",
+            "task.vec_env=rslrl_vecenv:make", f"train.file={AGENT_YAML}", "train.device=cpu", "batch.total_envs=8",
+            "+train.rslrl.num_steps_per_env=8", "+train.rslrl.actor.hidden_dims=[16]",
+            "+train.rslrl.critic.hidden_dims=[16]", "+train.rslrl.algorithm.num_learning_epochs=1",
+            "+train.rslrl.algorithm.num_mini_batches=2", "max_iterations=2"]
+    digests = {}
+    for mixed in (False, True):
+        run_dir = tmp_path / str(mixed)
+        r = run_cli(*base, f"+train.rslrl.algorithm.use_mixed_precision={str(mixed).lower()}",
+                    f"hydra.run.dir={run_dir}", timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        a, b = history(run_dir, 0), history(run_dir, 1)
+        assert [x["sync/digest"] for x in a] == [x["sync/digest"] for x in b]  # one model
+        digests[mixed] = [x["sync/digest"] for x in a]
+    assert digests[True] != digests[False]  # bfloat16 forward passes: another update than fp32's

@@ -14,9 +14,12 @@ from tensordict import TensorDict
 from gmiexp.app import run
 from gmiexp.errors import ConfigError
 from gmiexp.rl.rslrl.config import (
+    LATER_ALGORITHM_KEYS,
+    algorithm_key_problems,
     check,
     device_note,
     fit_batch,
+    installed_release,
     merge,
     runner_config,
     trained_on,
@@ -79,6 +82,26 @@ def test_unsupported_keys_are_refused_all_at_once_with_their_reasons() -> None:
                    "algorithm.class_name: 'Distillation'", "algorithm.gradient_length", "typo_key"):
         assert reason in msg, reason
     assert "7 key(s)" in msg
+
+
+def test_ppo_keys_of_rsl_rl_5_5_are_taken_under_it_and_refused_naming_the_release_under_5_4() -> None:
+    """Before, ``use_mixed_precision`` and ``grad_reduce_bucket_mb`` were unknown keys under every release: an Isaac
+    Lab 3.0 user (rsl-rl-lib 5.5.1, whose PPO takes them) could not set them."""
+    later = {"use_mixed_precision": True, "grad_reduce_bucket_mb": 10}
+    assert set(later) == set(LATER_ALGORITHM_KEYS)
+    assert algorithm_key_problems(later, (5, 5, 1)) == []
+    old = algorithm_key_problems(later, (5, 4, 2))
+    assert old == [f"algorithm.{k}: rsl-rl-lib 5.5 added it, the installed one is 5.4.2 (valid: rsl-rl-lib>=5.5 as "
+                   "Isaac Lab 3.0 installs it, or leave the key out)" for k in later]
+    assert "use_mixed_precision" in algorithm_key_problems({"typo": 1}, (5, 5, 1))[0]  # known there, listed
+    assert "use_mixed_precision" not in algorithm_key_problems({"typo": 1}, (5, 4, 2))[0]
+    # the installed release decides: the venv's 5.4.2 (make test), Isaac Lab's 5.5.1 (make test-rslrl-isaaclab)
+    cfg = {"algorithm": {"class_name": "PPO", "use_mixed_precision": True}}
+    if installed_release() >= (5, 5):
+        check(cfg, "train.rslrl")
+    else:
+        with pytest.raises(ConfigError, match="algorithm.use_mixed_precision: rsl-rl-lib 5.5 added it"):
+            check(cfg, "train.rslrl")
 
 
 def test_a_partition_that_cannot_split_the_minibatches_is_refused_naming_valid_counts() -> None:

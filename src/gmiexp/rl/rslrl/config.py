@@ -12,8 +12,10 @@ its runner dataclass through ``yaml.dump``, tuples tagged ``!!python/tuple``. Bo
 from __future__ import annotations
 
 import copy
+import importlib.metadata
 import importlib.util
 import logging
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,10 @@ ALGORITHM_KEYS = frozenset({
     "entropy_coef", "desired_kl", "max_grad_norm", "value_loss_coef", "use_clipped_value_loss", "clip_param",
     "normalize_advantage_per_mini_batch", "optimizer", "share_cnn_encoders", "rnd_cfg", "symmetry_cfg",
 })
+#: PPO keys a later rsl-rl-lib in pyproject's range added: key -> the release. ``use_mixed_precision`` (bfloat16
+#: autocast of the update's forward passes) reaches rsl_rl's PPO; ``grad_reduce_bucket_mb`` too, where it changes
+#: nothing: in GMIs the Plan's reduction carries the gradients (``GMIPPO.reduce_parameters``), not rsl_rl's buckets
+LATER_ALGORITHM_KEYS: dict[str, tuple[int, ...]] = {"use_mixed_precision": (5, 5), "grad_reduce_bucket_mb": (5, 5)}
 #: where a runner config was trained (Isaac Lab's ``device``, default ``cuda:0``): taken as the user's record, not
 #: a setting; the GMIs train on the Plan's devices (train.device), whatever GPU index or host it names
 TRAINED_DEVICE = "device"
@@ -216,11 +222,37 @@ def problems(cfg: Mapping[str, Any], trained_device: bool = True) -> list[str]:
     if name not in ALGORITHMS:
         out.append(f"algorithm.class_name: {name!r}; valid: {', '.join(ALGORITHMS)} (gmiexp reduces PPO's "
                    "gradients; Distillation is not supported)")
-    out += [f"algorithm.{k}: not an rsl_rl PPO key (known: {', '.join(sorted(ALGORITHM_KEYS))})"
-            for k in algo if k not in ALGORITHM_KEYS]
+    out += algorithm_key_problems(algo)
     if algo.get("schedule", "adaptive") not in ("adaptive", "fixed"):
         out.append(f"algorithm.schedule: {algo['schedule']!r}; valid: adaptive, fixed")
     return out + unimportable(cfg)
+
+
+def installed_release() -> tuple[int, ...] | None:
+    """The installed rsl-rl-lib's release as numbers (``5.5.1`` -> (5, 5, 1)); None when it is not installed."""
+    try:
+        version = importlib.metadata.version("rsl-rl-lib")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    return tuple(int(x) for x in re.findall(r"\d+", version)[:3])
+
+
+def algorithm_key_problems(algo: Mapping[str, Any], release: tuple[int, ...] | None = None) -> list[str]:
+    """``algorithm`` keys rsl_rl's PPO does not take: unknown ones, and those of a release later than the installed."""
+    release = installed_release() if release is None else release
+    known = ALGORITHM_KEYS | {k for k, r in LATER_ALGORITHM_KEYS.items() if release is None or release >= r}
+    out = []
+    for k in algo:
+        if k in known:
+            continue
+        if k in LATER_ALGORITHM_KEYS:
+            need = ".".join(map(str, LATER_ALGORITHM_KEYS[k]))
+            have = ".".join(map(str, release or ()))
+            out.append(f"algorithm.{k}: rsl-rl-lib {need} added it, the installed one is {have} (valid: "
+                       f"rsl-rl-lib>={need} as Isaac Lab 3.0 installs it, or leave the key out)")
+        else:
+            out.append(f"algorithm.{k}: not an rsl_rl PPO key (known: {', '.join(sorted(known))})")
+    return out
 
 
 def legacy_problems(policy: Any) -> list[str]:
