@@ -135,6 +135,15 @@ def gmiexp_workers(run_dir: Path) -> list[psutil.Process]:
     return out
 
 
+def processes_naming(path: Path) -> list[psutil.Process]:
+    """Live processes whose command line names ``path``: a run's launcher and GMIs, a sweep's or population's."""
+    out = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        if str(path) in " ".join(p.info.get("cmdline") or []) and p.info["status"] != psutil.STATUS_ZOMBIE:
+            out.append(p)
+    return out
+
+
 def slow_where(names: Iterable[str], slow: Collection[str]) -> list:
     """Parametrize values with those in ``slow`` marked ``slow`` (a path a default case also takes)."""
     return [pytest.param(n, marks=pytest.mark.slow) if n in slow else n for n in names]

@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
-from gmitest import FAST, TESTS_DIR, cli_env, popen_cli, run_cli
+from gmitest import FAST, TESTS_DIR, cli_env, popen_cli, processes_naming, run_cli
 
 from fakes import mps as fake_mps
 from gmiexp.plan import Plan
@@ -36,15 +36,6 @@ def max_overlap(intervals: list[tuple[float, float]]) -> int:
 
 def summaries(root: Path, n: int) -> list[dict]:
     return [json.loads((root / str(i) / "summary.json").read_text()) for i in range(n)]
-
-
-def procs_of(root: Path) -> list[psutil.Process]:
-    """Live processes whose command line names ``root`` (members, their GMIs, profile runs)."""
-    out = []
-    for p in psutil.process_iter(["cmdline", "status"]):
-        if str(root) in " ".join(p.info.get("cmdline") or []) and p.info["status"] != psutil.STATUS_ZOMBIE:
-            out.append(p)
-    return out
 
 
 @pytest.mark.slow
@@ -98,7 +89,7 @@ def test_ctrl_c_stops_every_member_and_leaves_nothing(tmp_path: Path) -> None:
         while time.time() < deadline and not all(read_history(tmp_path / str(i), g) for i in (0, 1) for g in (0, 1)):
             time.sleep(0.5)
         assert all(read_history(tmp_path / str(i), 0) for i in (0, 1)), "members never trained"
-        segments = shm_mapped(procs_of(tmp_path))
+        segments = shm_mapped(processes_naming(tmp_path))
         assert segments, "training members map their MPR segments"
         p.send_signal(signal.SIGINT)  # what the terminal's Ctrl-C sends to the launcher
         _out, err = p.communicate(timeout=90)
@@ -106,7 +97,7 @@ def test_ctrl_c_stops_every_member_and_leaves_nothing(tmp_path: Path) -> None:
         if p.poll() is None:
             p.kill()
     assert p.returncode == 130, err[-3000:]
-    assert not procs_of(tmp_path), "member or GMI processes left behind"
+    assert not processes_naming(tmp_path), "member or GMI processes left behind"
     assert not [s for s in segments if Path(s).exists()], "shared-memory segments left in /dev/shm"
     table = json.loads((tmp_path / "pack.json").read_text())
     assert [m["status"] for m in table["members"]] == ["interrupted", "interrupted", "not started"]
@@ -197,14 +188,14 @@ def test_ctrl_c_while_auto_profiles_stops_the_profile_runs(tmp_path: Path) -> No
         while time.time() < deadline and not read_history(first, 0):
             time.sleep(0.5)
         assert read_history(first, 0), "the first profile never trained"
-        assert procs_of(tmp_path)
+        assert processes_naming(tmp_path)
         p.send_signal(signal.SIGINT)
         _out, err = p.communicate(timeout=90)
     finally:
         if p.poll() is None:
             p.kill()
     assert p.returncode == 130, err[-3000:]
-    assert not procs_of(tmp_path), "profile runs left behind"
+    assert not processes_naming(tmp_path), "profile runs left behind"
     assert not (tmp_path / "0").exists()  # no member started
 
 

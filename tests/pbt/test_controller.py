@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import psutil
 import pytest
 import torch
 import yaml
-from gmitest import FAST, compose_config, gmiexp_workers, run_cli
+from gmitest import FAST, compose_config, gmiexp_workers, processes_naming, run_cli
 
 from gmiexp.app import run
 from gmiexp.pbt import views
@@ -84,8 +83,7 @@ def test_the_population_s_views_are_written(population) -> None:
 def test_no_member_process_is_left_behind(population) -> None:
     run_dir, _ = population
     assert gmiexp_workers(run_dir) == []
-    left = [p for p in psutil.process_iter(["cmdline"]) if str(run_dir) in " ".join(p.info.get("cmdline") or [])]
-    assert left == []
+    assert processes_naming(run_dir) == []
 
 
 @pytest.mark.slow

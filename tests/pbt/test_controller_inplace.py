@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import psutil
 import pytest
-from gmitest import FAST, gmiexp_workers, run_cli
+from gmitest import FAST, gmiexp_workers, processes_naming, run_cli
 from pbt_checks import events, exploits_in_place
 
 from gmiexp.shm.cleanup import leftovers
@@ -53,5 +52,4 @@ def test_four_members_run_three_intervals_and_underperformers_take_a_leaders_sta
 def test_no_member_process_is_left_behind_in_place(population) -> None:
     run_dir, _ = population
     assert gmiexp_workers(run_dir) == []
-    left = [p for p in psutil.process_iter(["cmdline"]) if str(run_dir) in " ".join(p.info.get("cmdline") or [])]
-    assert left == []
+    assert processes_naming(run_dir) == []

@@ -10,9 +10,8 @@ import signal
 import time
 from pathlib import Path
 
-import psutil
 import pytest
-from gmitest import FAST, compose_config, popen_cli, run_cli
+from gmitest import FAST, compose_config, popen_cli, processes_naming, run_cli
 
 from gmiexp.app import run
 from gmiexp.pbt import state, views
@@ -107,15 +106,6 @@ def test_ctrl_c_then_the_same_command_goes_on_with_the_population_from_each_memb
     assert all(x["lives"] >= 2 for x in summary["members"])
 
 
-def processes_of(run_dir: Path) -> list[psutil.Process]:
-    """Every live process whose command line names ``run_dir`` (the members' launchers and their GMIs)."""
-    out = []
-    for p in psutil.process_iter(["cmdline", "status"]):
-        if str(run_dir) in " ".join(p.info.get("cmdline") or []) and p.info["status"] != psutil.STATUS_ZOMBIE:
-            out.append(p)
-    return out
-
-
 # slow, as its Ctrl-C twin above: two starts of 4 members
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
@@ -133,9 +123,9 @@ def test_kill_9_of_the_controller_stops_every_member_and_the_same_command_goes_o
         os.kill(proc.pid, signal.SIGKILL)  # the controller only: its members run in sessions of their own
         proc.communicate(timeout=60)
     deadline = time.monotonic() + 120
-    while processes_of(run_dir) and time.monotonic() < deadline:
+    while processes_naming(run_dir) and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert not processes_of(run_dir), [p.info["cmdline"] for p in processes_of(run_dir)]
+    assert not processes_naming(run_dir), [p.info["cmdline"] for p in processes_naming(run_dir)]
     for m in range(4):
         summary = json.loads((run_dir / "members" / str(m) / "life0" / "summary.json").read_text())
         assert summary["status"] == "interrupted", (m, summary["status"])
