@@ -12,7 +12,6 @@ its runner dataclass through ``yaml.dump``, tuples tagged ``!!python/tuple``. Bo
 from __future__ import annotations
 
 import copy
-import importlib.metadata
 import importlib.util
 import logging
 import re
@@ -24,6 +23,7 @@ import yaml
 
 from gmiexp.config.rslrl_keys import RUNNER_KEYS as RSLRL_RUNNER_KEYS
 from gmiexp.errors import ConfigError
+from gmiexp.rl.rslrl.hooks import installed_version
 
 #: where group rank 0 keeps rsl_rl's checkpoints (``model_<it>.pt``) and TensorBoard log, under the run dir
 CHECKPOINT_DIR = "rsl_rl"
@@ -230,11 +230,8 @@ def problems(cfg: Mapping[str, Any], trained_device: bool = True) -> list[str]:
 
 def installed_release() -> tuple[int, ...] | None:
     """The installed rsl-rl-lib's release as numbers (``5.5.1`` -> (5, 5, 1)); None when it is not installed."""
-    try:
-        version = importlib.metadata.version("rsl-rl-lib")
-    except importlib.metadata.PackageNotFoundError:
-        return None
-    return tuple(int(x) for x in re.findall(r"\d+", version)[:3])
+    numbers = re.findall(r"\d+", installed_version())[:3]
+    return tuple(int(x) for x in numbers) if numbers else None
 
 
 def algorithm_key_problems(algo: Mapping[str, Any], release: tuple[int, ...] | None = None) -> list[str]:
