@@ -104,13 +104,86 @@ def test_bad_settings_exit_2_naming_each_before_anything_launches(tmp_path, caps
     from hydra import compose, initialize_config_dir
 
     with initialize_config_dir(config_dir=str(SCRIPT.parent), version_base=None):
-        cfg = compose("run", overrides=["reps=0", "eval_episodes=-1", "+arms.other=[]", f"results_dir={tmp_path}/res"])
+        cfg = compose("run", overrides=["reps=0", "first_rep=-1", "eval_episodes=-1", "+arms.other=[]",
+                                        f"results_dir={tmp_path}/res"])
     with pytest.raises(SystemExit) as e:
         study().run(cfg)
     assert e.value.code == 2
     err = capsys.readouterr().err
-    assert "invalid reps=0" in err and "invalid eval_episodes=-1" in err and "valid: exactly ['pbt', 'fixed']" in err
+    assert "invalid reps=0" in err and "invalid first_rep=-1" in err and "invalid eval_episodes=-1" in err
+    assert "valid: exactly ['pbt', 'fixed']" in err
     assert not (tmp_path / "res").exists()  # nothing planned, trained or written
+
+
+def sitting(s, cfg, res, first, evals):
+    """A finished study's results dir as run.py leaves it: repetitions ``first``.. with members evaluated ``evals``."""
+    reps = []
+    for rep, by_arm in enumerate(evals, start=first):
+        reps.append({})
+        for arm, values in by_arm.items():
+            members = [{"rep": rep, "seed": 1 + rep, "arm": arm, "member": i, "lr_start": 1e-4 * (i + 1),
+                        "lr_end": 2e-4, "lives": 1, "exploits_taken": 0, "final_return": v / 2, "eval": v,
+                        "eval_note": "ok", "curve": [{"life": 0, "t": 1.5 * k, "frames": 1024 * k, "reward": v * k}
+                                                     for k in (1, 2)]} for i, v in enumerate(values)]
+            reps[-1][arm] = {"rep": rep, "seed": 1 + rep, "arm": arm, "order": "-".join(s.order(rep)),
+                             "wall_s": 100.0 + rep, "population_wall_s": 99.0, "exploits": 3 if arm == "pbt" else 0,
+                             "exploit_s_median": 0.04 if arm == "pbt" else None, "frames_lost_median": 0.0,
+                             "median_eval": s.median(values), "best_eval": max(values),
+                             "median_final": s.median(values) / 2, "best_final": max(values) / 2,
+                             "members": members, "run_dir": f"/runs/r{rep}_{arm}"}
+    res.mkdir(parents=True)
+    s.write_tables(cfg, reps, res)
+    s.report(cfg, reps, ([], s.Check("cost", False, "not measured")), 10.0, res)
+    return reps
+
+
+def test_a_study_grown_over_two_sittings_reports_every_repetition_as_one(tmp_path):
+    """first_rep continues a study elsewhere; reps=0 merge=[...] rebuilds both from their tables and checks all."""
+    from hydra import compose, initialize_config_dir
+
+    s = study()
+    with initialize_config_dir(config_dir=str(SCRIPT.parent), version_base=None):
+        cfg = compose("run", overrides=["setup.epochs=8"])
+        merge = compose("run", overrides=["setup.epochs=8", "reps=0", f"merge=[{tmp_path}/a,{tmp_path}/b]",
+                                          f"results_dir={tmp_path}/all"])
+    one = sitting(s, cfg, tmp_path / "a", 0, [{"pbt": [5, 9, 7, 8], "fixed": [1, 2, 3, 4]},
+                                              {"pbt": [6, 9, 7, 8], "fixed": [1, 2, 3, 5]}])
+    two = sitting(s, cfg, tmp_path / "b", 2, [{"pbt": [9, 9, 7, 8], "fixed": [1, 2, 3, 6]}])
+    assert s.compare_checks(one)[0].why.startswith("2 repetition(s)")  # too few in either sitting alone
+    checks = s.run(merge)
+    assert checks[:2] == s.compare_checks(one + two) and checks[0].ok  # the same checks as one 3-repetition study
+    text = (tmp_path / "all" / "pbt_vs_fixed_ant.md").read_text()
+    assert "3 repetition(s), seeds 1, 2, 3" in text and "| 2 | 3 | pbt-fixed | pbt |" in text
+    curves = list(csv.DictReader((tmp_path / "all" / "pbt_vs_fixed_ant_curves.csv").open()))
+    assert len(curves) == 3 * 2 * 4 * 2 and {c["rep"] for c in curves} == {"0", "1", "2"}
+    assert (tmp_path / "all" / "pbt_vs_fixed_ant.png").is_file()
+    again = s.finished_study(cfg, tmp_path / "all")[0]  # the merged tables read back as what was merged
+    assert [[r[a]["members"] for a in s.ARMS] for r in again] == [[r[a]["members"] for a in s.ARMS]
+                                                                   for r in one + two]
+
+
+def test_merging_a_study_of_other_settings_an_unfinished_one_or_a_repetition_twice_exits_2(tmp_path, capsys):
+    from hydra import compose, initialize_config_dir
+
+    s = study()
+    with initialize_config_dir(config_dir=str(SCRIPT.parent), version_base=None):
+        cfg = compose("run", overrides=["setup.epochs=8"])
+        bad = compose("run", overrides=["setup.epochs=8", "reps=1", "first_rep=1",
+                                        f"merge=[{tmp_path}/a,{tmp_path}/other,{tmp_path}/none]",
+                                        f"results_dir={tmp_path}/all"])
+    with initialize_config_dir(config_dir=str(SCRIPT.parent), version_base=None):
+        other = compose("run", overrides=["setup.epochs=9"])
+    sitting(s, cfg, tmp_path / "a", 0, [{"pbt": [5, 9], "fixed": [1, 2]}, {"pbt": [5, 9], "fixed": [1, 2]}])
+    sitting(s, other, tmp_path / "other", 2, [{"pbt": [5, 9], "fixed": [1, 2]}])
+    (tmp_path / "none").mkdir()
+    with pytest.raises(SystemExit) as e:
+        s.run(bad)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "other ran other settings" in err and "8 epochs" in err
+    assert "none has no pbt_vs_fixed_ant.md" in err
+    assert "repetition(s) [1] twice" in err  # a's repetition 1 and first_rep=1 here
+    assert not (tmp_path / "all").exists()  # nothing planned, trained or written
 
 
 @pytest.mark.slow

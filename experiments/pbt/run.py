@@ -15,11 +15,16 @@ lineage, read by ``exploit_cost.py``'s functions). Across repetitions the done-m
 the cost of one exploit in place against ``pbt.exploit=restart`` from ``exploit_cost.py``'s results (its one home;
 ``exploit_cost.run=true`` runs it first). Writes results/pbt_vs_fixed_<setup>.csv (one row per member),
 _reps.csv, _curves.csv, .md and .png (each member's return against wall time, PBT arm against fixed arm).
+
+A study can grow over several sittings: ``first_rep=3 reps=3 results_dir=B`` runs repetitions 3-5 (seeds 4-6), and
+``reps=0 merge=[A,B] results_dir=C`` reports over every repetition of A and B (each must hold a finished study of
+the same settings, and no repetition twice) without running anything.
 """
 
 from __future__ import annotations
 
 import csv
+import math
 import statistics
 import sys
 import tempfile
@@ -70,14 +75,84 @@ def usage_error(reasons: Sequence[str]) -> None:
 def check_settings(cfg: DictConfig) -> None:
     """The script's own settings (gmiexp checks the populations' with ``mode=plan``): exit 2 naming each bad one."""
     reasons = []
-    if not isinstance(cfg.reps, int) or cfg.reps < 1:
-        reasons.append(f"invalid reps={cfg.reps}; valid: an integer >= 1 (the checks need >= {MIN_REPS})")
+    least = 0 if cfg.merge else 1
+    if not isinstance(cfg.reps, int) or cfg.reps < least:
+        reasons.append(f"invalid reps={cfg.reps}; valid: an integer >= {least} (0 only with merge; the checks need "
+                       f">= {MIN_REPS} in all)")
+    if not isinstance(cfg.first_rep, int) or cfg.first_rep < 0:
+        reasons.append(f"invalid first_rep={cfg.first_rep}; valid: an integer >= 0 (the index of the first "
+                       "repetition run here)")
     if not isinstance(cfg.eval_episodes, int) or cfg.eval_episodes < 0:
         reasons.append(f"invalid eval_episodes={cfg.eval_episodes}; valid: an integer >= 0 (0: no evaluation)")
     if set(cfg.arms) != set(ARMS):
         reasons.append(f"invalid arms={sorted(cfg.arms)}; valid: exactly {list(ARMS)}")
     if reasons:
         usage_error(reasons)
+
+
+def settings(cfg: DictConfig) -> list[str]:
+    """What a repetition's figures depend on, as its report words it: a merged study's report must hold each line."""
+    s = cfg.setup
+    return [f"PBT against fixed members: {s.label}; {s.epochs} epochs, interval {s.interval_steps} env steps",
+            f"evaluation: {cfg.eval_episodes} deterministic episodes",
+            f"* both arms: {' '.join([*s.args, *cfg.members, *cfg.extra])}",
+            f"* PBT arm: {' '.join(cfg.arms.pbt) or '(pbt=default as it is)'}; fixed arm: {' '.join(cfg.arms.fixed)}"]
+
+
+INTS = {"rep", "seed", "member", "lives", "exploits_taken", "exploits", "life", "frames"}
+TEXT = {"arm", "order", "eval_note", "run_dir"}
+
+
+def typed(row: dict[str, str]) -> dict[str, Any]:
+    """One CSV row as :func:`write_tables` had it: empty cells None, counts int, figures float."""
+    return {k: v if k in TEXT else None if v == "" else int(v) if k in INTS else float(v) for k, v in row.items()}
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    with path.open() as f:
+        return [typed(r) for r in csv.DictReader(f)]
+
+
+def finished_study(cfg: DictConfig, where: Path) -> tuple[list[dict[str, dict[str, Any]]], list[str]]:
+    """A results dir's repetitions, rebuilt from its tables, or the reasons it cannot join this study."""
+    base = where / f"{NAME}_{cfg.setup.name}"
+    report_md = base.parent / f"{base.name}.md"
+    if not report_md.is_file():
+        return [], [f"merge: {where} has no {report_md.name} (not a finished study of setup={cfg.setup.name})"]
+    text = report_md.read_text()
+    differ = [line for line in settings(cfg) if line not in text]
+    if differ:
+        return [], [f"merge: {where} ran other settings; this run's " + "; ".join(repr(d) for d in differ)]
+    curves: dict[tuple[int, str, int], list[dict[str, Any]]] = {}
+    for c in read_rows(base.parent / f"{base.name}_curves.csv"):
+        curves.setdefault((c.pop("rep"), c.pop("arm"), c.pop("member")), []).append(c)
+    members: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for m in read_rows(base.parent / f"{base.name}.csv"):
+        members.setdefault((m["rep"], m["arm"]), []).append({**m, "curve": curves.get((m["rep"], m["arm"],
+                                                                                        m["member"]), [])})
+    reps: dict[int, dict[str, dict[str, Any]]] = {}
+    for a in read_rows(base.parent / f"{base.name}_reps.csv"):
+        reps.setdefault(a["rep"], {})[a["arm"]] = {**a, "members": members.get((a["rep"], a["arm"]), [])}
+    return [reps[r] for r in sorted(reps) if set(reps[r]) == set(ARMS)], []
+
+
+def merged(cfg: DictConfig) -> list[dict[str, dict[str, Any]]]:
+    """Every repetition of the ``merge`` dirs; exit 2 naming each dir that cannot join and each repetition twice."""
+    reps, reasons = [], []
+    for d in cfg.merge:
+        where = Path(d) if Path(d).is_absolute() else ROOT / d
+        got, why = finished_study(cfg, where)
+        reps += got
+        reasons += why
+    here = range(int(cfg.first_rep), int(cfg.first_rep) + int(cfg.reps))
+    seen = [r["pbt"]["rep"] for r in reps] + list(here)
+    twice = sorted({r for r in seen if seen.count(r) > 1})
+    if twice:
+        reasons.append(f"merge: repetition(s) {twice} twice (in the merged dirs or also run here as first_rep="
+                       f"{cfg.first_rep} reps={cfg.reps}); valid: each repetition once")
+    if reasons:
+        usage_error(reasons)
+    return reps
 
 
 def overrides(cfg: DictConfig, arm: str, seed: int) -> list[str]:
@@ -264,11 +339,11 @@ def report(cfg: DictConfig, reps: list[dict[str, dict[str, Any]]], cost: tuple[l
            res: Path) -> list[Check]:
     s = cfg.setup
     checks = [*compare_checks(reps), cost[1]]
-    lines = [f"PBT against fixed members: {s.label}; {s.epochs} epochs, interval {s.interval_steps} env steps; "
-             f"{len(reps)} repetition(s) from seed {cfg.seed} (interleaved: the order alternates); evaluation: "
-             f"{cfg.eval_episodes} deterministic episodes; the study took {took_s:,.0f} s", "",
-             f"* both arms: {' '.join([*s.args, *cfg.members, *cfg.extra])}",
-             f"* PBT arm: {' '.join(cfg.arms.pbt) or '(pbt=default as it is)'}; fixed arm: {' '.join(cfg.arms.fixed)}",
+    head, evaluation, both, arms = settings(cfg)
+    seeds = ", ".join(str(r["pbt"]["seed"]) for r in reps)
+    lines = [f"{head}; {len(reps)} repetition(s), seeds {seeds} (interleaved: the order alternates); {evaluation}; "
+             f"the study took {took_s:,.0f} s" + (f" here, with repetitions merged from {list(cfg.merge)}"
+                                                  if cfg.merge else ""), "", both, arms,
              "* equal epochs, not a wall-clock limit (gmiexp has no time limit for a run); each arm's wall time below",
              "", "| rep | seed | order | arm | wall s | exploits | exploit s (median) | lr start -> end per member | "
              "evaluated per member | median | best | final return median | best |",
@@ -298,8 +373,12 @@ def report(cfg: DictConfig, reps: list[dict[str, dict[str, Any]]], cost: tuple[l
 
 def plot(cfg: DictConfig, reps: list[dict[str, dict[str, Any]]], res: Path) -> None:
     """One panel per repetition: each member's run-wide return against wall time, PBT arm against fixed arm."""
-    fig, axes = plt.subplots(1, len(reps), figsize=(6 * len(reps), 4), squeeze=False)
-    for ax, r in zip(axes[0], reps, strict=True):
+    cols = min(3, len(reps))
+    rows = math.ceil(len(reps) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 4 * rows), squeeze=False)
+    for ax in axes.flat[len(reps):]:
+        ax.set_visible(False)
+    for ax, r in zip(axes.flat, reps, strict=False):
         for arm, colour, style in (("fixed", "tab:gray", "--"), ("pbt", "tab:blue", "-")):
             for i, m in enumerate(r[arm]["members"]):
                 for life in sorted({p["life"] for p in m["curve"]}):
@@ -330,15 +409,20 @@ def write_tables(cfg: DictConfig, reps: list[dict[str, dict[str, Any]]], res: Pa
 def run(cfg: DictConfig) -> list[Check]:
     """The study: check, plan both arms, run the repetitions interleaved, write the tables, report and figure."""
     check_settings(cfg)
-    plan_both(cfg)
+    reps = merged(cfg)
+    if cfg.reps:
+        plan_both(cfg)
     res = results_dir(cfg.results_dir, __file__)
     cost = exploit_cost_rows(cfg, res)
-    runs = Path(tempfile.mkdtemp(prefix=f"runs_{cfg.setup.name}_", dir=res))
     t0 = time.time()
-    reps: list[dict[str, dict[str, Any]]] = []
-    for rep in range(int(cfg.reps)):
+    if cfg.reps:
+        runs = Path(tempfile.mkdtemp(prefix=f"runs_{cfg.setup.name}_", dir=res))
+    for rep in range(int(cfg.first_rep), int(cfg.first_rep) + int(cfg.reps)):
         seed = int(cfg.seed) + rep
         reps.append({arm: population(cfg, arm, rep, seed, runs) for arm in order(rep)})
+        reps.sort(key=lambda r: r["pbt"]["rep"])
+        write_tables(cfg, reps, res)
+    if not cfg.reps:
         write_tables(cfg, reps, res)
     checks = report(cfg, reps, cost_check(*cost), time.time() - t0, res)
     plot(cfg, reps, res)
