@@ -2,6 +2,7 @@
 
 import csv
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -115,23 +116,40 @@ def test_bad_settings_exit_2_naming_each_before_anything_launches(tmp_path, caps
     assert not (tmp_path / "res").exists()  # nothing planned, trained or written
 
 
-def sitting(s, cfg, res, first, evals):
-    """A finished study's results dir as run.py leaves it: repetitions ``first``.. with members evaluated ``evals``."""
+def sitting(s, cfg, res, first, evals, spread=True):
+    """A finished study's results dir as run.py leaves it: repetitions ``first``.. with members evaluated ``evals``.
+
+    ``spread=False``: a table from before the evaluations' spread was recorded in it; each member's evaluation
+    summary (sd 1 + its index) lies where the population's summary names its run dir.
+    """
     reps = []
     for rep, by_arm in enumerate(evals, start=first):
         reps.append({})
         for arm, values in by_arm.items():
             members = [{"rep": rep, "seed": 1 + rep, "arm": arm, "member": i, "lr_start": 1e-4 * (i + 1),
                         "lr_end": 2e-4, "lives": 1, "exploits_taken": 0, "final_return": v / 2, "eval": v,
-                        "eval_note": "ok", "curve": [{"life": 0, "t": 1.5 * k, "frames": 1024 * k, "reward": v * k}
-                                                     for k in (1, 2)]} for i, v in enumerate(values)]
+                        "eval_std": 1.0 + i, "eval_note": "ok",
+                        "curve": [{"life": 0, "t": 1.5 * k, "frames": 1024 * k, "reward": v * k} for k in (1, 2)]}
+                       for i, v in enumerate(values)]
+            population = res / "runs" / f"r{rep}_{arm}"
+            if not spread:
+                for m in members:
+                    del m["eval_std"]
+                    life = population / "members" / str(m["member"]) / "life0"
+                    (life / "eval").mkdir(parents=True)
+                    (life / "eval" / "summary.json").write_text(json.dumps(
+                        {"metrics": {"eval/return_mean": m["eval"], "eval/return_std": 1.0 + m["member"]}}))
+                population.mkdir(parents=True, exist_ok=True)
+                (population / "summary.json").write_text(json.dumps({"members": [
+                    {"member": m["member"], "run_dir": str(population / "members" / str(m["member"]) / "life0")}
+                    for m in members]}))
             reps[-1][arm] = {"rep": rep, "seed": 1 + rep, "arm": arm, "order": "-".join(s.order(rep)),
                              "wall_s": 100.0 + rep, "population_wall_s": 99.0, "exploits": 3 if arm == "pbt" else 0,
                              "exploit_s_median": 0.04 if arm == "pbt" else None, "frames_lost_median": 0.0,
                              "median_eval": s.median(values), "best_eval": max(values),
                              "median_final": s.median(values) / 2, "best_final": max(values) / 2,
-                             "members": members, "run_dir": f"/runs/r{rep}_{arm}"}
-    res.mkdir(parents=True)
+                             "members": members, "run_dir": str(population)}
+    res.mkdir(parents=True, exist_ok=True)
     s.write_tables(cfg, reps, res)
     s.report(cfg, reps, ([], s.Check("cost", False, "not measured")), 10.0, res)
     return reps
@@ -148,16 +166,23 @@ def test_a_study_grown_over_two_sittings_reports_every_repetition_as_one(tmp_pat
                                           f"results_dir={tmp_path}/all"])
     one = sitting(s, cfg, tmp_path / "a", 0, [{"pbt": [5, 9, 7, 8], "fixed": [1, 2, 3, 4]},
                                               {"pbt": [6, 9, 7, 8], "fixed": [1, 2, 3, 5]}])
-    two = sitting(s, cfg, tmp_path / "b", 2, [{"pbt": [9, 9, 7, 8], "fixed": [1, 2, 3, 6]}])
+    two = sitting(s, cfg, tmp_path / "b", 2, [{"pbt": [9, 9, 7, 8], "fixed": [1, 2, 3, 6]}], spread=False)
+    assert "eval_std" not in next(csv.DictReader((tmp_path / "b" / "pbt_vs_fixed_ant.csv").open()))
     assert s.compare_checks(one)[0].why.startswith("2 repetition(s)")  # too few in either sitting alone
     checks = s.run(merge)
     assert checks[:2] == s.compare_checks(one + two) and checks[0].ok  # the same checks as one 3-repetition study
     text = (tmp_path / "all" / "pbt_vs_fixed_ant.md").read_text()
-    assert "3 repetition(s), seeds 1, 2, 3" in text and "| 2 | 3 | pbt-fixed | pbt |" in text
+    assert "3 repetition(s), seeds 1, 2, 3" in text
+    assert "| 2 | 3 | pbt-fixed | pbt | 102 | 3 | 0.04 | 1.0e-04->2.0e-04, 2.0e-04->2.0e-04, 3.0e-04->2.0e-04, " \
+           "4.0e-04->2.0e-04 | 9.00 ± 1, 9.00 ± 2, 7.00 ± 3, 8.00 ± 4 | 8.50 | 9.00 |" in text  # b's spread, from disk
     curves = list(csv.DictReader((tmp_path / "all" / "pbt_vs_fixed_ant_curves.csv").open()))
     assert len(curves) == 3 * 2 * 4 * 2 and {c["rep"] for c in curves} == {"0", "1", "2"}
     assert (tmp_path / "all" / "pbt_vs_fixed_ant.png").is_file()
     again = s.finished_study(cfg, tmp_path / "all")[0]  # the merged tables read back as what was merged
+    for r in two:
+        for a in s.ARMS:
+            for m in r[a]["members"]:
+                m["eval_std"] = 1.0 + m["member"]
     assert [[r[a]["members"] for a in s.ARMS] for r in again] == [[r[a]["members"] for a in s.ARMS]
                                                                    for r in one + two]
 

@@ -10,6 +10,7 @@ from gmitest import fake_python
 
 from gmiexp.rundir import (
     RunFailed,
+    eval_std,
     evaluated,
     final_checkpoint,
     gmiexp_command,
@@ -94,3 +95,12 @@ def test_a_refused_evaluation_is_named_by_its_error_clause_without_the_checkpoin
     assert refusal(RunFailed("exit code 2", tmp_path, log, 2)) == "invalid checkpoint=<the run's>: an rsl_rl policy"
     assert refusal(RunFailed("exit code 2", tmp_path, tmp_path / "none.log", 2)) == "exit code 2"
     assert evaluated(tmp_path, 0, 1) == (None, "skipped (eval_episodes=0)")
+
+
+def test_the_evaluations_spread_is_read_from_its_summary_and_none_without_one(tmp_path):
+    assert eval_std(tmp_path) is None  # never evaluated
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval" / "summary.json").write_text('{"metrics": {"eval/return_mean": 5.0}}')
+    assert eval_std(tmp_path) is None  # an evaluation that recorded no spread
+    (tmp_path / "eval" / "summary.json").write_text('{"metrics": {"eval/return_mean": 5.0, "eval/return_std": 2.5}}')
+    assert eval_std(tmp_path) == 2.5

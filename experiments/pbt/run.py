@@ -47,9 +47,11 @@ from plotting import fmt, plt, save, spread  # noqa: E402
 from gmiexp.pbt import views  # noqa: E402
 from gmiexp.rundir import (  # noqa: E402
     RunFailed,
-    evaluate,
+    eval_std,
+    evaluated,
     gmiexp_command,
     log_tail,
+    read_summary,
     results_dir,
     run_gmiexp,
     run_logged,
@@ -123,6 +125,7 @@ def finished_study(cfg: DictConfig, where: Path) -> tuple[list[dict[str, dict[st
     differ = [line for line in settings(cfg) if line not in text]
     if differ:
         return [], [f"merge: {where} ran other settings; this run's " + "; ".join(repr(d) for d in differ)]
+    arms = read_rows(base.parent / f"{base.name}_reps.csv")
     curves: dict[tuple[int, str, int], list[dict[str, Any]]] = {}
     for c in read_rows(base.parent / f"{base.name}_curves.csv"):
         curves.setdefault((c.pop("rep"), c.pop("arm"), c.pop("member")), []).append(c)
@@ -131,9 +134,21 @@ def finished_study(cfg: DictConfig, where: Path) -> tuple[list[dict[str, dict[st
         members.setdefault((m["rep"], m["arm"]), []).append({**m, "curve": curves.get((m["rep"], m["arm"],
                                                                                         m["member"]), [])})
     reps: dict[int, dict[str, dict[str, Any]]] = {}
-    for a in read_rows(base.parent / f"{base.name}_reps.csv"):
-        reps.setdefault(a["rep"], {})[a["arm"]] = {**a, "members": members.get((a["rep"], a["arm"]), [])}
+    for a in arms:
+        got = members.get((a["rep"], a["arm"]), [])
+        if any("eval_std" not in m for m in got):  # a table from before eval_std: its evaluations' own summaries
+            where_ = member_dirs(Path(a["run_dir"]))
+            got = [{**m, "eval_std": eval_std(where_[m["member"]]) if m["member"] in where_ else None} for m in got]
+        reps.setdefault(a["rep"], {})[a["arm"]] = {**a, "members": got}
     return [reps[r] for r in sorted(reps) if set(reps[r]) == set(ARMS)], []
+
+
+def member_dirs(population_dir: Path) -> dict[int, Path]:
+    """Each member's last life's run dir, as the population's summary names it ({} without one)."""
+    try:
+        return {int(m["member"]): Path(m["run_dir"]) for m in read_summary(population_dir)["members"]}
+    except RunFailed:
+        return {}
 
 
 def merged(cfg: DictConfig) -> list[dict[str, dict[str, Any]]]:
@@ -182,19 +197,6 @@ def order(rep: int) -> tuple[str, ...]:
     return ARMS if rep % 2 == 0 else ARMS[::-1]
 
 
-def evaluated(run_dir: Path, episodes: int, seed: int) -> tuple[float | None, str]:
-    """The member's final policy over ``episodes`` deterministic episodes, or None and why not."""
-    if not episodes:
-        return None, "skipped (eval_episodes=0)"
-    try:
-        ev = evaluate(run_dir, (), episodes, seed)
-    except RunFailed as e:
-        if e.returncode == 2:
-            return None, f"not evaluated: mode=eval exits 2 ({e.why})"
-        raise SystemExit(f"failed: mode=eval of {run_dir}\n{e}") from e
-    return float(ev["metrics"]["eval/return_mean"]), "ok"
-
-
 def curve(member_dir: Path, t0: float) -> list[dict[str, Any]]:
     """Every epoch of every life of one member: seconds since the command started, frames, run-wide return."""
     lives = sorted(member_dir.glob("life*"), key=lambda p: int(p.name[4:]))
@@ -220,11 +222,15 @@ def population(cfg: DictConfig, arm: str, rep: int, seed: int, runs: Path) -> di
     members = []
     for m in s["members"]:
         member = int(m["member"])
-        ev, note = evaluated(Path(m["run_dir"]), int(cfg.eval_episodes), int(cfg.eval_seed))
+        try:
+            ev, note = evaluated(Path(m["run_dir"]), int(cfg.eval_episodes), int(cfg.eval_seed))
+        except RunFailed as e:
+            raise SystemExit(f"failed: mode=eval of {m['run_dir']}\n{e}") from e
         members.append({"rep": rep, "seed": seed, "arm": arm, "member": member, "lr_start": first[member].get(LR),
                         "lr_end": m["values"].get(LR), "lives": m["lives"],
                         "exploits_taken": sum(r["member"] == member for r in lineage),
-                        "final_return": m["return"], "eval": ev, "eval_note": note,
+                        "final_return": m["return"], "eval": ev,
+                        "eval_std": eval_std(Path(m["run_dir"])) if ev is not None else None, "eval_note": note,
                         "curve": curve(run_dir / "members" / str(member), t0)})
     costs = exploit_cost.inplace_costs(evs) + exploit_cost.restart_costs(evs)
     print(f"repetition {rep} {arm:>5}: {s['exploits']} exploits, {wall:,.0f} s; evaluated "
@@ -346,14 +352,15 @@ def report(cfg: DictConfig, reps: list[dict[str, dict[str, Any]]], cost: tuple[l
                                                   if cfg.merge else ""), "", both, arms,
              "* equal epochs, not a wall-clock limit (gmiexp has no time limit for a run); each arm's wall time below",
              "", "| rep | seed | order | arm | wall s | exploits | exploit s (median) | lr start -> end per member | "
-             "evaluated per member | median | best | final return median | best |",
+             "evaluated per member (mean ± sd) | median | best | final return median | best |",
              "|---:|---:|:---|:---|---:|---:|---:|:---|:---|---:|---:|---:|---:|"]
     for r in reps:
         for arm in ARMS:
             a = r[arm]
             lrs = ", ".join(f"{fmt(m['lr_start'], '.1e')}->{fmt(m['lr_end'], '.1e')}" for m in a["members"])
+            evs = ", ".join(evaluation_text(m) for m in a["members"])
             lines.append(f"| {a['rep']} | {a['seed']} | {a['order']} | {arm} | {a['wall_s']:,.0f} | {a['exploits']} | "
-                         f"{fmt(a['exploit_s_median'])} | {lrs} | {', '.join(fmt(m['eval']) for m in a['members'])} | "
+                         f"{fmt(a['exploit_s_median'])} | {lrs} | {evs} | "
                          f"{fmt(a['median_eval'])} | {fmt(a['best_eval'])} | {fmt(a['median_final'])} | "
                          f"{fmt(a['best_final'])} |")
     lines.append("")
@@ -369,6 +376,12 @@ def report(cfg: DictConfig, reps: list[dict[str, dict[str, Any]]], cost: tuple[l
               "", *(cost[0] or ["* not measured"]), "", "Done-means checks:", "", *(c.line() for c in checks)]
     write_report(lines, res / f"{NAME}_{s.name}.md")
     return checks
+
+
+def evaluation_text(member: dict[str, Any]) -> str:
+    """A member's evaluated mean return, and its episodes' standard deviation where it was recorded."""
+    std = member.get("eval_std")
+    return fmt(member["eval"]) + (f" ± {std:,.0f}" if member["eval"] is not None and std is not None else "")
 
 
 def plot(cfg: DictConfig, reps: list[dict[str, dict[str, Any]]], res: Path) -> None:

@@ -190,6 +190,17 @@ def evaluated(run_dir: Path, episodes: int, seed: int, overrides: Sequence[str] 
     return float(ev["metrics"]["eval/return_mean"]), "ok"
 
 
+def eval_std(run_dir: Path) -> float | None:
+    """The standard deviation of the episodes' returns in the run's evaluation (:func:`evaluate`), None without one.
+
+    A mean of 10 episodes is read against its spread: one member's falls can move it more than a study's effect.
+    """
+    try:
+        return float(read_summary(Path(run_dir) / "eval")["metrics"]["eval/return_std"])
+    except (RunFailed, KeyError, TypeError, ValueError):
+        return None
+
+
 def results_dir(configured: str | None, script: str | Path, create: bool = True) -> Path:
     """Where a benchmark writes its CSV and report: its ``results_dir`` setting, else ``results/`` beside it.
 
