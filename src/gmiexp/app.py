@@ -15,7 +15,7 @@ from gmiexp.config import Config
 from gmiexp.config.compose import to_config
 from gmiexp.config.enums import Mode
 from gmiexp.costmodel.reductions import format_cost, reduction_cost
-from gmiexp.errors import ConfigError, GmiexpError, Interrupted, LaunchError, fs_problem
+from gmiexp.errors import ConfigError, GmiexpError, Interrupted, LaunchError, RefusedInGmi, fs_problem
 from gmiexp.launch import lifeline, warm
 from gmiexp.launch.elastic import reshaper_for
 from gmiexp.launch.launcher import launch, node_run_dir
@@ -106,7 +106,7 @@ def _train(cfg: Config, run_dir: Path, node_dir: Path) -> dict:
         else:
             print(one_line(summary), flush=True)
         raise
-    except LaunchError as e:
+    except (LaunchError, RefusedInGmi) as e:  # a GMI's refusal: bad input (exit 2), but its processes ran
         e = _explained(e, plan, node_dir)
         summary = _failed(plan, run_dir, node_dir, e, "failed")
         raise e from None
@@ -117,7 +117,7 @@ def _train(cfg: Config, run_dir: Path, node_dir: Path) -> dict:
     return summary
 
 
-def _explained(e: LaunchError | Interrupted, plan: object, node_dir: Path) -> LaunchError | Interrupted:
+def _explained(e: GmiexpError, plan: object, node_dir: Path) -> GmiexpError:
     """``e`` with what the user must know first: a full run directory, the checkpoint a failed resume loaded."""
     if not isinstance(e, LaunchError):
         return e

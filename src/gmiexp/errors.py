@@ -20,6 +20,19 @@ class ConfigError(GmiexpError, ValueError):
     exit_code = 2
 
 
+class RefusedInGmi(ConfigError):
+    """Bad input only a GMI could see (a module it imports, a checkpoint's tensors): it exited 2, the run stopped.
+
+    Unlike a ConfigError before launch, processes ran and the run dir holds their logs and a failed summary.
+    """
+
+
+#: a GMI's exit code for a ConfigError it raised (the CLI's own for bad input): the launcher's cue for RefusedInGmi
+REFUSED_EXIT_CODE = 2
+#: the line a refusing GMI prints last: the CLI's, so its log reads as the command line's would
+REFUSAL_PREFIX = "gmiexp: error: "
+
+
 class LaunchError(GmiexpError, RuntimeError):
     """A launched run failed (a GMI died or hung)."""
 

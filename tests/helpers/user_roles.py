@@ -62,6 +62,22 @@ class FailRole(Role):
         raise RuntimeError("FailRole fails on purpose")
 
 
+class RefuseRole(Role):
+    """GMI 1 finds its input bad once its GMI runs (as a task.vec_env a GMI imports); the others beat meanwhile."""
+
+    def run(self) -> dict:
+        from gmiexp.errors import ConfigError
+
+        if self.gmi_id == 1:
+            time.sleep(1.0)  # the others are running: the launcher must stop them
+            raise ConfigError("invalid task.env_config key: 'nosuch'; the environment config has no 'nosuch'")
+        end = time.time() + 120
+        while time.time() < end:
+            self.heartbeat(stage="sleeping")
+            time.sleep(0.1)
+        return {}
+
+
 class ProcessRole(Role):
     """Writes what its process looks like (environment, cwd, cores, signals, parent, command line)."""
 

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from gmiexp.errors import RefusedInGmi
 from gmiexp.launch.coordinator import Coordinator
 from gmiexp.launch.failure import Failure
 from gmiexp.launch.launcher import free_port
@@ -47,15 +48,33 @@ def test_a_failure_posted_by_node_1_stops_node_0_and_both_name_it(nodes: tuple[N
     root = Failure(node=1, gmi=3, head="GMI 3 on node 1 failed (exit code -9)", tail="boom", secondary=False,
                    time=1.0)
     done: dict[int, str | None] = {}
-    t = threading.Thread(target=lambda: done.__setitem__(1, n1.coord.describe([root])))
+    t = threading.Thread(target=lambda: done.__setitem__(1, str(n1.coord.error([root], ""))))
     t.start()
     assert n0.stopped.wait(5), "node 0 did not stop its GMIs"
     assert "node 1 reported a failure" in (n0.coord.cause or "")
     mine = Failure(node=0, gmi=0, head="GMI 0 on node 0 failed (exit code -9)", tail="", secondary=True, time=0.5)
-    assert n0.coord.describe([mine]).startswith("GMI 3 on node 1 failed (exit code -9); every GMI on every node")
+    assert str(n0.coord.error([mine], "")).startswith("GMI 3 on node 1 failed (exit code -9); every GMI on every node")
     t.join(10)
     assert (done[1] or "").startswith("GMI 3 on node 1 failed (exit code -9)")
     assert not n1.stopped.is_set()  # its own GMI failed: elastic stopped the rest, not the watch
+
+
+def test_a_gmis_refusal_on_node_1_is_bad_input_on_both_nodes(nodes: tuple[Node, Node]) -> None:
+    """A refusal (exit 2) crosses the store with its reason: every node ends as the command line would, exit 2."""
+    n0, n1 = nodes
+    root = Failure(node=1, gmi=3, head="GMI 3 on node 1 failed (exit code 2)", tail="", secondary=False, time=1.0,
+                   refusal="invalid task.vec_env: 'm:f'; cannot import module 'm'")
+    done: dict[int, Exception] = {}
+    t = threading.Thread(target=lambda: done.__setitem__(1, n1.coord.error([root], "")))
+    t.start()
+    assert n0.stopped.wait(5), "node 0 did not stop its GMIs"
+    mine = Failure(node=0, gmi=0, head="GMI 0 on node 0 failed (exit code -9)", tail="", secondary=True, time=0.5)
+    e0 = n0.coord.error([mine], "")
+    t.join(10)
+    for e in (e0, done[1]):
+        assert isinstance(e, RefusedInGmi), e
+        assert str(e) == ("invalid task.vec_env: 'm:f'; cannot import module 'm' (GMI 3 on node 1 refused it at "
+                          "start and exited 2; every GMI on every node was stopped)")
 
 
 def test_a_silent_node_is_declared_gone_after_the_heartbeat_timeout(nodes: tuple[Node, Node]) -> None:
@@ -91,7 +110,7 @@ def test_a_node_that_never_started_is_named_at_once_not_after_the_heartbeat_time
     n0.coord.start()
     try:
         t0 = time.monotonic()
-        text = n0.coord.describe([]) or ""
+        text = str(n0.coord.error([], ""))
         assert time.monotonic() - t0 < 10
         assert text.startswith("node 1 never joined the run") and "launch.rdzv_timeout_s=10" in text
     finally:

@@ -7,7 +7,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from gmiexp.launch.failure import COMM_EXIT_CODE, Failure, describe, is_comm_error, process_failures, root_cause
+from gmiexp.errors import LaunchError, RefusedInGmi
+from gmiexp.launch.failure import (
+    COMM_EXIT_CODE,
+    Failure,
+    describe,
+    is_comm_error,
+    process_failures,
+    root_cause,
+    run_error,
+)
 
 GLOO = ("[/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:4841. "
         "This is typically caused by a remote worker crashing.")
@@ -45,6 +54,24 @@ def test_describe_names_the_root_and_a_vanished_node_over_secondary_failures() -
     assert describe([failure(0, 0, False)], 2, gone, node_gone=True).startswith("GMI 0 on node 0 failed")
     assert describe([], 1) is None
     assert describe([failure(0, 1, False)], 1).startswith("GMI 1 on node 0 failed; every GMI was stopped")
+
+
+def test_a_root_gmis_refusal_is_bad_input_and_any_other_failure_a_launch_error(tmp_path: Path) -> None:
+    log = tmp_path / "logs" / "run_x" / "attempt_0" / "0"
+    log.mkdir(parents=True)
+    (log / "stderr.log").write_text("importing\ngmiexp: error: invalid task.vec_env: 'm:f'; cannot import module 'm'\n")
+    err = SimpleNamespace(failures={0: SimpleNamespace(local_rank=0, pid=7, exitcode=2, timestamp=10)})
+    [refused] = process_failures(err, {0: 1}, node=0, nnodes=1, run_dir=tmp_path, killed=set())  # type: ignore[arg-type]
+    assert refused.refusal == "invalid task.vec_env: 'm:f'; cannot import module 'm'" and not refused.secondary
+    e = run_error([failure(0, 0, True, t=1.0), refused], nnodes=1)
+    assert isinstance(e, RefusedInGmi) and e.exit_code == 2
+    assert str(e) == "invalid task.vec_env: 'm:f'; cannot import module 'm' (GMI 1 refused it at start and exited 2; " \
+                     "every GMI was stopped)"
+    killed = run_error([failure(0, 0, False, t=1.0), refused], nnodes=1)  # another GMI's failure came first
+    assert type(killed) is LaunchError and str(killed).startswith("GMI 0 on node 0 failed")
+    gone = run_error([refused], 2, "node 1 is gone", node_gone=True)  # a node vanished: that is named instead
+    assert isinstance(gone, RefusedInGmi)  # a root failure wins over a vanished node (describe's rule)
+    assert type(run_error([], 1, fallback="launch failed: x")) is LaunchError
 
 
 @pytest.mark.parametrize(("exitcode", "killed", "secondary"), [

@@ -68,6 +68,25 @@ def test_killing_one_gmi_stops_all_within_10s(tmp_path: Path, no_orphans: None) 
     assert json.loads((tmp_path / "summary.json").read_text())["status"] == "failed"
 
 
+def test_bad_input_only_a_gmi_sees_exits_2_naming_it_and_stops_every_gmi(tmp_path: Path, no_orphans: None) -> None:
+    """A ConfigError raised in a GMI (a module or key it imports) is the run's exit 2, its reason the one line."""
+    p = popen_cli("role=user_roles:RefuseRole", "num_gpus=1", "gmis_per_gpu=3", *FAST, f"hydra.run.dir={tmp_path}")
+    try:
+        pids = [int(_wait_stage(tmp_path, g, "sleeping")["pid"]) for g in (0, 2)]
+        _out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 2, err[-3000:]
+    said = [ln for ln in err.splitlines() if ln.startswith("gmiexp: error: ")]
+    assert said == ["gmiexp: error: invalid task.env_config key: 'nosuch'; the environment config has no 'nosuch' "
+                    "(GMI 1 refused it at start and exited 2; every GMI was stopped)"], err[-3000:]
+    assert "Traceback" not in err
+    _assert_all_gone(None, pids)
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert s["status"] == "failed" and s["error"].startswith("invalid task.env_config key: 'nosuch'")
+
+
 def test_hung_gmi_is_detected_and_everything_stops(tmp_path: Path, no_orphans: None) -> None:
     t0 = time.time()
     # 3 s was shorter than a GMI's start on a loaded 2-core host (both still 'starting': the longest silent named)

@@ -19,9 +19,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from gmiexp.errors import ConfigError, LaunchError
+from gmiexp.errors import ConfigError, LaunchError, RefusedInGmi
 from gmiexp.launch import rendezvous
-from gmiexp.launch.failure import Failure, describe
+from gmiexp.launch.failure import Failure, run_error
 from gmiexp.plan import Plan
 from gmiexp.planner.nodes import disagreement, shared_fields
 
@@ -123,8 +123,8 @@ class Coordinator:
                     if got is not None:
                         plans[n] = got
                 if len(plans) < self.nnodes and time.monotonic() > end:
-                    raise LaunchError(self.describe([]) or f"nodes {sorted(set(self.others) - set(plans))} "
-                                      f"never joined within launch.rdzv_timeout_s={timeout_s:g}")
+                    raise self.error([], f"nodes {sorted(set(self.others) - set(plans))} never joined within "
+                                         f"launch.rdzv_timeout_s={timeout_s:g}")
                 time.sleep(0.1)
             differ = disagreement(plans)
             self.store.put("verdict", 0, {"differ": differ})
@@ -150,10 +150,11 @@ class Coordinator:
             time.sleep(0.1)
 
     # ---- failure reports -----------------------------------------------
-    def describe(self, failures: list[Failure]) -> str | None:
-        """Post this node's failures and name the run's root cause (the same on every node)."""
+    def error(self, failures: list[Failure], fallback: str) -> LaunchError | RefusedInGmi:
+        """Post this node's failures; the run's error, naming its root cause (the same on every node)."""
         failures = self.report(failures)
-        return describe(failures, self.nnodes, self.gone_cause or self.cause, node_gone=self.gone_cause is not None)
+        return run_error(failures, self.nnodes, self.gone_cause or self.cause, node_gone=self.gone_cause is not None,
+                         fallback=fallback)
 
     def report(self, failures: list[Failure], wait: bool = True) -> list[Failure]:
         """Post this node's failures; return every node's once each has reported or is known gone.
@@ -211,7 +212,7 @@ class Coordinator:
                 if s is not None:
                     out[n] = s
                 elif self.cause is not None or self.store.get("report", n) is not None:
-                    raise LaunchError(self.describe([]) or f"node {n} failed after node 0's GMIs finished")
+                    raise self.error([], f"node {n} failed after node 0's GMIs finished")
             if time.monotonic() > end:
                 missing = [n for n in self.others if n not in out]
                 raise LaunchError(f"node(s) {missing} sent no summary within {timeout_s:g}s")

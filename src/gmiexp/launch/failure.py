@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from gmiexp.errors import REFUSAL_PREFIX, REFUSED_EXIT_CODE, LaunchError, RefusedInGmi
 from gmiexp.launch import lifeline
 from gmiexp.shm.names import SHM_DIR
 from gmiexp.shm.segment import free_shm_bytes
@@ -50,6 +51,8 @@ class Failure:
     tail: str  # its log tail
     secondary: bool
     time: float
+    refusal: str = ""  # a GMI that refused its config (exit 2): its reason, the CLI's "gmiexp: error:" text
+
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -72,6 +75,15 @@ def log_tail(run_dir: Path, local_rank: int, lines: int = 25) -> str:
     return "\n".join(chunks) or "(no log output)"
 
 
+def refusal(run_dir: Path, local_rank: int) -> str:
+    """The reason a GMI that exited 2 printed last (:data:`gmiexp.errors.REFUSAL_PREFIX`), "" if none."""
+    for p in sorted((run_dir / "logs").glob(f"*/attempt_*/{local_rank}/stderr.log")):
+        said = [ln for ln in p.read_text(errors="replace").splitlines() if ln.startswith(REFUSAL_PREFIX)]
+        if said:
+            return said[-1].removeprefix(REFUSAL_PREFIX)
+    return ""
+
+
 def process_failures(err: Exception, gmi_of_local_rank: dict[int, int], node: int, nnodes: int, run_dir: Path,
                      killed: Collection[int] | bool) -> list[Failure]:
     """Elastic's ChildFailedError as Failures; ``killed``: pids this launcher killed (True: all of them)."""
@@ -83,6 +95,7 @@ def process_failures(err: Exception, gmi_of_local_rank: dict[int, int], node: in
         out.append(Failure(node=node, gmi=gmi,
                            head=f"{where(gmi, node, nnodes)} failed (exit code {f.exitcode}{pid}){why}",
                            tail=log_tail(run_dir, f.local_rank), time=float(f.timestamp),
+                           refusal=refusal(run_dir, f.local_rank) if f.exitcode == REFUSED_EXIT_CODE else "",
                            secondary=killed is True or (killed is not False and f.pid in killed)
                            or f.exitcode in SECONDARY_EXIT_CODES))
     return out
@@ -117,3 +130,15 @@ def describe(failures: list[Failure], nnodes: int, cause: str | None = None, nod
     if cause:
         return f"{cause}; {everyone}"
     return None
+
+
+def run_error(failures: list[Failure], nnodes: int, cause: str | None = None, node_gone: bool = False,
+              fallback: str = "") -> LaunchError | RefusedInGmi:
+    """The failed launch's error: a root GMI's refusal of its config as bad input (exit 2), else a LaunchError."""
+    msg = describe(failures, nnodes, cause, node_gone) or fallback
+    root = root_cause(failures)
+    if root is not None and root.refusal and msg.startswith(root.head):
+        who = root.head.split(" failed", 1)[0]
+        everyone = "every GMI on every node was stopped" if nnodes > 1 else "every GMI was stopped"
+        return RefusedInGmi(f"{root.refusal} ({who} refused it at start and exited 2; {everyone})")
+    return LaunchError(msg)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import socket
@@ -27,12 +28,12 @@ import psutil
 from gmiexp import status
 from gmiexp.backends.backend import Backend
 from gmiexp.config import LaunchConfig as LaunchSection
-from gmiexp.errors import ConfigError, Interrupted, LaunchError
+from gmiexp.errors import ConfigError, Interrupted, LaunchError, RefusedInGmi
 from gmiexp.launch import lifeline, warm
 from gmiexp.launch.affinity import move_cores
 from gmiexp.launch.coordinator import Coordinator
 from gmiexp.launch.elastic import STOP_TEXT, Reshaped
-from gmiexp.launch.failure import Failure, describe, log_tail, process_failures, where
+from gmiexp.launch.failure import Failure, log_tail, process_failures, run_error, where
 from gmiexp.launch.gmi_env import apply_gmi_environment
 from gmiexp.launch.live import RunRows
 from gmiexp.launch.monitor import Monitor
@@ -68,12 +69,23 @@ def node_run_dir(launch_cfg: LaunchSection, run_dir: Path) -> Path:
     return run_dir if int(launch_cfg.nnodes) == 1 else run_dir / f"node{launch_cfg.node_rank}"
 
 
+class _ChildFailureTraceback(logging.Filter):
+    """Elastic's own traceback of a failed GMI: the launcher names the root cause with its log tail instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("failed (exitcode")
+
+
+QUIET_FAILURES = _ChildFailureTraceback()
+
+
 def _elastic(plan: Plan, run_dir: Path, plan_path: Path, graceful: bool = False) -> None:
     """``graceful``: SIGINT/SIGTERM are the launcher's (:class:`gmiexp.signals.LauncherStop`), not elastic's."""
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, Std
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     entry, args, start_method = warm.entrypoint(plan, str(plan_path))
+    logging.getLogger("torch.distributed.elastic.multiprocessing.api").addFilter(QUIET_FAILURES)  # once
     lc = plan.launch
     if plan.nnodes > 1:  # node 0's launcher already serves the store on the endpoint: every agent is its client
         rdzv = dict(run_id=str(lc.rdzv_id), rdzv_endpoint=str(lc.rdzv_endpoint), local_addr=lc.local_addr,
@@ -119,7 +131,7 @@ def stop_abrupt_gmis(run_dir: Path, gmis: list[int]) -> None:
 
 
 def _describe_failure(err: Exception, plan: Plan, run_dir: Path, watchdog: Watchdog,
-                      coord: Coordinator | None, killed: set[int]) -> LaunchError:
+                      coord: Coordinator | None, killed: set[int]) -> LaunchError | RefusedInGmi:
     node, nnodes = plan.node_rank, plan.nnodes
     local_rank = {g.id: i for i, g in enumerate(plan.local_gmis)}
     failures: list[Failure] = []
@@ -131,8 +143,8 @@ def _describe_failure(err: Exception, plan: Plan, run_dir: Path, watchdog: Watch
                   f"(limit launch.heartbeat_timeout_s={watchdog.heartbeat_timeout_s:g})")))
     failures += process_failures(err, {i: g for g, i in local_rank.items()}, node, nnodes, run_dir,
                                  killed=watchdog.hang is not None or killed)
-    msg = coord.describe(failures) if coord is not None else describe(failures, nnodes)
-    return LaunchError(msg or f"launch failed: {err}")
+    fallback = f"launch failed: {err}"
+    return coord.error(failures, fallback) if coord is not None else run_error(failures, nnodes, fallback=fallback)
 
 
 def launch(plan: Plan, backend: Backend, run_dir: Path, live: Any = None, reshaper: Any = None) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from gmiexp import signals
 from gmiexp.backends.mps_clients import kept_by
 from gmiexp.backends.mps_daemon import quit_detached
+from gmiexp.errors import REFUSAL_PREFIX, REFUSED_EXIT_CODE, ConfigError
 from gmiexp.launch import lifeline, preemption
 from gmiexp.launch.failure import COMM_EXIT_CODE, is_comm_error
 from gmiexp.launch.gmi_env import apply_gmi_environment
@@ -137,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     bind_to_launcher(plan, rank)
     try:
         run_gmi(plan, rank, status)
+    except ConfigError as e:  # bad input only a GMI sees: the launcher makes it the run's exit 2, named as here
+        print(f"{REFUSAL_PREFIX}{e}", file=sys.stderr, flush=True)
+        return REFUSED_EXIT_CODE
     except Exception as e:
         traceback.print_exc()
         return COMM_EXIT_CODE if is_comm_error(e) else 1  # a peer's failure, seen in a collective: not the root
