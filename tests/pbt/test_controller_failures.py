@@ -8,11 +8,14 @@ import os
 import signal
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import crash_simulator
 import pytest
 from gmitest import FAST, compose_config, popen_cli, run_cli
 
+from gmiexp.errors import RefusedInGmi
+from gmiexp.pack import runner
 from gmiexp.pbt import views
 from gmiexp.pbt.controller import STATE, Population, checkpoint_at
 from gmiexp.pbt.rules import Record
@@ -98,6 +101,43 @@ def test_a_killed_member_restarts_from_its_checkpoint_then_failing_again_takes_a
     assert ev[-1]["event"] == "finished"
     row = next(r for r in views.lineage(views.events(run_dir)) if r["reason"] == "failed")
     assert (row["member"], row["source"]) == (1, decision["source"])
+
+
+def test_a_refusing_member_stops_the_population_as_bad_input_without_a_restart(tmp_path: Path) -> None:
+    """Exit 2 is the member's input (the same for a restart or a leader's copy): the population's exit 2."""
+    pop = Population(compose_config(*BASE, "pbt.population=2"), tmp_path, [])
+    life_dir = tmp_path / "members" / "1" / "life0"
+    life_dir.mkdir(parents=True)
+    (life_dir / runner.STDERR).write_text("gmiexp: task=Drift ...\ngmiexp: error: invalid task.vec_env: 'm:f'; "
+                                          "cannot import module 'm' (GMI 0 refused it at start and exited 2; every "
+                                          "GMI was stopped)\n")
+    life = SimpleNamespace(member=1, index=0, job=SimpleNamespace(slot=object(), run_dir=life_dir))
+    with pytest.raises(RefusedInGmi) as e:
+        pop.failed(life, 2)  # type: ignore[arg-type]
+    assert str(e.value).startswith("member 1: invalid task.vec_env: 'm:f'; cannot import module 'm' (GMI 0 refused")
+    assert f"the population stopped (its run dir: {life_dir})" in str(e.value) and e.value.exit_code == 2
+    assert pop.failures == [] and pop.lives == {}  # not counted against pbt.max_failures, nothing started
+    [ev] = events(tmp_path)
+    assert (ev["event"], ev["member"], ev["code"]) == ("failed", 1, 2) and "refused its input" in ev["then"]
+
+
+# the same through a population of 2 whose GMIs refuse their environment: 49 s on the 2-core host under a load
+# average of 7 (two member starts); slow: the default suite holds the controller's part above and the launcher's
+# in tests/launch/test_launcher.py
+@pytest.mark.slow
+def test_a_member_that_refuses_its_input_stops_the_population_with_exit_2_naming_it(tmp_path: Path) -> None:
+    """Bad input a member's GMI saw (exit 2) is the population's: no restart, no copy, no failure counted."""
+    r = run_cli(*BASE, "pbt.population=2", "max_iterations=2", *crash_simulator.REFUSE, f"hydra.run.dir={tmp_path}",
+                timeout=400)
+    assert r.returncode == 2, r.stderr[-3000:]
+    said = [ln for ln in r.stderr.splitlines() if ln.startswith("gmiexp: error: ")]
+    assert len(said) == 1 and said[0].startswith("gmiexp: error: member ") and \
+        ": invalid task.env_config key: 'nosuch'; the environment config has no 'nosuch'" in said[0], r.stderr[-3000:]
+    ev = events(tmp_path)
+    failed = [e for e in ev if e["event"] == "failed"]
+    assert len(failed) == 1 and failed[0]["code"] == 2 and "refused its input" in failed[0]["then"]
+    assert not [e for e in ev if e["event"] == "start" and e.get("life", 0) > 0]  # nobody started again
+    assert ev[-1]["event"] == "stopped" and ev[-1]["reason"] == "failed"
 
 
 # the bound: every member's environments fail at their first step; one failure is survived (no checkpoint of its

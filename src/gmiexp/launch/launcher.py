@@ -241,6 +241,8 @@ def _run_session(plan: Plan, run_dir: Path, watchdog: Watchdog, monitor: Any, t0
         except KeyboardInterrupt as e:  # a second Ctrl-C (every GMI stopped at once), or Ctrl-C in-process
             _tell_others(coord, plan, f"node {plan.node_rank}'s launcher was interrupted (Ctrl-C)")
             stopped = str(e) or "interrupted (Ctrl-C)"
+        except RefusedInGmi:  # launch.inprocess: the GMI's refusal as it is
+            raise
         except Exception as err:  # ChildFailedError and friends
             raise _describe_failure(err, plan, run_dir, watchdog, coord, killed) from None
         else:
@@ -371,5 +373,8 @@ def _inprocess(plan: Plan) -> None:
     program's output (the one-line summary).
     """
     apply_gmi_environment(plan.gmis[0])
-    with contextlib.redirect_stdout(sys.stderr):
-        run_gmi(plan, 0)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            run_gmi(plan, 0)
+    except ConfigError as e:  # as a worker's: bad input only the GMI saw, named as the launcher names a worker's
+        raise RefusedInGmi(f"{e} (GMI 0 refused it at start, in the launcher's process)") from None

@@ -32,6 +32,7 @@ taken whole: its run goes on), or from the leader's checkpoint of a restart expl
 A member that exits non-zero when the controller did not stop it is restarted from its last checkpoint or, with
 none or failing again from it, replaced by a copy of a leader's (a ``decision`` with reason ``failed``); past
 ``pbt.max_failures`` failures in one run the population stops, exit 1, naming each failed member and its run dir.
+A member that exits 2 refused its input (bad input only its GMIs see): the population stops with exit 2, naming it.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ from gmiexp.backends import mps_daemon, mps_session
 from gmiexp.backends.common import visible_device
 from gmiexp.config import Config
 from gmiexp.config.schema import PBT_KEYS
-from gmiexp.errors import ConfigError, LaunchError
+from gmiexp.errors import REFUSAL_PREFIX, REFUSED_EXIT_CODE, ConfigError, LaunchError, RefusedInGmi
 from gmiexp.hardware import resolve
 from gmiexp.launch.requeue import EPOCH_IN_NAME, epoch_of, latest_checkpoint, training_key
 from gmiexp.pack import runner, slots
@@ -367,7 +368,7 @@ class Population:
                 self.stop_all()
                 self.collect_acks()  # what a member took before it stopped is its state now
                 self.read_all()  # the records up to the stop: a resume goes on from them
-                self.log("stopped", reason="failed" if isinstance(e, LaunchError) else "interrupted")
+                self.log("stopped", reason="failed" if isinstance(e, (LaunchError, RefusedInGmi)) else "interrupted")
                 self.views()
                 raise
             finally:
@@ -493,6 +494,12 @@ class Population:
         except OSError:
             tail = []
         frames = max((r.frames for r in self.records if r.member == m), default=0)
+        if code == REFUSED_EXIT_CODE:  # bad input its GMIs saw: a restart or a leader's copy would refuse it again
+            self.log("failed", member=m, life=life.index, code=code, run_dir=str(life.job.run_dir), frames=frames,
+                     stderr=tail, then="the population stops: the member refused its input (exit 2)")
+            said = [ln.removeprefix(REFUSAL_PREFIX) for ln in tail if ln.startswith(REFUSAL_PREFIX)]
+            raise RefusedInGmi(f"member {m}: {said[-1] if said else f'exit {code}'}; the population stopped "
+                               f"(its run dir: {life.job.run_dir})")
         self.failures.append({"member": m, "life": life.index, "code": code, "run_dir": str(life.job.run_dir)})
         where = {"member": m, "life": life.index, "code": code, "run_dir": str(life.job.run_dir), "frames": frames,
                  "stderr": tail}
