@@ -63,13 +63,13 @@ class FailRole(Role):
 
 
 class RefuseRole(Role):
-    """GMI 1 finds its input bad once its GMI runs (as a task.vec_env a GMI imports); the others beat meanwhile."""
+    """The last GMI finds its input bad once it runs (as a task.vec_env a GMI imports); the others beat meanwhile."""
 
     def run(self) -> dict:
         from gmiexp.errors import ConfigError
 
-        if self.gmi_id == 1:
-            time.sleep(1.0)  # the others are running: the launcher must stop them
+        if self.gmi_id == self.plan.world_size - 1:
+            time.sleep(1.0 if self.gmi_id else 0.0)  # the others are running: the launcher must stop them
             raise ConfigError("invalid task.env_config key: 'nosuch'; the environment config has no 'nosuch'")
         end = time.time() + 120
         while time.time() < end:

@@ -72,7 +72,7 @@ def test_bad_input_only_a_gmi_sees_exits_2_naming_it_and_stops_every_gmi(tmp_pat
     """A ConfigError raised in a GMI (a module or key it imports) is the run's exit 2, its reason the one line."""
     p = popen_cli("role=user_roles:RefuseRole", "num_gpus=1", "gmis_per_gpu=3", *FAST, f"hydra.run.dir={tmp_path}")
     try:
-        pids = [int(_wait_stage(tmp_path, g, "sleeping")["pid"]) for g in (0, 2)]
+        pids = [int(_wait_stage(tmp_path, g, "sleeping")["pid"]) for g in (0, 1)]
         _out, err = p.communicate(timeout=60)
     finally:
         if p.poll() is None:
@@ -80,7 +80,7 @@ def test_bad_input_only_a_gmi_sees_exits_2_naming_it_and_stops_every_gmi(tmp_pat
     assert p.returncode == 2, err[-3000:]
     said = [ln for ln in err.splitlines() if ln.startswith("gmiexp: error: ")]
     assert said == ["gmiexp: error: invalid task.env_config key: 'nosuch'; the environment config has no 'nosuch' "
-                    "(GMI 1 refused it at start and exited 2; every GMI was stopped)"], err[-3000:]
+                    "(GMI 2 refused it at start and exited 2; every GMI was stopped)"], err[-3000:]
     assert "Traceback" not in err
     _assert_all_gone(None, pids)
     s = json.loads((tmp_path / "summary.json").read_text())
@@ -123,6 +123,18 @@ def test_inprocess_single_gmi(tmp_path: Path) -> None:
     assert run(cfg, tmp_path) == 0
     s = json.loads((tmp_path / "summary.json").read_text())
     assert s["status"] == "ok" and s["metrics"]["perf/env_steps_per_s"] > 0
+
+
+def test_inprocess_a_gmis_refusal_is_bad_input_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gmitest import compose_config
+
+    from gmiexp.app import run
+
+    cfg = compose_config(*FAST, "role=user_roles:RefuseRole", "gmis_per_gpu=1", "launch.inprocess=true")
+    assert run(cfg, tmp_path) == 2
+    assert "gmiexp: error: invalid task.env_config key: 'nosuch'; the environment config has no 'nosuch' (GMI 0 " \
+           "refused it at start, in the launcher's process)" in capsys.readouterr().err
+    assert json.loads((tmp_path / "summary.json").read_text())["status"] == "failed"
 
 
 @pytest.mark.parametrize("gmis", [2])
