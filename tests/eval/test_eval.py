@@ -48,17 +48,27 @@ def cartpole_checkpoint(tmp_path_factory) -> Path:
 
 
 @pytest.mark.timeout(900)  # a short training run (fixture) and an eval; slow on a loaded host
-def test_ant_trained_3_epochs_evaluates_to_a_finite_mean_return_over_3_episodes(ant_checkpoint, tmp_path):
+def test_ant_trained_3_epochs_evaluates_to_a_finite_mean_return_over_3_episodes_and_films_one(ant_checkpoint,
+                                                                                             tmp_path):
+    """One evaluation: 3 episodes' returns, and a playable mp4 of the first one's first steps (one launch, not two)."""
+    import imageio.v2 as imageio
+
     assert (ant_checkpoint.parent / RECORD).is_file()  # training recorded the task and network
-    r = run_cli("mode=eval", f"checkpoint={ant_checkpoint}", "eval.episodes=3", f"hydra.run.dir={tmp_path}")
+    r = run_cli("mode=eval", f"checkpoint={ant_checkpoint}", "eval.episodes=3", "eval.video=true",
+                "eval.video_steps=25", f"hydra.run.dir={tmp_path}")
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.count("\n") == 1 and r.stdout.startswith("gmiexp eval ok: task=Ant episodes=3")
+    assert "video=" in r.stdout  # stdout: the summary line only
     s = json.loads((tmp_path / "summary.json").read_text())
     m = s["metrics"]
     assert len(s["returns"]) == 3 and all(1 <= n <= 1000 for n in s["lengths"])
     assert math.isfinite(m["eval/return_mean"]) and math.isfinite(m["eval/return_std"])
     assert m["eval/return_mean"] == pytest.approx(float(np.mean(s["returns"])))
     assert m["eval/length_mean"] == pytest.approx(float(np.mean(s["lengths"])))
+    assert s["video"] == str(tmp_path / "eval.mp4") and 2 <= s["video_frames"] <= 26  # reset frame + <= 25 steps
+    reader = imageio.get_reader(tmp_path / "eval.mp4")
+    assert reader.count_frames() == s["video_frames"]
+    assert reader.get_data(0).shape == (240, 320, 3)
 
 
 def test_a_cartpole_checkpoint_evaluated_as_ant_exits_2_naming_both_tasks(cartpole_checkpoint, tmp_path, capsys):
@@ -119,21 +129,6 @@ def has_renderer() -> bool:
 
 @pytest.mark.skipif(not has_renderer(), reason="no offscreen GL renderer (Mesa's libEGL or libOSMesa): "
                     "apt-get install libegl1 libegl-mesa0 libgl1-mesa-dri (make renderer, run by .ci/run)")
-@pytest.mark.timeout(900)  # a short training run (fixture) and an eval; slow on a loaded host
-def test_eval_video_writes_a_playable_mp4_with_one_frame_per_step(ant_checkpoint, tmp_path):
-    import imageio.v2 as imageio
-
-    r = run_cli("mode=eval", f"checkpoint={ant_checkpoint}", "eval.episodes=1", "eval.video=true",
-                "eval.video_steps=25", f"hydra.run.dir={tmp_path}")
-    assert r.returncode == 0, r.stderr[-2000:]
-    assert r.stdout.count("\n") == 1 and "video=" in r.stdout  # stdout: the summary line only
-    s = json.loads((tmp_path / "summary.json").read_text())
-    assert s["video"] == str(tmp_path / "eval.mp4") and 2 <= s["video_frames"] <= 26  # reset frame + <= 25 steps
-    reader = imageio.get_reader(tmp_path / "eval.mp4")
-    assert reader.count_frames() == s["video_frames"]
-    assert reader.get_data(0).shape == (240, 320, 3)
-
-
 def test_video_is_refused_before_anything_runs_where_the_simulator_cannot_render():
     task = TaskConfig(name="Cartpole", simulator="torch", env_id="Cartpole", max_episode_length=200, continuous=False)
     with pytest.raises(ConfigError, match="invalid eval.video=true for task Cartpole.*cannot render"):
