@@ -5,7 +5,8 @@ every node. Those are secondary failures: a worker whose exception is a torch.di
 exits with :data:`COMM_EXIT_CODE`, a worker whose launcher vanished with the lifeline's code. GMIs a launcher
 killed itself (still running when another node failed) are secondary too, and so are those elastic stopped
 with SIGTERM after the first failure (it lists them among the failures "for bookkeeping"). The error names the
-earliest root failure; only when no node reports one does it fall back to the earliest secondary failure.
+earliest root failure; only when no node reports one does it fall back to the earliest secondary failure. A root
+GMI that exited 2 refused its input (:data:`gmiexp.errors.REFUSED_EXIT_CODE`): the run's error is then bad input.
 """
 
 from __future__ import annotations
@@ -52,7 +53,6 @@ class Failure:
     secondary: bool
     time: float
     refusal: str = ""  # a GMI that refused its config (exit 2): its reason, the CLI's "gmiexp: error:" text
-
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
