@@ -97,8 +97,25 @@ def read_result(run_dir: str | Path, gmi_id: int) -> dict[str, Any] | None:
     return read_json(gmi_dir(run_dir, gmi_id) / "result.json")
 
 
-def read_history(run_dir: str | Path, gmi_id: int = 0) -> list[dict[str, Any]]:
-    path = gmi_dir(run_dir, gmi_id) / "history.jsonl"
-    if not path.exists():
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The records of a JSON-lines file another process appends to: every whole line ([] without the file).
+
+    A record is whole once its newline is written: the part of one not yet flushed is left for the next read, and
+    a line a kill cut short (the next record then written after it) is skipped.
+    """
+    try:
+        whole = path.read_text().rpartition("\n")[0]
+    except FileNotFoundError:
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    out = []
+    for line in whole.splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+def read_history(run_dir: str | Path, gmi_id: int = 0) -> list[dict[str, Any]]:
+    """The GMI's epochs so far (:func:`read_jsonl`: the population controller reads it while the GMI appends)."""
+    return read_jsonl(gmi_dir(run_dir, gmi_id) / "history.jsonl")

@@ -42,6 +42,7 @@ from gmiexp.errors import ConfigError
 from gmiexp.launch.payback import SWITCH, TRIAL, Ledger, Remaining, Verdict, weigh
 from gmiexp.planner.partition import gmis_per_gpu
 from gmiexp.stats import Sample, Z, epoch_rates, paired_gain, steady_rate
+from gmiexp.status import read_jsonl
 
 REQUEST_FILE = "reshape_request.json"  # in the node's run dir: what tools.reshape asks for
 LOG_FILE = "reshapes.jsonl"  # every decision, done or refused, one JSON line each (tools.reshape reads it back)
@@ -105,10 +106,8 @@ def log(run_dir: Path, record: dict[str, Any]) -> None:
 
 
 def read_log(run_dir: Path) -> list[dict[str, Any]]:
-    try:
-        return [json.loads(line) for line in (run_dir / LOG_FILE).read_text().splitlines() if line.strip()]
-    except OSError:
-        return []
+    """The re-shape log's records (whole lines: the launcher may be appending one)."""
+    return read_jsonl(run_dir / LOG_FILE)
 
 
 CLEAR_WIN = 0.15  # a trial this much faster than the window before it is kept without the return leg: more than

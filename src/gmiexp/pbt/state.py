@@ -9,12 +9,12 @@ log stops: after Ctrl-C, SIGTERM, a Slurm requeue, or a killed controller (a lin
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gmiexp.pbt.rules import Record
+from gmiexp.status import read_jsonl
 
 STATE_FILE = Path("pbt") / "state.jsonl"
 #: why a member's life started (``start`` events' ``cause``): the population's start, an exploit by restart, the
@@ -27,14 +27,8 @@ def is_population(run_dir: Path) -> bool:
 
 
 def events(run_dir: Path) -> list[dict[str, Any]]:
-    """Every event of the population in the order written (a line cut by a kill is skipped)."""
-    out = []
-    for line in (run_dir / STATE_FILE).read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue
-    return out
+    """Every event of the population in the order written (whole lines: :func:`gmiexp.status.read_jsonl`)."""
+    return read_jsonl(run_dir / STATE_FILE)
 
 
 @dataclass
