@@ -116,11 +116,13 @@ def test_bad_settings_exit_2_naming_each_before_anything_launches(tmp_path, caps
     assert not (tmp_path / "res").exists()  # nothing planned, trained or written
 
 
-def sitting(s, cfg, res, first, evals, spread=True):
-    """A finished study's results dir as run.py leaves it: repetitions ``first``.. with members evaluated ``evals``.
+def sitting(s, cfg, res, first, evals, spread=True, report=True):
+    """A study's results dir as run.py leaves it: repetitions ``first``.. with members evaluated ``evals``, each
+    population's and evaluation's command recorded as Hydra records it, each evaluation's summary (sd 1 + the
+    member's index) where the population's summary names the member's run dir.
 
-    ``spread=False``: a table from before the evaluations' spread was recorded in it; each member's evaluation
-    summary (sd 1 + its index) lies where the population's summary names its run dir.
+    ``spread=False``: a table from before the evaluations' spread was recorded in it. ``report=False``: a study
+    that stopped after these repetitions (its tables written, no report).
     """
     reps = []
     for rep, by_arm in enumerate(evals, start=first):
@@ -132,17 +134,18 @@ def sitting(s, cfg, res, first, evals, spread=True):
                         "curve": [{"life": 0, "t": 1.5 * k, "frames": 1024 * k, "reward": v * k} for k in (1, 2)]}
                        for i, v in enumerate(values)]
             population = res / "runs" / f"r{rep}_{arm}"
-            if not spread:
-                for m in members:
+            hydra_record(population, s.overrides(cfg, arm, int(cfg.seed) + rep))
+            for m in members:
+                if not spread:
                     del m["eval_std"]
-                    life = population / "members" / str(m["member"]) / "life0"
-                    (life / "eval").mkdir(parents=True)
-                    (life / "eval" / "summary.json").write_text(json.dumps(
-                        {"metrics": {"eval/return_mean": m["eval"], "eval/return_std": 1.0 + m["member"]}}))
-                population.mkdir(parents=True, exist_ok=True)
-                (population / "summary.json").write_text(json.dumps({"members": [
-                    {"member": m["member"], "run_dir": str(population / "members" / str(m["member"]) / "life0")}
-                    for m in members]}))
+                life = population / "members" / str(m["member"]) / "life0"
+                hydra_record(life / "eval", ["mode=eval", "checkpoint=x.pth", f"eval.episodes={cfg.eval_episodes}",
+                                             f"seed={cfg.eval_seed}"])
+                (life / "eval" / "summary.json").write_text(json.dumps(
+                    {"metrics": {"eval/return_mean": m["eval"], "eval/return_std": 1.0 + m["member"]}}))
+            (population / "summary.json").write_text(json.dumps({"members": [
+                {"member": m["member"], "run_dir": str(population / "members" / str(m["member"]) / "life0")}
+                for m in members]}))
             reps[-1][arm] = {"rep": rep, "seed": 1 + rep, "arm": arm, "order": "-".join(s.order(rep)),
                              "wall_s": 100.0 + rep, "population_wall_s": 99.0, "exploits": 3 if arm == "pbt" else 0,
                              "exploit_s_median": 0.04 if arm == "pbt" else None, "frames_lost_median": 0.0,
@@ -151,8 +154,15 @@ def sitting(s, cfg, res, first, evals, spread=True):
                              "members": members, "run_dir": str(population)}
     res.mkdir(parents=True, exist_ok=True)
     s.write_tables(cfg, reps, res)
-    s.report(cfg, reps, ([], s.Check("cost", False, "not measured")), 10.0, res)
+    if report:
+        s.report(cfg, reps, ([], s.Check("cost", False, "not measured")), 10.0, res)
     return reps
+
+
+def hydra_record(run_dir, overrides):
+    """``.hydra/overrides.yaml`` as Hydra writes it for a run started with ``overrides``."""
+    (run_dir / ".hydra").mkdir(parents=True)
+    (run_dir / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
 
 
 def test_a_study_grown_over_two_sittings_reports_every_repetition_as_one(tmp_path):
@@ -166,7 +176,8 @@ def test_a_study_grown_over_two_sittings_reports_every_repetition_as_one(tmp_pat
                                           f"results_dir={tmp_path}/all"])
     one = sitting(s, cfg, tmp_path / "a", 0, [{"pbt": [5, 9, 7, 8], "fixed": [1, 2, 3, 4]},
                                               {"pbt": [6, 9, 7, 8], "fixed": [1, 2, 3, 5]}])
-    two = sitting(s, cfg, tmp_path / "b", 2, [{"pbt": [9, 9, 7, 8], "fixed": [1, 2, 3, 6]}], spread=False)
+    two = sitting(s, cfg, tmp_path / "b", 2, [{"pbt": [9, 9, 7, 8], "fixed": [1, 2, 3, 6]}], spread=False,
+                  report=False)  # b stopped after its repetition: its tables, no report
     assert "eval_std" not in next(csv.DictReader((tmp_path / "b" / "pbt_vs_fixed_ant.csv").open()))
     assert s.compare_checks(one)[0].why.startswith("2 repetition(s)")  # too few in either sitting alone
     checks = s.run(merge)
@@ -205,8 +216,9 @@ def test_merging_a_study_of_other_settings_an_unfinished_one_or_a_repetition_twi
         s.run(bad)
     assert e.value.code == 2
     err = capsys.readouterr().err
-    assert "other ran other settings" in err and "8 epochs" in err
-    assert "none has no pbt_vs_fixed_ant.md" in err
+    assert "other ran other settings: repetition 2 pbt ran ['max_iterations=9'] where this run has " \
+           "['max_iterations=8']" in err
+    assert "none has no pbt_vs_fixed_ant_reps.csv" in err
     assert "repetition(s) [1] twice" in err  # a's repetition 1 and first_rep=1 here
     assert not (tmp_path / "all").exists()  # nothing planned, trained or written
 

@@ -17,8 +17,9 @@ the cost of one exploit in place against ``pbt.exploit=restart`` from ``exploit_
 _reps.csv, _curves.csv, .md and .png (each member's return against wall time, PBT arm against fixed arm).
 
 A study can grow over several sittings: ``first_rep=3 reps=3 results_dir=B`` runs repetitions 3-5 (seeds 4-6), and
-``reps=0 merge=[A,B] results_dir=C`` reports over every repetition of A and B (each must hold a finished study of
-the same settings, and no repetition twice) without running anything.
+``reps=0 merge=[A,B] results_dir=C`` reports over every finished repetition of A and B without running anything
+(each repetition's populations and evaluations must have run as this command would run them, and none may appear
+twice).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -116,16 +117,20 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def finished_study(cfg: DictConfig, where: Path) -> tuple[list[dict[str, dict[str, Any]]], list[str]]:
-    """A results dir's repetitions, rebuilt from its tables, or the reasons it cannot join this study."""
+    """A results dir's finished repetitions, rebuilt from its tables, or the reasons it cannot join this study.
+
+    What a repetition ran is what its populations and evaluations recorded (:func:`ran_otherwise`), so the
+    repetitions a study finished before it stopped join as well as a whole study's.
+    """
     base = where / f"{NAME}_{cfg.setup.name}"
-    report_md = base.parent / f"{base.name}.md"
-    if not report_md.is_file():
-        return [], [f"merge: {where} has no {report_md.name} (not a finished study of setup={cfg.setup.name})"]
-    text = report_md.read_text()
-    differ = [line for line in settings(cfg) if line not in text]
+    reps_csv = base.parent / f"{base.name}_reps.csv"
+    if not reps_csv.is_file():
+        return [], [f"merge: {where} has no {reps_csv.name} (no repetition of setup={cfg.setup.name} finished)"]
+    arms = read_rows(reps_csv)
+    differ = [why for a in arms for why in ran_otherwise(cfg, a)]
     if differ:
-        return [], [f"merge: {where} ran other settings; this run's " + "; ".join(repr(d) for d in differ)]
-    arms = read_rows(base.parent / f"{base.name}_reps.csv")
+        return [], [f"merge: {where} ran other settings: " + "; ".join(differ[:3])
+                    + (f"; and {len(differ) - 3} more" if len(differ) > 3 else "")]
     curves: dict[tuple[int, str, int], list[dict[str, Any]]] = {}
     for c in read_rows(base.parent / f"{base.name}_curves.csv"):
         curves.setdefault((c.pop("rep"), c.pop("arm"), c.pop("member")), []).append(c)
@@ -141,6 +146,26 @@ def finished_study(cfg: DictConfig, where: Path) -> tuple[list[dict[str, dict[st
             got = [{**m, "eval_std": eval_std(where_[m["member"]]) if m["member"] in where_ else None} for m in got]
         reps.setdefault(a["rep"], {})[a["arm"]] = {**a, "members": got}
     return [reps[r] for r in sorted(reps) if set(reps[r]) == set(ARMS)], []
+
+
+def recorded(run_dir: Path) -> list[str] | None:
+    """The overrides a gmiexp run was started with (Hydra's ``.hydra/overrides.yaml``), None without the record."""
+    f = run_dir / ".hydra" / "overrides.yaml"
+    return [str(x) for x in OmegaConf.load(f)] if f.is_file() else None
+
+
+def ran_otherwise(cfg: DictConfig, arm: dict[str, Any]) -> list[str]:
+    """Where one arm of a repetition ran other than this run would: its population's command, its evaluations'."""
+    rep, name, run_dir = arm["rep"], arm["arm"], Path(arm["run_dir"])
+    got, want = recorded(run_dir), overrides(cfg, name, int(cfg.seed) + rep)
+    if got is None:
+        return [f"repetition {rep} {name}: no record of its command ({run_dir / '.hydra' / 'overrides.yaml'})"]
+    if got != want:
+        return [f"repetition {rep} {name} ran {sorted(set(got) - set(want)) or got} where this run has "
+                f"{sorted(set(want) - set(got)) or want}"]
+    asked = {f"eval.episodes={cfg.eval_episodes}", f"seed={cfg.eval_seed}"} if cfg.eval_episodes else set()
+    return [f"repetition {rep} {name} member {m}'s evaluation ran {recorded(d / 'eval')}, not {sorted(asked)}"
+            for m, d in sorted(member_dirs(run_dir).items()) if not asked <= set(recorded(d / "eval") or ())]
 
 
 def member_dirs(population_dir: Path) -> dict[int, Path]:
