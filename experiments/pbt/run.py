@@ -94,7 +94,7 @@ def check_settings(cfg: DictConfig) -> None:
 
 
 def settings(cfg: DictConfig) -> list[str]:
-    """What a repetition's figures depend on, as its report words it: a merged study's report must hold each line."""
+    """The report's lines that say what ran: the setup, epochs and interval, the evaluation, both arms' overrides."""
     s = cfg.setup
     return [f"PBT against fixed members: {s.label}; {s.epochs} epochs, interval {s.interval_steps} env steps",
             f"evaluation: {cfg.eval_episodes} deterministic episodes",
