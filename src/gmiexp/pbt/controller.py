@@ -494,15 +494,14 @@ class Population:
         except OSError:
             tail = []
         frames = max((r.frames for r in self.records if r.member == m), default=0)
+        where = {"member": m, "life": life.index, "code": code, "run_dir": str(life.job.run_dir), "frames": frames,
+                 "stderr": tail}
         if code == REFUSED_EXIT_CODE:  # bad input its GMIs saw: a restart or a leader's copy would refuse it again
-            self.log("failed", member=m, life=life.index, code=code, run_dir=str(life.job.run_dir), frames=frames,
-                     stderr=tail, then="the population stops: the member refused its input (exit 2)")
+            self.log("failed", **where, then="the population stops: the member refused its input (exit 2)")
             said = [ln.removeprefix(REFUSAL_PREFIX) for ln in tail if ln.startswith(REFUSAL_PREFIX)]
             raise RefusedInGmi(f"member {m}: {said[-1] if said else f'exit {code}'}; the population stopped "
                                f"(its run dir: {life.job.run_dir})")
         self.failures.append({"member": m, "life": life.index, "code": code, "run_dir": str(life.job.run_dir)})
-        where = {"member": m, "life": life.index, "code": code, "run_dir": str(life.job.run_dir), "frames": frames,
-                 "stderr": tail}
         if len(self.failures) > p.max_failures:
             self.log("failed", **where, then=f"the population stops: {len(self.failures)} failures, past "
                                              f"pbt.max_failures={p.max_failures}")
