@@ -249,3 +249,48 @@ def test_pbt_against_fixed_smoke_runs_end_to_end(tmp_path):
     assert len(lines) == 3 and "at least 3" in lines[0]  # one repetition: the comparisons cannot pass
     assert lines[2].startswith("PASS: ") and "restart / in place 40x" in lines[2]
     assert (res / "pbt_vs_fixed_smoke.png").stat().st_size > 0
+
+
+def test_fixed_from_reuses_a_finished_studys_fixed_arms_checked_against_this_runs_command(tmp_path, capsys):
+    """fixed_from: each repetition's fixed arm from a study that ran it as this run would; the PBT arm may differ."""
+    from hydra import compose, initialize_config_dir
+
+    s = study()
+    with initialize_config_dir(config_dir=str(SCRIPT.parent), version_base=None):
+        cfg = compose("run", overrides=["setup.epochs=8"])
+        graced = ["setup.epochs=8", "arms.pbt=[\"pbt.initial_delay=4096\"]", f"results_dir={tmp_path}/new"]
+        new = compose("run", overrides=[*graced, f"fixed_from=[{tmp_path}/a,{tmp_path}/b]"])
+        bad = compose("run", overrides=[*graced, f"fixed_from=[{tmp_path}/a,{tmp_path}/a,{tmp_path}/other]"])
+        other = compose("run", overrides=["setup.epochs=8", "arms.fixed=[\"pbt.initial_delay=5\"]"])
+    old = sitting(s, cfg, tmp_path / "a", 0, [{"pbt": [5, 9], "fixed": [1, 2]}, {"pbt": [5, 9], "fixed": [1, 3]}])
+    sitting(s, cfg, tmp_path / "b", 2, [{"pbt": [5, 9], "fixed": [1, 4]}])
+    sitting(s, other, tmp_path / "other", 3, [{"pbt": [5, 9], "fixed": [1, 5]}])
+    got = s.reused(new)
+    assert sorted(got) == [0, 1, 2] and got[2]["reused_from"] == str(tmp_path / "b")
+    assert [m["eval"] for m in got[1]["members"]] == [1, 3]
+    assert [m["curve"] for m in got[0]["members"]] == [m["curve"] for m in old[0]["fixed"]["members"]]
+    with pytest.raises(SystemExit) as e:
+        s.reused(bad)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "fixed_from: " in err and "other ran other settings: repetition 3 fixed ran " \
+           "['pbt.initial_delay=5'] where this run has ['pbt.initial_delay=1000000000000']" in err
+    assert "repetition(s) [0, 1] in more than one dir" in err
+
+    # the PBT arm is the same population until its first change: equal there, or the reuse is refused in the report
+    pbt = {"members": [{"curve": [*m["curve"], {"life": 0, "t": 4.5, "frames": 3072, "reward": -7.0}]}
+                       for m in old[0]["fixed"]["members"]], "first_change": 2048}
+    assert s.agreement(pbt, got[0]) == (4, True)  # 2 members x 2 epochs up to frame 2048; after it they may differ
+    pbt["members"][1]["curve"][1] = {**pbt["members"][1]["curve"][1], "reward": 4.0001}
+    assert s.agreement(pbt, got[0]) == (4, False)
+    reps = [dict(r) for r in old]
+    for r, same in zip(reps, (1, 0), strict=True):
+        r["fixed"] = got[r["pbt"]["rep"]]
+        r["pbt"] = {**r["pbt"], "same_epochs": 4, "same_as_fixed": same}
+    checks = s.report(new, reps, ([], s.Check("cost", False, "not measured")), 1.0, tmp_path)
+    assert checks[-1] == s.Check("every reused fixed arm is this run's population (equal returns before the first "
+                                 "change)", False, "repetition(s) [1] differ")
+    text = (tmp_path / "pbt_vs_fixed_ant.md").read_text()
+    assert f"repetition 0's fixed arm was reused from {tmp_path / 'a'} (*: its wall time is that sitting's); the " \
+           "PBT arm's members equal it over the 4 member-epochs" in text
+    assert "wall time PBT / fixed per repetition: 1.00*, 1.00*" in text

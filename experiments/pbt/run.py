@@ -19,7 +19,9 @@ _reps.csv, _curves.csv, .md and .png (each member's return against wall time, PB
 A study can grow over several sittings: ``first_rep=3 reps=3 results_dir=B`` runs repetitions 3-5 (seeds 4-6), and
 ``reps=0 merge=[A,B] results_dir=C`` reports over every finished repetition of A and B without running anything
 (each repetition's populations and evaluations must have run as this command would run them, and none may appear
-twice).
+twice). ``fixed_from=[A,...]`` takes each repetition's fixed arm from a finished study that ran it as this command
+would (populations repeat bit for bit from their seed), so only the PBT arm trains here: the report checks that its
+members' curves equal the reused fixed arm's up to the first exploit, and marks those wall times as another sitting's.
 """
 
 from __future__ import annotations
@@ -102,8 +104,9 @@ def settings(cfg: DictConfig) -> list[str]:
             f"* PBT arm: {' '.join(cfg.arms.pbt) or '(pbt=default as it is)'}; fixed arm: {' '.join(cfg.arms.fixed)}"]
 
 
-INTS = {"rep", "seed", "member", "lives", "exploits_taken", "exploits", "life", "frames"}
-TEXT = {"arm", "order", "eval_note", "run_dir"}
+INTS = {"rep", "seed", "member", "lives", "exploits_taken", "exploits", "life", "frames", "first_change",
+        "same_epochs", "same_as_fixed"}
+TEXT = {"arm", "order", "eval_note", "run_dir", "reused_from"}
 
 
 def typed(row: dict[str, str]) -> dict[str, Any]:
@@ -122,14 +125,21 @@ def finished_study(cfg: DictConfig, where: Path) -> tuple[list[dict[str, dict[st
     What a repetition ran is what its populations and evaluations recorded (:func:`ran_otherwise`), so the
     repetitions a study finished before it stopped join as well as a whole study's.
     """
+    reps, why = finished_arms(cfg, where, ARMS, "merge")
+    return [reps[r] for r in sorted(reps) if set(reps[r]) == set(ARMS)], why
+
+
+def finished_arms(cfg: DictConfig, where: Path, wanted: Sequence[str],
+                  role: str) -> tuple[dict[int, dict[str, dict[str, Any]]], list[str]]:
+    """The ``wanted`` arms a results dir finished, by repetition, each checked against this run's command for it."""
     base = where / f"{NAME}_{cfg.setup.name}"
     reps_csv = base.parent / f"{base.name}_reps.csv"
     if not reps_csv.is_file():
-        return [], [f"merge: {where} has no {reps_csv.name} (no repetition of setup={cfg.setup.name} finished)"]
-    arms = read_rows(reps_csv)
+        return {}, [f"{role}: {where} has no {reps_csv.name} (no repetition of setup={cfg.setup.name} finished)"]
+    arms = [a for a in read_rows(reps_csv) if a["arm"] in wanted]
     differ = [why for a in arms for why in ran_otherwise(cfg, a)]
     if differ:
-        return [], [f"merge: {where} ran other settings: " + "; ".join(differ[:3])
+        return {}, [f"{role}: {where} ran other settings: " + "; ".join(differ[:3])
                     + (f"; and {len(differ) - 3} more" if len(differ) > 3 else "")]
     curves: dict[tuple[int, str, int], list[dict[str, Any]]] = {}
     for c in read_rows(base.parent / f"{base.name}_curves.csv"):
@@ -145,7 +155,7 @@ def finished_study(cfg: DictConfig, where: Path) -> tuple[list[dict[str, dict[st
             where_ = member_dirs(Path(a["run_dir"]))
             got = [{**m, "eval_std": eval_std(where_[m["member"]]) if m["member"] in where_ else None} for m in got]
         reps.setdefault(a["rep"], {})[a["arm"]] = {**a, "members": got}
-    return [reps[r] for r in sorted(reps) if set(reps[r]) == set(ARMS)], []
+    return reps, []
 
 
 def recorded(run_dir: Path) -> list[str] | None:
@@ -193,6 +203,50 @@ def merged(cfg: DictConfig) -> list[dict[str, dict[str, Any]]]:
     if reasons:
         usage_error(reasons)
     return reps
+
+
+def reused(cfg: DictConfig) -> dict[int, dict[str, Any]]:
+    """The fixed arms of the ``fixed_from`` dirs by repetition; exit 2 naming each dir that cannot stand in.
+
+    A population repeats bit for bit from its seed (its members wait for every verdict at each interval's end, so
+    nothing depends on timing), so a finished fixed arm whose recorded command is this run's is this run's fixed arm.
+    """
+    out: dict[int, dict[str, Any]] = {}
+    reasons, twice = [], set()
+    for d in cfg.fixed_from:
+        where = Path(d) if Path(d).is_absolute() else ROOT / d
+        got, why = finished_arms(cfg, where, ("fixed",), "fixed_from")
+        reasons += why
+        for rep, arms in got.items():
+            if rep in out:
+                twice.add(rep)
+            out[rep] = {**arms["fixed"], "reused_from": str(where)}
+    if twice:
+        reasons.append(f"fixed_from: repetition(s) {sorted(twice)} in more than one dir; valid: each once")
+    if reasons:
+        usage_error(reasons)
+    return out
+
+
+def agreement(pbt: dict[str, Any], fixed: dict[str, Any]) -> tuple[int, bool]:
+    """Epochs compared and whether every member's return equals the fixed arm's up to the PBT arm's first change.
+
+    Both arms are the same population until the first exploit or mutation (``first_change``, frames), so a reused
+    fixed arm that differs before it is not this run's population.
+    """
+    until = pbt.get("first_change")
+    compared, same = 0, True
+    for p, f in zip(pbt["members"], fixed["members"], strict=True):
+        mine = [(c["frames"], c["reward"]) for c in p["curve"] if c["life"] == 0 and (until is None or
+                                                                                    c["frames"] <= until)]
+        theirs = [(c["frames"], c["reward"]) for c in f["curve"] if c["life"] == 0 and (until is None or
+                                                                                      c["frames"] <= until)]
+        compared += len(mine)
+        same = same and len(mine) == len(theirs) and all(
+            a[0] == b[0] and (a[1] == b[1] or (a[1] is not None and b[1] is not None and math.isclose(a[1], b[1],
+                                                                                                 rel_tol=1e-12)))
+            for a, b in zip(mine, theirs, strict=True))
+    return compared, same
 
 
 def overrides(cfg: DictConfig, arm: str, seed: int) -> list[str]:
@@ -258,6 +312,7 @@ def population(cfg: DictConfig, arm: str, rep: int, seed: int, runs: Path) -> di
                         "eval_std": eval_std(Path(m["run_dir"])) if ev is not None else None, "eval_note": note,
                         "curve": curve(run_dir / "members" / str(member), t0)})
     costs = exploit_cost.inplace_costs(evs) + exploit_cost.restart_costs(evs)
+    changes = [int(r["frames"]) for r in lineage if r.get("frames") is not None]
     print(f"repetition {rep} {arm:>5}: {s['exploits']} exploits, {wall:,.0f} s; evaluated "
           f"{[m['eval'] for m in members]}", flush=True)
     return {"rep": rep, "seed": seed, "arm": arm, "order": "-".join(order(rep)), "wall_s": round(wall, 1),
@@ -266,7 +321,8 @@ def population(cfg: DictConfig, arm: str, rep: int, seed: int, runs: Path) -> di
             "frames_lost_median": median([c["frames_lost"] for c in costs]),
             "median_eval": median([m["eval"] for m in members]), "best_eval": best([m["eval"] for m in members]),
             "median_final": median([m["final_return"] for m in members]),
-            "best_final": best([m["final_return"] for m in members]), "members": members, "run_dir": str(run_dir)}
+            "best_final": best([m["final_return"] for m in members]), "members": members, "run_dir": str(run_dir),
+            "first_change": min(changes) if changes else None}
 
 
 def median(values: Sequence[float | None]) -> float | None:
@@ -370,6 +426,10 @@ def report(cfg: DictConfig, reps: list[dict[str, dict[str, Any]]], cost: tuple[l
            res: Path) -> list[Check]:
     s = cfg.setup
     checks = [*compare_checks(reps), cost[1]]
+    if any(r["fixed"].get("reused_from") for r in reps):
+        differ = [r["pbt"]["rep"] for r in reps if r["fixed"].get("reused_from") and not r["pbt"].get("same_as_fixed")]
+        checks.append(Check("every reused fixed arm is this run's population (equal returns before the first change)",
+                            not differ, f"repetition(s) {differ} differ" if differ else "all equal"))
     head, evaluation, both, arms = settings(cfg)
     seeds = ", ".join(str(r["pbt"]["seed"]) for r in reps)
     lines = [f"{head}; {len(reps)} repetition(s), seeds {seeds} (interleaved: the order alternates); {evaluation}; "
@@ -393,8 +453,14 @@ def report(cfg: DictConfig, reps: list[dict[str, dict[str, Any]]], cost: tuple[l
         lines.append(f"* {arm}: median member evaluated {spread([r[arm]['median_eval'] for r in reps])}, best "
                      f"{spread([r[arm]['best_eval'] for r in reps])}; wall "
                      f"{spread([r[arm]['wall_s'] for r in reps])} s")
-    walls = [r["pbt"]["wall_s"] / r["fixed"]["wall_s"] for r in reps if r["fixed"]["wall_s"]]
-    lines.append(f"* wall time PBT / fixed per repetition: {', '.join(f'{w:.2f}' for w in walls)}")
+    walls = [f"{r['pbt']['wall_s'] / r['fixed']['wall_s']:.2f}" + ("*" if r["fixed"].get("reused_from") else "")
+             for r in reps if r["fixed"]["wall_s"]]
+    lines.append(f"* wall time PBT / fixed per repetition: {', '.join(walls)}")
+    lines += [f"* repetition {r['pbt']['rep']}'s fixed arm was reused from {r['fixed']['reused_from']} (*: its wall "
+              f"time is that sitting's); the PBT arm's members "
+              f"{'equal' if r['pbt'].get('same_as_fixed') else 'DIFFER FROM'} it over the "
+              f"{r['pbt'].get('same_epochs')} member-epochs before the first exploit or mutation"
+              for r in reps if r["fixed"].get("reused_from")]
     notes = sorted({m["eval_note"] for r in reps for arm in ARMS for m in r[arm]["members"] if m["eval_note"] != "ok"})
     lines += [f"* {n}" for n in notes]
     lines += ["", "The cost of one exploit, in place against pbt.exploit=restart (experiments/pbt/exploit_cost.py):",
@@ -448,6 +514,7 @@ def run(cfg: DictConfig) -> list[Check]:
     """The study: check, plan both arms, run the repetitions interleaved, write the tables, report and figure."""
     check_settings(cfg)
     reps = merged(cfg)
+    reuse = reused(cfg) if cfg.reps else {}
     if cfg.reps:
         plan_both(cfg)
     res = results_dir(cfg.results_dir, __file__)
@@ -457,7 +524,15 @@ def run(cfg: DictConfig) -> list[Check]:
         runs = Path(tempfile.mkdtemp(prefix=f"runs_{cfg.setup.name}_", dir=res))
     for rep in range(int(cfg.first_rep), int(cfg.first_rep) + int(cfg.reps)):
         seed = int(cfg.seed) + rep
-        reps.append({arm: population(cfg, arm, rep, seed, runs) for arm in order(rep)})
+        got = {arm: reuse[rep] if arm == "fixed" and rep in reuse else population(cfg, arm, rep, seed, runs)
+               for arm in order(rep)}
+        if rep in reuse:
+            n, same = agreement(got["pbt"], got["fixed"])
+            got["pbt"].update(same_epochs=n, same_as_fixed=int(same))
+            print(f"repetition {rep} fixed: reused from {reuse[rep]['reused_from']}; the PBT arm's members "
+                  f"{'equal' if same else 'DIFFER FROM'} it over {n} member-epochs before its first change",
+                  flush=True)
+        reps.append(got)
         reps.sort(key=lambda r: r["pbt"]["rep"])
         write_tables(cfg, reps, res)
     if not cfg.reps:
