@@ -294,3 +294,50 @@ def test_fixed_from_reuses_a_finished_studys_fixed_arms_checked_against_this_run
     assert f"repetition 0's fixed arm was reused from {tmp_path / 'a'} (*: its wall time is that sitting's); the " \
            "PBT arm's members equal it over the 4 member-epochs" in text
     assert "wall time PBT / fixed per repetition: 1.00*, 1.00*" in text
+
+
+def finished_population(s, cfg, run_dir, seed, evals, arm="pbt"):
+    """A population run.py started and gmiexp finished in ``run_dir``: its command, summary, lineage's starts, each
+    member's history and evaluation, as they lie on disk."""
+    hydra_record(run_dir, s.overrides(cfg, arm, seed))
+    members = []
+    for i, v in enumerate(evals):
+        life = run_dir / "members" / str(i) / "life0"
+        (life / "gmis" / "0").mkdir(parents=True)
+        (life / "gmis" / "0" / "history.jsonl").write_text("".join(
+            json.dumps({"time": 1000.0 + k, "frames": 1024 * k, "reward/mean": v * k}) + "\n" for k in (1, 2)))
+        hydra_record(life / "eval", ["mode=eval", "checkpoint=x.pth", f"eval.episodes={cfg.eval_episodes}",
+                                     f"seed={cfg.eval_seed}"])
+        (life / "eval" / "summary.json").write_text(json.dumps(
+            {"metrics": {"eval/return_mean": v, "eval/return_std": 2.0}}))
+        members.append({"member": i, "run_dir": str(life), "values": {s.LR: 2e-4}, "lives": 1, "return": v / 2})
+    (run_dir / "pbt").mkdir()
+    (run_dir / "pbt" / "state.jsonl").write_text("".join(
+        json.dumps({"event": "start", "member": i, "life": 0, "values": {s.LR: 1e-4 * (i + 1)}}) + "\n"
+        for i in range(len(evals))))
+    (run_dir / "summary.json").write_text(json.dumps({"status": "ok", "wall_s": 321.0, "exploits": 0,
+                                                      "members": members}))
+
+
+def test_a_population_that_finished_in_runs_dir_is_collected_not_trained_again(tmp_path):
+    """runs_dir: a study that stopped part way goes on; a finished population as this run would start it is read."""
+    from hydra import compose, initialize_config_dir
+
+    s = study()
+    with initialize_config_dir(config_dir=str(SCRIPT.parent), version_base=None):
+        cfg = compose("run", overrides=["setup.epochs=8", "timeout_s=5", f"runs_dir={tmp_path}"])
+    finished_population(s, cfg, tmp_path / "r0_pbt", 1, [3.0, 5.0])
+    got = s.population(cfg, "pbt", 0, 1, tmp_path)  # a launch would fail within timeout_s: nothing is trained
+    assert got["wall_s"] == 321.0 and [m["eval"] for m in got["members"]] == [3.0, 5.0]
+    assert [m["lr_start"] for m in got["members"]] == [1e-4, 2e-4] and got["first_change"] is None
+    assert [p["reward"] for p in got["members"][1]["curve"]] == [5.0, 10.0]
+    assert s.finished_before(cfg, "pbt", 2, tmp_path / "r0_pbt") is None  # another seed: another population
+    assert s.finished_before(cfg, "fixed", 1, tmp_path / "r0_pbt") is None  # another arm's command
+    reused = {**got, "arm": "fixed", "exploits": 0, "reused_from": "elsewhere",
+              "members": [{**m, "arm": "fixed"} for m in got["members"]]}
+    rows = [{"pbt": {**got, "same_epochs": 4, "same_as_fixed": 1}, "fixed": reused}] * 3
+    (tmp_path / "res").mkdir()
+    s.write_tables(cfg, rows, tmp_path / "res")  # a reused arm's columns beside a trained one's
+    reps_csv = list(csv.DictReader((tmp_path / "res" / "pbt_vs_fixed_ant_reps.csv").open()))
+    assert [(r["arm"], r["reused_from"], r["same_as_fixed"]) for r in reps_csv[:2]] == [
+        ("pbt", "", "1"), ("fixed", "elsewhere", "")]

@@ -283,15 +283,52 @@ def curve(member_dir: Path, t0: float) -> list[dict[str, Any]]:
              "reward": r.get("reward/mean")} for life in lives for r in read_history(life)]
 
 
-def population(cfg: DictConfig, arm: str, rep: int, seed: int, runs: Path) -> dict[str, Any]:
-    """One arm of one repetition: run it, then evaluate each member; its members' rows, curves and exploits."""
-    run_dir = runs / f"r{rep}_{arm}"
-    t0 = time.time()
+def finished_before(cfg: DictConfig, arm: str, seed: int, run_dir: Path) -> tuple[dict[str, Any], float] | None:
+    """A population that finished in ``run_dir`` as this run would start it: its summary and start time, else None.
+
+    ``runs_dir`` names a study's populations dir, so a study that stopped part way goes on without training again
+    what it finished (its start: when Hydra recorded its command).
+    """
+    record = run_dir / ".hydra" / "overrides.yaml"
+    if recorded(run_dir) != overrides(cfg, arm, seed):
+        return None
     try:
-        s = run_gmiexp(overrides(cfg, arm, seed), run_dir, timeout_s=float(cfg.timeout_s))
+        s = read_summary(run_dir)
+    except RunFailed:
+        return None
+    return (s, record.stat().st_mtime) if s.get("status") == "ok" else None
+
+
+def member_eval(cfg: DictConfig, run_dir: Path) -> tuple[float | None, str]:
+    """A member's evaluation: the one already in its run dir when it ran as asked, else ``mode=eval`` now."""
+    asked = {f"eval.episodes={cfg.eval_episodes}", f"seed={cfg.eval_seed}"}
+    if cfg.eval_episodes and asked <= set(recorded(run_dir / "eval") or ()):
+        try:
+            return float(read_summary(run_dir / "eval")["metrics"]["eval/return_mean"]), "ok"
+        except (RunFailed, KeyError, TypeError, ValueError):
+            pass
+    try:
+        return evaluated(run_dir, int(cfg.eval_episodes), int(cfg.eval_seed))
     except RunFailed as e:
-        raise SystemExit(f"failed: the {arm} arm of repetition {rep}\n{e}") from e
-    wall = time.time() - t0
+        raise SystemExit(f"failed: mode=eval of {run_dir}\n{e}") from e
+
+
+def population(cfg: DictConfig, arm: str, rep: int, seed: int, runs: Path) -> dict[str, Any]:
+    """One arm of one repetition: run it (unless it finished in ``runs`` before), then evaluate each member; its
+    members' rows, curves and exploits."""
+    run_dir = runs / f"r{rep}_{arm}"
+    before = finished_before(cfg, arm, seed, run_dir)
+    if before is not None:
+        s, t0 = before
+        wall = float(s["wall_s"])
+        print(f"repetition {rep} {arm:>5}: finished in {run_dir} before; not trained again", flush=True)
+    else:
+        t0 = time.time()
+        try:
+            s = run_gmiexp(overrides(cfg, arm, seed), run_dir, timeout_s=float(cfg.timeout_s))
+        except RunFailed as e:
+            raise SystemExit(f"failed: the {arm} arm of repetition {rep}\n{e}") from e
+        wall = time.time() - t0
     evs = views.events(run_dir)
     if arm == "fixed" and s["exploits"]:
         raise SystemExit(f"the fixed arm exploited {s['exploits']} times ({run_dir}): its overrides {cfg.arms.fixed} "
@@ -301,10 +338,7 @@ def population(cfg: DictConfig, arm: str, rep: int, seed: int, runs: Path) -> di
     members = []
     for m in s["members"]:
         member = int(m["member"])
-        try:
-            ev, note = evaluated(Path(m["run_dir"]), int(cfg.eval_episodes), int(cfg.eval_seed))
-        except RunFailed as e:
-            raise SystemExit(f"failed: mode=eval of {m['run_dir']}\n{e}") from e
+        ev, note = member_eval(cfg, Path(m["run_dir"]))
         members.append({"rep": rep, "seed": seed, "arm": arm, "member": member, "lr_start": first[member].get(LR),
                         "lr_end": m["values"].get(LR), "lives": m["lives"],
                         "exploits_taken": sum(r["member"] == member for r in lineage),
@@ -500,11 +534,18 @@ def plot(cfg: DictConfig, reps: list[dict[str, dict[str, Any]]], res: Path) -> N
     save(fig, res / f"{NAME}_{cfg.setup.name}.png")
 
 
+def columns(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Every key of the rows, in the order first seen: a reused arm has columns a trained one lacks, and back."""
+    return list(dict.fromkeys(k for r in rows for k in r))
+
+
 def write_tables(cfg: DictConfig, reps: list[dict[str, dict[str, Any]]], res: Path) -> None:
     base = f"{NAME}_{cfg.setup.name}"
     arms = [r[arm] for r in reps for arm in ARMS]
-    write_csv([{k: v for k, v in m.items() if k != "curve"} for a in arms for m in a["members"]], res / f"{base}.csv")
-    write_csv([{k: v for k, v in a.items() if k != "members"} for a in arms], res / f"{base}_reps.csv")
+    members = [{k: v for k, v in m.items() if k != "curve"} for a in arms for m in a["members"]]
+    write_csv(members, res / f"{base}.csv", fieldnames=columns(members))
+    rows = [{k: v for k, v in a.items() if k != "members"} for a in arms]
+    write_csv(rows, res / f"{base}_reps.csv", fieldnames=columns(rows))
     write_csv([{"rep": a["rep"], "arm": a["arm"], "member": m["member"], **p} for a in arms for m in a["members"]
                for p in m["curve"]], res / f"{base}_curves.csv",
               fieldnames=["rep", "arm", "member", "life", "t", "frames", "reward"])
@@ -521,7 +562,8 @@ def run(cfg: DictConfig) -> list[Check]:
     cost = exploit_cost_rows(cfg, res)
     t0 = time.time()
     if cfg.reps:
-        runs = Path(tempfile.mkdtemp(prefix=f"runs_{cfg.setup.name}_", dir=res))
+        runs = (ROOT / cfg.runs_dir if cfg.runs_dir else Path(tempfile.mkdtemp(prefix=f"runs_{cfg.setup.name}_",
+                                                                               dir=res)))
     for rep in range(int(cfg.first_rep), int(cfg.first_rep) + int(cfg.reps)):
         seed = int(cfg.seed) + rep
         got = {arm: reuse[rep] if arm == "fixed" and rep in reuse else population(cfg, arm, rep, seed, runs)
