@@ -22,6 +22,8 @@ A study can grow over several sittings: ``first_rep=3 reps=3 results_dir=B`` run
 twice). ``fixed_from=[A,...]`` takes each repetition's fixed arm from a finished study that ran it as this command
 would (populations repeat bit for bit from their seed), so only the PBT arm trains here: the report checks that its
 members' curves equal the reused fixed arm's up to the first exploit, and marks those wall times as another sitting's.
+``runs_dir=<a study's runs_*>`` goes on with a study that stopped: a population that finished there as this run would
+start it is collected with its evaluations, not trained again.
 """
 
 from __future__ import annotations
