@@ -101,11 +101,12 @@ def test_bad_value_exits_2_and_launches_nothing(overrides: list[str], expected: 
     assert not (tmp_path / "gmis").exists()
 
 
-def test_cli_value_error_exits_2(tmp_path: Path) -> None:
-    r = run_cli("gmis_per_gpu=0", f"hydra.run.dir={tmp_path}")
+def test_cli_value_error_exits_2_and_leaves_no_run_dir(tmp_path: Path) -> None:
+    """Hydra created the run dir, its .hydra/ and the job's log before gmiexp refused the value: all removed."""
+    r = run_cli("gmis_per_gpu=0", f"hydra.run.dir={tmp_path / 'outputs' / 'run'}")
     assert r.returncode == 2
     assert "invalid gmis_per_gpu: 0" in r.stderr
-    assert not (tmp_path / "gmis").exists()
+    assert list(tmp_path.iterdir()) == []  # outputs/ too: this command created it
 
 
 def test_help_lists_real_options_and_documents_fields() -> None:

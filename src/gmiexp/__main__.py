@@ -17,6 +17,7 @@ from gmiexp.config.cli_keys import check_overrides
 from gmiexp.config.compose import conf_dir
 from gmiexp.config.registration import register_configs
 from gmiexp.errors import ConfigError, LaunchError
+from gmiexp.launch.ownership import discard_refused
 
 register_configs()
 
@@ -35,6 +36,8 @@ def hydra_main(cfg: DictConfig) -> float | None:
     hc = HydraConfig.get()
     out = hc.runtime.output_dir
     code, result = run_job(cfg, Path(out))
+    if code == 2 and hc.mode != RunMode.MULTIRUN:  # bad input leaves no run dir behind
+        discard_refused(Path(out), f"{hc.job.name}.log")
     if code and (hc.mode != RunMode.MULTIRUN or code == 130 or (code == 2 and multirun.in_sweep_process())):
         sys.exit(code)  # 130 in a submitit job: no result, so a job Slurm requeues is waited for again
     if code:  # a failed job does not stop the sweep; main() exits non-zero naming it once every job ran

@@ -81,8 +81,7 @@ class StatusWriter:
         _atomic_write(self.dir / "status.json", self.fields)
 
     def history(self, row: dict[str, Any]) -> None:
-        with open(self.dir / "history.jsonl", "a") as f:
-            f.write(json.dumps(row) + "\n")
+        append_jsonl(self.dir / "history.jsonl", row)
 
     def result(self, metrics: dict[str, Any]) -> None:
         _atomic_write(self.dir / "result.json", metrics)
@@ -95,6 +94,22 @@ def read_status(run_dir: str | Path, gmi_id: int) -> dict[str, Any] | None:
 
 def read_result(run_dir: str | Path, gmi_id: int) -> dict[str, Any] | None:
     return read_json(gmi_dir(run_dir, gmi_id) / "result.json")
+
+
+def append_jsonl(path: Path, record: dict[str, Any], *, default: Any = None) -> None:
+    """Append one record as one line, the writer's half of :func:`read_jsonl`.
+
+    After a line a kill cut short (the file not ending in a newline) the record starts a fresh line, so only the cut
+    line is lost, not the first record written after it (a resumed run's or a restarted controller's).
+    """
+    line = (json.dumps(record, default=default) + "\n").encode()
+    with open(path, "ab+") as f:
+        end = f.seek(0, os.SEEK_END)
+        if end:
+            f.seek(end - 1)
+            if f.read(1) != b"\n":
+                line = b"\n" + line
+        f.write(line)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -42,7 +42,7 @@ from gmiexp.errors import ConfigError
 from gmiexp.launch.payback import SWITCH, TRIAL, Ledger, Remaining, Verdict, weigh
 from gmiexp.planner.partition import gmis_per_gpu
 from gmiexp.stats import Sample, Z, epoch_rates, paired_gain, steady_rate
-from gmiexp.status import read_jsonl
+from gmiexp.status import append_jsonl, read_jsonl
 
 REQUEST_FILE = "reshape_request.json"  # in the node's run dir: what tools.reshape asks for
 LOG_FILE = "reshapes.jsonl"  # every decision, done or refused, one JSON line each (tools.reshape reads it back)
@@ -101,8 +101,7 @@ def take_request(run_dir: Path) -> dict[str, Any] | None:
 
 
 def log(run_dir: Path, record: dict[str, Any]) -> None:
-    with open(run_dir / LOG_FILE, "a") as f:
-        f.write(json.dumps(record, default=str) + "\n")
+    append_jsonl(run_dir / LOG_FILE, record, default=str)
 
 
 def read_log(run_dir: Path) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ import contextlib
 import fcntl
 import json
 import os
+import shutil
 import socket
 import time
 from collections.abc import Iterator
@@ -70,15 +71,45 @@ def unwritable(run_dir: Path) -> str | None:
     return None
 
 
+#: the outermost directory this command's Hydra run will create (None: the run dir existed), set by RunDirCheck
+created: dict[str, Path | None] = {"top": None}
+
+
+def first_missing(run_dir: Path) -> Path | None:
+    """The outermost directory on ``run_dir``'s path that does not exist yet (None when ``run_dir`` exists)."""
+    p = Path(run_dir).absolute()
+    top = None
+    while not p.exists() and p != p.parent:
+        top, p = p, p.parent
+    return top
+
+
+def discard_refused(run_dir: Path, job_log: str) -> bool:
+    """Remove a refused job's run dir when this command created it and it holds only what Hydra wrote for it.
+
+    Bad input leaves nothing behind: Hydra creates the run dir, its ``.hydra/`` and the job's log before gmiexp
+    sees the config. A run dir that existed (a run resumed there) or where anything was launched is kept.
+    """
+    top = created["top"]
+    run_dir = Path(run_dir).absolute()
+    if top is None or not run_dir.is_relative_to(top) or not run_dir.is_dir():
+        return False
+    if not {p.name for p in run_dir.iterdir()} <= {".hydra", job_log, LOCK_NAME}:
+        return False
+    shutil.rmtree(top, ignore_errors=True)
+    return not top.exists()
+
+
 class RunDirCheck(Callback):
     """Hydra callback (``hydra.callbacks`` in conf/config.yaml): refuse an unwritable run dir in one line, exit 2.
 
     Hydra creates the run dir and writes ``.hydra/`` before gmiexp runs; on a read-only place that failed with
-    Hydra's traceback.
+    Hydra's traceback. It also notes whether this command creates the run dir (:func:`discard_refused`).
     """
 
     def on_run_start(self, config: Any, **kwargs: Any) -> None:
         self._check(str(config.hydra.run.dir), "hydra.run.dir")
+        created["top"] = first_missing(Path(str(config.hydra.run.dir)))
 
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
         self._check(str(config.hydra.sweep.dir), "hydra.sweep.dir")

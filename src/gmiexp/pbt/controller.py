@@ -71,7 +71,7 @@ from gmiexp.rl.rslrl.config import CHECKPOINT_DIR as RSLRL_DIR
 from gmiexp.shm.cleanup import cleanup_run
 from gmiexp.shm.names import launcher_tag
 from gmiexp.signals import sigterm_raises
-from gmiexp.status import read_history
+from gmiexp.status import append_jsonl, read_history
 
 STATE = "state.jsonl"
 #: what the controller sets on every member itself: the user's overrides of these are dropped
@@ -280,8 +280,7 @@ class Population:
     def log(self, event: str, **fields: Any) -> None:
         """Append one event to ``<run>/pbt/state.jsonl`` (the lineage)."""
         self.pbt_dir.mkdir(parents=True, exist_ok=True)
-        with (self.pbt_dir / STATE).open("a") as f:
-            f.write(json.dumps({"event": event, "time": time.time(), **fields}, default=str) + "\n")
+        append_jsonl(self.pbt_dir / STATE, {"event": event, "time": time.time(), **fields}, default=str)
 
     def start(self, member: int, values: dict[str, Any], slot: slots.Slot, source: Path | None = None,
               started_frames: int = 0, source_values: dict[str, Any] | None = None, *, own: bool = False,

@@ -10,11 +10,16 @@ import pytest
 import torch
 from gmitest import FAST, gmiexp_workers, run_cli
 from reduction_helpers import run_gmis
-from rl_games.algos_torch.running_mean_std import RunningMeanStd
+from rl_games.algos_torch.running_mean_std import RunningMeanStd, RunningMeanStdObs
 from torch import nn
 
 from gmiexp.plan.minibatch import fit_minibatch
-from gmiexp.rl.rlgames.sync import GroupRunningMeanStd, reduce_gradients, step_without_rows
+from gmiexp.rl.rlgames.sync import (
+    GroupRunningMeanStd,
+    group_normalisers,
+    reduce_gradients,
+    step_without_rows,
+)
 
 
 def stats_module(data: torch.Tensor) -> RunningMeanStd:
@@ -71,6 +76,45 @@ def test_a_gmi_without_rows_joins_the_step_and_adds_nothing() -> None:
     for m in run_gmis(2, gmi):
         torch.testing.assert_close(m.running_mean, one.running_mean, rtol=1e-5, atol=1e-6)
         assert float(m.count) == float(one.count) == 1 + 50 + 20  # rl-games counts rows, not rows x pixels
+
+
+def test_dict_observations_normalised_over_the_group_equal_one_process_whatever_each_gmis_key_order() -> None:
+    """rl-games' ``RunningMeanStdObs``: GMI 0 holds the minibatch's rows with its keys in another order than the
+    space's, GMI 1 holds none of the second minibatch; both end where one process ends on the whole batch (a GMI
+    refused dict observations by name before)."""
+    torch.manual_seed(2)
+    space = {"joints": (3,), "camera": (2, 3, 3)}
+    rows = [{"camera": torch.randn(8, 2, 3, 3) + 1, "joints": torch.randn(8, 3) * 2},
+            {"joints": torch.randn(6, 3) - 1, "camera": torch.randn(6, 2, 3, 3)}]
+    one = RunningMeanStdObs(space)
+    one.train()
+    one({k: torch.cat([rows[0][k], rows[1][k]]) for k in space})
+    one({k: torch.cat([rows[0][k], rows[1][k]]) for k in space})
+    one({k: rows[0][k] for k in space})
+
+    def gmi(i: int, all_reduce: Callable[[torch.Tensor], None]) -> nn.Module:
+        model = nn.Module()
+        model.running_mean_std = RunningMeanStdObs(space)
+        assert group_normalisers(model, all_reduce) == ["running_mean_std"]
+        m = model.running_mean_std
+        m.train()
+        m(rows[i])
+        out = m(dict(reversed(rows[i].items())))  # the same rows, the keys in the other order
+        assert list(out) == list(reversed(rows[i]))
+        if i == 0:
+            m(rows[0])
+        else:
+            step_without_rows(m)
+        return m
+
+    for m in run_gmis(2, gmi):
+        for k in space:
+            torch.testing.assert_close(m.running_mean_std[k].running_mean, one.running_mean_std[k].running_mean,
+                                       rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(m.running_mean_std[k].running_var, one.running_mean_std[k].running_var,
+                                       rtol=1e-5, atol=1e-6)
+            assert float(m.running_mean_std[k].count) == float(one.running_mean_std[k].count) == 1 + 14 + 14 + 8
+        assert m.state_dict().keys() == one.state_dict().keys()  # rl-games' checkpoints load either way
 
 
 def test_reduce_gradients_averages_flat() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-from rl_games.algos_torch.running_mean_std import RunningMeanStd
+from rl_games.algos_torch.running_mean_std import RunningMeanStd, RunningMeanStdObs
 from rl_games.common.schedulers import RLScheduler
 from torch import nn
 
@@ -114,12 +114,33 @@ class GroupRunningMeanStd(RunningMeanStd):
             self.training = True
 
 
+class GroupRunningMeanStdObs(RunningMeanStdObs):
+    """rl-games' ``RunningMeanStdObs`` (dict observations) with a :class:`GroupRunningMeanStd` per key.
+
+    Each key's step is one collective, so every GMI steps the keys in one order, the module's (the keys of the
+    observation space), whatever order a GMI's observation dict has. Same buffers as rl-games' module.
+    """
+
+    def __init__(self, like: RunningMeanStdObs, all_reduce: Callable[[torch.Tensor], None]) -> None:
+        nn.Module.__init__(self)
+        self.running_mean_std = nn.ModuleDict({k: GroupRunningMeanStd(m, all_reduce)
+                                               for k, m in like.running_mean_std.items()})
+
+    def forward(self, input: dict[str, torch.Tensor], denorm: bool = False) -> dict[str, torch.Tensor]:
+        out = {k: m(input[k], denorm) for k, m in self.running_mean_std.items() if k in input}
+        return {k: out[k] for k in input}
+
+
 def step_without_rows(m: nn.Module) -> None:
     """Take part in a group normaliser's step for which this GMI has no rows (it adds count 0).
 
     Every GMI must join each of the group's steps; one with nothing in a minibatch (the learner's trainers, whose
     shares of a minibatch vary) calls this where the others' forward steps the normaliser. Others: nothing.
     """
+    if isinstance(m, GroupRunningMeanStdObs):  # each key's step, in the order its forward takes them
+        for inner in m.running_mean_std.values():
+            step_without_rows(inner)
+        return
     if not (isinstance(m, GroupRunningMeanStd) and m.training):
         return
     shape = (0, *m.insize) if isinstance(m.insize, tuple | list) else (0, m.insize)  # the rows' shape: insize
@@ -134,11 +155,15 @@ def group_normalisers(model: nn.Module, all_reduce: Callable[[torch.Tensor], Non
     swapped = []
     for name in ("running_mean_std", "value_mean_std"):
         m = getattr(model, name, None)
-        if m is None or isinstance(m, GroupRunningMeanStd):
+        if m is None or isinstance(m, GroupRunningMeanStd | GroupRunningMeanStdObs):
+            continue
+        if isinstance(m, RunningMeanStdObs):
+            setattr(model, name, GroupRunningMeanStdObs(m, all_reduce))
+            swapped.append(name)
             continue
         if not all(hasattr(m, a) for a in ("running_mean", "running_var", "count")):
-            raise ValueError(f"the {name} normaliser ({type(m).__name__}: dict observations) cannot be reduced "
-                             "over GMIs yet; use one GMI or a flat observation")
+            raise ValueError(f"the {name} normaliser ({type(m).__name__}) cannot be reduced over GMIs; valid: "
+                             "rl-games' RunningMeanStd or RunningMeanStdObs, or one GMI")
         setattr(model, name, GroupRunningMeanStd(m, all_reduce))
         swapped.append(name)
     return swapped
