@@ -237,17 +237,20 @@ def agreement(pbt: dict[str, Any], fixed: dict[str, Any]) -> tuple[int, bool]:
     fixed arm that differs before it is not this run's population.
     """
     until = pbt.get("first_change")
+
+    def before(member: dict[str, Any]) -> list[tuple[int, float | None]]:
+        return [(c["frames"], c["reward"]) for c in member["curve"]
+                if c["life"] == 0 and (until is None or c["frames"] <= until)]
+
+    def equal(a: float | None, b: float | None) -> bool:  # read back from a CSV: to its last digits
+        return a == b or (a is not None and b is not None and math.isclose(a, b, rel_tol=1e-12))
+
     compared, same = 0, True
     for p, f in zip(pbt["members"], fixed["members"], strict=True):
-        mine = [(c["frames"], c["reward"]) for c in p["curve"] if c["life"] == 0 and (until is None or
-                                                                                    c["frames"] <= until)]
-        theirs = [(c["frames"], c["reward"]) for c in f["curve"] if c["life"] == 0 and (until is None or
-                                                                                      c["frames"] <= until)]
+        mine, theirs = before(p), before(f)
         compared += len(mine)
         same = same and len(mine) == len(theirs) and all(
-            a[0] == b[0] and (a[1] == b[1] or (a[1] is not None and b[1] is not None and math.isclose(a[1], b[1],
-                                                                                                 rel_tol=1e-12)))
-            for a, b in zip(mine, theirs, strict=True))
+            a[0] == b[0] and equal(a[1], b[1]) for a, b in zip(mine, theirs, strict=True))
     return compared, same
 
 
@@ -301,10 +304,11 @@ def finished_before(cfg: DictConfig, arm: str, seed: int, run_dir: Path) -> tupl
     return (s, record.stat().st_mtime) if s.get("status") == "ok" else None
 
 
-def member_eval(cfg: DictConfig, run_dir: Path) -> tuple[float | None, str]:
-    """A member's evaluation: the one already in its run dir when it ran as asked, else ``mode=eval`` now."""
+def member_eval(cfg: DictConfig, run_dir: Path, collected: bool) -> tuple[float | None, str]:
+    """A member's evaluation: ``mode=eval`` now, or for a ``collected`` population the one already in its run dir
+    when it ran as asked."""
     asked = {f"eval.episodes={cfg.eval_episodes}", f"seed={cfg.eval_seed}"}
-    if cfg.eval_episodes and asked <= set(recorded(run_dir / "eval") or ()):
+    if collected and cfg.eval_episodes and asked <= set(recorded(run_dir / "eval") or ()):
         try:
             return float(read_summary(run_dir / "eval")["metrics"]["eval/return_mean"]), "ok"
         except (RunFailed, KeyError, TypeError, ValueError):
@@ -340,7 +344,7 @@ def population(cfg: DictConfig, arm: str, rep: int, seed: int, runs: Path) -> di
     members = []
     for m in s["members"]:
         member = int(m["member"])
-        ev, note = member_eval(cfg, Path(m["run_dir"]))
+        ev, note = member_eval(cfg, Path(m["run_dir"]), collected=before is not None)
         members.append({"rep": rep, "seed": seed, "arm": arm, "member": member, "lr_start": first[member].get(LR),
                         "lr_end": m["values"].get(LR), "lives": m["lives"],
                         "exploits_taken": sum(r["member"] == member for r in lineage),
