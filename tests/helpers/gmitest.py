@@ -55,7 +55,11 @@ def run_here(capsys: pytest.CaptureFixture[str], run_dir: Path, *overrides: str)
     error path keeps one real launch (docs/development.md, "Suite time from a fresh clone").
     """
     capsys.readouterr()
-    code = run(compose_config(*overrides), run_dir)
+    cores = os.sched_getaffinity(0)
+    try:
+        code = run(compose_config(*overrides), run_dir)
+    finally:  # a job narrows its own process's cores (hardware.cpus): this one's later tests and children keep all
+        os.sched_setaffinity(0, cores)
     out = capsys.readouterr()
     return subprocess.CompletedProcess(list(overrides), code, out.out, out.err)
 
