@@ -77,3 +77,16 @@ def test_pinned_gmis_of_a_narrowed_run_stay_on_its_cores(tmp_path: Path, capsys:
                  "backend.pin_cores=true", f"hardware.cpus=[{core}]")
     assert r.returncode == 0, r.stderr[-2000:]
     assert [g["cpus"] for g in yaml.safe_load(r.stdout)["gmis"]] == [[core], [core]]
+
+
+def test_an_rsl_rl_run_is_not_warned_about_rl_games_minibatch(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """train.minibatch_size is rl-games' key: rsl_rl cuts its batch by num_mini_batches (checked by its own rule)."""
+    rlgames = ("task=Cartpole", "num_envs=8", "num_gpus=1", "gmis_per_gpu=1", "train.device=cpu")
+    with caplog.at_level("WARNING", logger="gmiexp"):
+        planner.build_plan(compose_config(*rlgames), tmp_path)
+    assert "train.minibatch_size=1024 does not divide" in caplog.text  # 16 x 8 rows: fitted, and said so
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="gmiexp"):
+        planner.build_plan(compose_config(*rlgames, "train=rslrl", "task.vec_env=rslrl_vecenv:make",
+                                          "+train.rslrl.num_steps_per_env=16"), tmp_path)
+    assert "minibatch_size" not in caplog.text

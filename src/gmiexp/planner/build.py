@@ -242,7 +242,8 @@ def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> 
     plan.hardware = hw.summary()
     plan.seed, plan.max_iterations = cfg.seed, cfg.max_iterations
     share_global_batch(plan, cfg, hw)
-    if layouts.choose_role(cfg.layout.name, cfg.role) == "rslrl":
+    rslrl = layouts.choose_role(cfg.layout.name, cfg.role) == "rslrl"
+    if rslrl:
         check_rslrl(cfg.layout.name, cfg.train.file, cfg.train.rslrl, plan.gmis[0].num_envs, len(plan.gmis),
                     cfg.task.simulator)
     if cfg.capture_video and cfg.mode == "train":  # filmed by GMI 0's rl-games agent (gmiexp.rl.rlgames.filming)
@@ -256,7 +257,7 @@ def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> 
     backend = backends.get(cfg.backend, hw)
     backend.realise(plan, run_dir.resolve())  # first: which reductions can run depends on the backend (MIG)
     cap_torch_threads(plan, cfg.train.torch_threads)
-    if not layouts.get(cfg.layout.name).experience:  # rl-games' own agent fits the minibatch per GMI
+    if not layouts.get(cfg.layout.name).experience and not rslrl:  # rl-games' agent fits its minibatch per GMI
         warn_minibatch(plan)
     check_footprint(plan, hw)  # one node's GMIs on one node's devices
     plan.launch = copy.deepcopy(cfg.launch)  # from here on the Plan knows its nodes
