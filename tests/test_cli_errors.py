@@ -109,6 +109,19 @@ def test_cli_value_error_exits_2_and_leaves_no_run_dir(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []  # outputs/ too: this command created it
 
 
+def test_cli_refused_in_an_existing_run_dir_keeps_that_runs_record(tmp_path: Path) -> None:
+    """Hydra rewrites an existing run dir's .hydra/ before gmiexp refuses the command: the run's own is put back."""
+    record = {"config.yaml": "seed: 7\n", "hydra.yaml": "hydra: {}\n", "overrides.yaml": "- seed=7\n"}
+    (tmp_path / ".hydra").mkdir()
+    for name, text in record.items():
+        (tmp_path / ".hydra" / name).write_text(text)
+    (tmp_path / "summary.json").write_text("{}")  # the run's own files stay as they are
+    r = run_cli("gmis_per_gpu=0", f"hydra.run.dir={tmp_path}")
+    assert r.returncode == 2 and "invalid gmis_per_gpu: 0" in r.stderr
+    assert {p.name: p.read_text() for p in (tmp_path / ".hydra").iterdir()} == record
+    assert (tmp_path / "summary.json").read_text() == "{}"
+
+
 def test_help_lists_real_options_and_documents_fields() -> None:
     """Schemas are stored outside the groups, so --help offers only options a user can pick; fields are listed."""
     r = run_cli("--help")

@@ -71,8 +71,10 @@ def unwritable(run_dir: Path) -> str | None:
     return None
 
 
-#: the outermost directory this command's Hydra run will create (None: the run dir existed), set by RunDirCheck
-created: dict[str, Path | None] = {"top": None}
+#: what this command's Hydra run found before writing, set by RunDirCheck: "top", the outermost directory it creates
+#: (None: the run dir existed); "subdir" and "record", an existing run dir's ``.hydra/`` and its files, which Hydra
+#: rewrites with this command's before gmiexp sees them
+found: dict[str, Any] = {"top": None, "subdir": None, "record": {}}
 
 
 def first_missing(run_dir: Path) -> Path | None:
@@ -84,13 +86,36 @@ def first_missing(run_dir: Path) -> Path | None:
     return top
 
 
-def discard_refused(run_dir: Path, job_log: str) -> bool:
-    """Remove a refused job's run dir when this command created it and it holds only what Hydra wrote for it.
+def hydra_record(output_subdir: Path) -> dict[Path, bytes]:
+    """The files of a run dir's Hydra record as they are now (none when it has none)."""
+    if not output_subdir.is_dir():
+        return {}
+    return {p: p.read_bytes() for p in output_subdir.iterdir() if p.is_file()}
 
-    Bad input leaves nothing behind: Hydra creates the run dir, its ``.hydra/`` and the job's log before gmiexp
-    sees the config. A run dir that existed (a run resumed there) or where anything was launched is kept.
+
+def restore_record(subdir: Path | None, record: dict[Path, bytes]) -> None:
+    """Put an existing run dir's Hydra record back as :func:`hydra_record` read it (none: no ``.hydra/``)."""
+    if subdir is None or not subdir.is_dir():
+        return
+    for p in subdir.iterdir():
+        if p.is_file() and p not in record:
+            p.unlink()
+    for p, data in record.items():
+        p.write_bytes(data)
+    if not record and not any(subdir.iterdir()):
+        subdir.rmdir()
+
+
+def discard_refused(run_dir: Path, job_log: str) -> bool:
+    """Undo what Hydra wrote for a refused job: bad input leaves nothing behind, and changes no run's record.
+
+    Hydra creates the run dir, its ``.hydra/`` and the job's log before gmiexp sees the config. A run dir this
+    command created and that holds only those is removed (True); one where anything was launched is kept. One that
+    existed (a run resumed there, or one a launcher is running) is kept with its ``.hydra/`` put back as it was,
+    the record of the command its run ran; its job log keeps the refusal.
     """
-    top = created["top"]
+    restore_record(found["subdir"], found["record"])
+    top = found["top"]
     run_dir = Path(run_dir).absolute()
     if top is None or not run_dir.is_relative_to(top) or not run_dir.is_dir():
         return False
@@ -104,12 +129,17 @@ class RunDirCheck(Callback):
     """Hydra callback (``hydra.callbacks`` in conf/config.yaml): refuse an unwritable run dir in one line, exit 2.
 
     Hydra creates the run dir and writes ``.hydra/`` before gmiexp runs; on a read-only place that failed with
-    Hydra's traceback. It also notes whether this command creates the run dir (:func:`discard_refused`).
+    Hydra's traceback. It also notes what a refusal must undo (:func:`discard_refused`): whether this command
+    creates the run dir, and an existing one's Hydra record (Hydra writes it after this hook).
     """
 
     def on_run_start(self, config: Any, **kwargs: Any) -> None:
-        self._check(str(config.hydra.run.dir), "hydra.run.dir")
-        created["top"] = first_missing(Path(str(config.hydra.run.dir)))
+        run_dir = Path(str(config.hydra.run.dir))
+        self._check(str(run_dir), "hydra.run.dir")
+        found["top"] = first_missing(run_dir)
+        subdir = config.hydra.output_subdir
+        found["subdir"] = run_dir.absolute() / str(subdir) if subdir is not None and found["top"] is None else None
+        found["record"] = hydra_record(found["subdir"]) if found["subdir"] is not None else {}
 
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
         self._check(str(config.hydra.sweep.dir), "hydra.sweep.dir")
