@@ -38,7 +38,8 @@ def test_a_run_dir_that_existed_or_where_something_ran_is_kept(tmp_path: Path, m
     assert (fresh / ".hydra").is_dir() and (tmp_path / ".hydra").is_dir()
 
 
-def test_an_existing_run_dirs_hydra_record_is_put_back_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_existing_run_dirs_hydra_record_is_put_back_as_it_was(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run, bare = tmp_path / "run", tmp_path / "bare"
     hydra_wrote(run)
     (run / ".hydra" / "config.yaml").write_text("seed: 7\n")
