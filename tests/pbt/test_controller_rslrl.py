@@ -88,3 +88,24 @@ def test_a_key_rsl_rl_members_do_not_read_exits_2_before_any_member_starts(overr
     assert code == 2
     assert named in capsys.readouterr().err
     assert not (tmp_path / "members").exists() and not (tmp_path / "pbt").exists()
+
+
+@pytest.mark.slow  # mjlab's import and MuJoCo Warp's first steps: about a minute on 2 cores
+@pytest.mark.timeout(900)
+def test_mjlab_recipe_members_exploit_in_place(tmp_path: Path) -> None:
+    """docs/pbt.md's mjlab command, small: 2 members of an mjlab recipe, each underperformer's copy taken in place."""
+    pytest.importorskip("mjlab", reason="needs gmiexp[mjlab] (make venv installs it)")
+    envs, steps, iters = 16, 32, 5  # the first episodes end (the pole falls) past 100 steps: a record from then on
+    r = run_cli("train=rslrl", "task=Mjlab-Cartpole-Balance", "pbt=rslrl", "pbt.population=2", f"num_envs={envs}",
+                "num_gpus=1", "gmis_per_gpu=1", f"+train.rslrl.num_steps_per_env={steps}", f"max_iterations={iters}",
+                f"pbt.interval_steps={envs * steps}", "pbt.threshold_std=0", "pbt.threshold_abs=0",
+                "pbt.mutation_rate=1", "+pbt.init={train.rslrl.algorithm.learning_rate:[1e-5,1e-2]}",
+                "launch.progress=false", f"hydra.run.dir={tmp_path}", timeout=850)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "minibatch_size" not in r.stderr  # rl-games' key: not an rsl_rl run's warning
+    for d, _, life in exploits_in_place(events(tmp_path), 2, iters, envs * steps):
+        ack = next(a for a in exploit.acks(life) if a["id"] == d["id"])
+        ckpt = torch.load(life / "rsl_rl" / f"model_{d['interval'] - 1}.pt", map_location="cpu", weights_only=False)
+        assert ckpt["optimizer_state_dict"]["param_groups"][0]["lr"] == ack["learning_rate"]
+        # mjlab's runner's own record: the member's environments (their curricula's counter) ran on through the copy
+        assert ckpt["infos"]["env_state"]["common_step_counter"] == d["interval"] * steps
