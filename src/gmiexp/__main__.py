@@ -17,9 +17,10 @@ from gmiexp.config.cli_keys import check_overrides
 from gmiexp.config.compose import conf_dir
 from gmiexp.config.registration import register_configs
 from gmiexp.errors import ConfigError, LaunchError
-from gmiexp.launch.ownership import discard_refused
+from gmiexp.launch.ownership import discard_refused, discard_refused_sweep
 
 register_configs()
+BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"  # Hydra's own: one job after another
 
 
 @hydra.main(version_base="1.3", config_path=conf_dir(), config_name="config")
@@ -38,6 +39,8 @@ def hydra_main(cfg: DictConfig) -> float | None:
     code, result = run_job(cfg, Path(out))
     if code == 2 and hc.mode != RunMode.MULTIRUN:  # bad input leaves no run dir behind
         discard_refused(Path(out), f"{hc.job.name}.log")
+    elif code == 2 and multirun.in_sweep_process() and hc.launcher._target_ == BASIC_LAUNCHER:  # jobs in turn
+        discard_refused_sweep(Path(hc.sweep.dir), f"{hc.job.name}.log")
     if code and (hc.mode != RunMode.MULTIRUN or code == 130 or (code == 2 and multirun.in_sweep_process())):
         sys.exit(code)  # 130 in a submitit job: no result, so a job Slurm requeues is waited for again
     if code:  # a failed job does not stop the sweep; main() exits non-zero naming it once every job ran

@@ -56,3 +56,18 @@ def test_an_existing_run_dirs_hydra_record_is_put_back_as_it_was(
             assert not (d / ".hydra").exists()
         else:
             assert {p.name: p.read_text() for p in (d / ".hydra").iterdir()} == record
+
+
+def test_a_refused_sweep_is_removed_only_when_no_job_left_more_than_hydras_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sweep = tmp_path / "multirun" / "x"
+    monkeypatch.setitem(ownership.found, "sweep_top", ownership.first_missing(sweep))
+    for job in ("0", "1"):
+        hydra_wrote(sweep / job)
+    (sweep / "multirun.yaml").write_text("hydra: {}\n")
+    (sweep / "0" / "summary.json").write_text("{}")  # job 0 ran; job 1 refused
+    assert not ownership.discard_refused_sweep(sweep, "__main__.log")
+    assert (sweep / "0" / "summary.json").is_file() and (sweep / "1" / ".hydra").is_dir()
+    (sweep / "0" / "summary.json").unlink()
+    assert ownership.discard_refused_sweep(sweep, "__main__.log")
+    assert list(tmp_path.iterdir()) == []

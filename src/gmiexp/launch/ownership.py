@@ -73,8 +73,8 @@ def unwritable(run_dir: Path) -> str | None:
 
 #: what this command's Hydra run found before writing, set by RunDirCheck: "top", the outermost directory it creates
 #: (None: the run dir existed); "subdir" and "record", an existing run dir's ``.hydra/`` and its files, which Hydra
-#: rewrites with this command's before gmiexp sees them
-found: dict[str, Any] = {"top": None, "subdir": None, "record": {}}
+#: rewrites with this command's before gmiexp sees them; "sweep_top", the same as "top" for a multirun's sweep dir
+found: dict[str, Any] = {"top": None, "subdir": None, "record": {}, "sweep_top": None}
 
 
 def first_missing(run_dir: Path) -> Path | None:
@@ -115,11 +115,28 @@ def discard_refused(run_dir: Path, job_log: str) -> bool:
     the record of the command its run ran; its job log keeps the refusal.
     """
     restore_record(found["subdir"], found["record"])
-    top = found["top"]
     run_dir = Path(run_dir).absolute()
-    if top is None or not run_dir.is_relative_to(top) or not run_dir.is_dir():
-        return False
-    if not {p.name for p in run_dir.iterdir()} <= {".hydra", job_log, LOCK_NAME}:
+    return _remove(found["top"], run_dir, only_hydras(run_dir, job_log))
+
+
+def discard_refused_sweep(sweep_dir: Path, job_log: str) -> bool:
+    """A sweep a refused job stopped before any job ran: remove the sweep dir when this command created it.
+
+    Hydra wrote ``multirun.yaml`` and each started job's dir (its ``.hydra/`` and log) before the job refused; a
+    sweep where any job left more (it ran) is kept whole.
+    """
+    sweep_dir = Path(sweep_dir).absolute()
+    jobs = [p for p in sweep_dir.iterdir() if p.name != "multirun.yaml"] if sweep_dir.is_dir() else []
+    return _remove(found["sweep_top"], sweep_dir, all(only_hydras(p, job_log) for p in jobs))
+
+
+def only_hydras(run_dir: Path, job_log: str) -> bool:
+    """Whether ``run_dir`` is a directory holding nothing but what Hydra writes for a job (and the launcher lock)."""
+    return run_dir.is_dir() and {p.name for p in run_dir.iterdir()} <= {".hydra", job_log, LOCK_NAME}
+
+
+def _remove(top: Path | None, inside: Path, removable: bool) -> bool:
+    if top is None or not inside.is_relative_to(top) or not removable:
         return False
     shutil.rmtree(top, ignore_errors=True)
     return not top.exists()
@@ -143,6 +160,7 @@ class RunDirCheck(Callback):
 
     def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
         self._check(str(config.hydra.sweep.dir), "hydra.sweep.dir")
+        found["sweep_top"] = first_missing(Path(str(config.hydra.sweep.dir)))
 
     @staticmethod
     def _check(run_dir: str, key: str) -> None:
