@@ -191,3 +191,27 @@ def test_video_of_an_envpool_family_without_a_gymnasium_twin_is_refused(env_id: 
     with pytest.raises(ConfigError, match=f"invalid eval.video=true for task T \\(envpool {env_id}\\): this envpool "
                                           "family \\(Atari, dm_control, Box2D\\) cannot render"):
         Filmer(task, (4, 84, 84), 320, 240, 10)
+
+
+@pytest.mark.skipif(not has_renderer(), reason="no offscreen GL renderer (make renderer)")
+@pytest.mark.slow  # mjlab's import and MuJoCo Warp on the CPU, three times: a minute or two
+@pytest.mark.timeout(900)
+def test_an_rl_games_policy_of_an_mjlab_task_films_while_training_and_in_eval(tmp_path):
+    """mjlab renders its own tasks: capture_video during rl-games' training, and mode=eval eval.video=true."""
+    pytest.importorskip("mjlab", reason="needs gmiexp[mjlab] (make venv installs it)")
+    import imageio.v2 as imageio
+
+    ckpt = train(tmp_path / "train", "task=MjlabCartpole", "num_envs=8", "max_iterations=2", "gmis_per_gpu=1",
+                 "launch.progress=false", "train.horizon_length=8", "train.minibatch_size=64", "train.mini_epochs=1",
+                 "capture_video=true", "capture_video_freq=2", "eval.video_steps=12")
+    video = tmp_path / "train" / "videos" / "epoch_2.mp4"
+    reader = imageio.get_reader(video)
+    assert reader.count_frames() == 12 and reader.get_data(0).shape == (240, 320, 3)  # eval.video_steps, its size
+    r = run_cli("mode=eval", f"checkpoint={ckpt}", "eval.episodes=2", "eval.video=true", "eval.video_steps=10",
+                "eval.video_width=160", "eval.video_height=128", f"hydra.run.dir={tmp_path / 'eval'}", timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    s = json.loads((tmp_path / "eval" / "summary.json").read_text())
+    assert s["task"] == "MjlabCartpole" and len(s["returns"]) == 2 and all(math.isfinite(x) for x in s["returns"])
+    reader = imageio.get_reader(tmp_path / "eval" / "eval.mp4")
+    assert 2 <= s["video_frames"] <= 10 and reader.count_frames() == s["video_frames"]
+    assert reader.get_data(0).shape == (128, 160, 3)

@@ -76,7 +76,8 @@ class MjlabVecEnv(GMIVecEnv):
     """
 
     def __init__(self, task_id: str, num_envs: int, seed: int, device: str | torch.device = "cpu",
-                 max_episode_length: int | None = None, states: bool = False) -> None:
+                 max_episode_length: int | None = None, states: bool = False,
+                 render: tuple[int, int] | None = None) -> None:
         configure_warp_cache()
         with stdout_to_stderr():
             import mjlab.tasks  # noqa: F401  (registers mjlab's tasks)
@@ -88,7 +89,10 @@ class MjlabVecEnv(GMIVecEnv):
             cfg.seed = seed
             if max_episode_length:  # episode_length_s is how mjlab states it: steps x decimation x timestep
                 cfg.episode_length_s = max_episode_length * cfg.decimation * cfg.sim.mujoco.timestep
-            self.env = ManagerBasedRlEnv(cfg, device=sim_device(str(device)))
+            if render:  # (width, height): mjlab's offscreen renderer, built with the environment (a video)
+                cfg.viewer.width, cfg.viewer.height = render
+            self.env = ManagerBasedRlEnv(cfg, device=sim_device(str(device)),
+                                         render_mode="rgb_array" if render else None)
         dims = self.env.observation_manager.group_obs_dim
         self.states = states and "critic" in dims
         # rl-games clamps policy outputs to the action space; mjlab's actions are normalised to [-1, 1]
@@ -114,10 +118,14 @@ class MjlabVecEnv(GMIVecEnv):
             return {"obs": self._out(groups["actor"]), "states": self._out(groups["critic"])}
         return self._out(groups["actor"])
 
-    def reset(self) -> torch.Tensor | dict[str, torch.Tensor]:
+    def reset(self, seed: int | None = None) -> torch.Tensor | dict[str, torch.Tensor]:
         with stdout_to_stderr():
-            groups, _extras = self.env.reset()
+            groups, _extras = self.env.reset(seed=seed)
         return self._obs(groups)
+
+    def render(self) -> np.ndarray:
+        """Environment 0's frame (``render`` given at construction)."""
+        return self.env.render()
 
     def _step(self, actions: torch.Tensor) -> tuple[Any, torch.Tensor, torch.Tensor, dict]:
         with stdout_to_stderr():  # the first steps load more Warp modules
