@@ -17,7 +17,7 @@ from gmitest import FAST, compose_config, run_cli
 
 from gmiexp.config import TaskConfig
 from gmiexp.envs.vecenv import GMIVecEnv
-from gmiexp.envs.video import Filmer
+from gmiexp.envs.video import open_filmer
 from gmiexp.errors import ConfigError
 from gmiexp.eval import run_eval
 from gmiexp.eval.episodes import play
@@ -132,7 +132,7 @@ def has_renderer() -> bool:
 def test_video_is_refused_before_anything_runs_where_the_simulator_cannot_render():
     task = TaskConfig(name="Cartpole", simulator="torch", env_id="Cartpole", max_episode_length=200, continuous=False)
     with pytest.raises(ConfigError, match="invalid eval.video=true for task Cartpole.*cannot render"):
-        Filmer(task, (4,), 320, 240, 10)
+        open_filmer(task, (4,), 320, 240, 10)
 
 
 @pytest.mark.parametrize("bad", ["eval.episodes=0", "eval.video_steps=0", "checkpoint="])
@@ -190,7 +190,7 @@ def test_video_of_an_envpool_family_without_a_gymnasium_twin_is_refused(env_id: 
     task = TaskConfig(name="T", simulator="envpool", env_id=env_id, continuous=continuous)
     with pytest.raises(ConfigError, match=f"invalid eval.video=true for task T \\(envpool {env_id}\\): this envpool "
                                           "family \\(Atari, dm_control, Box2D\\) cannot render"):
-        Filmer(task, (4, 84, 84), 320, 240, 10)
+        open_filmer(task, (4, 84, 84), 320, 240, 10)
 
 
 @pytest.mark.skipif(not has_renderer(), reason="no offscreen GL renderer (make renderer)")

@@ -73,8 +73,8 @@ def mujoco_gl(task: TaskConfig) -> None:
     logging.getLogger("OpenGL").setLevel(logging.WARNING)  # PyOpenGL logs INFO at import; Hydra's to stdout
 
 
-def Filmer(task: TaskConfig, obs_shape: tuple[int, ...], width: int, height: int,  # noqa: N802 - a constructor
-           max_steps: int) -> TwinFilmer | MjlabFilmer:
+def open_filmer(task: TaskConfig, obs_shape: tuple[int, ...], width: int, height: int,
+                max_steps: int) -> TwinFilmer | MjlabFilmer:
     """The filmer of ``task``, opened and probed before any episode runs (ConfigError where it cannot film)."""
     if task.simulator == "mjlab" and not task.vec_env:
         return MjlabFilmer(task, obs_shape, width, height, max_steps)

@@ -21,7 +21,7 @@ import torch
 
 from gmiexp.config import Config, EvalConfig, TaskConfig
 from gmiexp.envs import check_task, make_vec_env, task_spaces
-from gmiexp.envs.video import Filmer
+from gmiexp.envs.video import open_filmer
 from gmiexp.errors import invalid
 from gmiexp.eval.episodes import Episodes, play
 from gmiexp.eval.policy import check_fits, load_checkpoint, make_player, restore, start_episodes
@@ -80,8 +80,8 @@ def run_eval(cfg: Config, run_dir: Path, asked: dict[str, Any] | None = None) ->
     check_checkpoint_fits(ckpt, task)  # sizes, in one line, before a simulator is built
     filmer = None
     if video:  # opened (and its renderer probed) before anything else runs
-        filmer = Filmer(task, task_spaces(task).obs_shape, e.video_width, e.video_height,
-                        min(e.video_steps, int(task.max_episode_length)))
+        filmer = open_filmer(task, task_spaces(task).obs_shape, e.video_width, e.video_height,
+                             min(e.video_steps, int(task.max_episode_length)))
     try:
         episodes, path, frames = _play(cfg, ckpt, task, params, filmer, run_dir)
     finally:

@@ -1,7 +1,8 @@
 """``capture_video=True``: GMI 0 films an evaluation episode of the current policy every N epochs.
 
-The episode is played by gymnasium's MuJoCo twin of the task (:class:`gmiexp.envs.video.Filmer`, the same
-as ``mode=eval eval.video=true``), with the policy's mean action, into ``<run_dir>/videos/epoch_<N>.mp4``.
+The episode is played by the task's filmer (:func:`gmiexp.envs.video.open_filmer`: gymnasium's MuJoCo twin, or an
+mjlab task's own environment; the same as ``mode=eval eval.video=true``), with the policy's mean action, into
+``<run_dir>/videos/epoch_<N>.mp4``.
 Only the rl-games agent (layout ``tcg_ex``) films; :func:`check` refuses anything else before launch, with
 the reason (exit 2).
 """
@@ -15,7 +16,7 @@ from typing import Any
 import torch
 
 from gmiexp.envs import task_dims
-from gmiexp.envs.video import Filmer
+from gmiexp.envs.video import open_filmer
 from gmiexp.errors import ConfigError
 
 FILMING_LAYOUTS = ("tcg_ex",)
@@ -37,8 +38,8 @@ def _filmer(plan: Any) -> Any:
     v, task = plan.video, plan.task
     msg = None
     try:
-        return Filmer(task, (task_dims(task)[0],), v["width"], v["height"], min(v["steps"],
-                                                                                int(task.max_episode_length)))
+        return open_filmer(task, (task_dims(task)[0],), v["width"], v["height"],
+                           min(v["steps"], int(task.max_episode_length)))
     except ConfigError as e:
         msg = str(e).replace("eval.video=true", "capture_video=True").replace("drop eval.video", "drop capture_video")
     raise ConfigError(msg)
