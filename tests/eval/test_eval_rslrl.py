@@ -116,6 +116,13 @@ def test_video_of_a_vec_env_task_is_refused_before_anything_is_built() -> None:
         check_video(task)
 
 
+def test_video_with_an_unknown_gl_back_end_is_refused_naming_the_valid_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MUJOCO_GL", "wgl")
+    task = TaskConfig(name="Mjlab-Cartpole-Balance", simulator="mjlab", env_id="Mjlab-Cartpole-Balance")
+    with pytest.raises(ConfigError, match="invalid eval.video=true .*MUJOCO_GL='wgl' is not one of egl, osmesa, glfw"):
+        check_video(task)
+
+
 @pytest.mark.timeout(900)
 @pytest.mark.slow  # builds mjlab's Cartpole twice on the CPU (Warp); the PointMass tests above cover the paths
 def test_an_mjlab_checkpoint_from_mjlabs_own_runner_plays_and_films(tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from rsl_rl.runners import OnPolicyRunner
 
 from gmiexp.config import Config, TaskConfig
 from gmiexp.envs import check_task
-from gmiexp.envs.video import GL_BACKENDS
+from gmiexp.envs.video import GL_HINT, mujoco_gl
 from gmiexp.errors import ConfigError
 from gmiexp.eval.episodes import Episodes, play
 from gmiexp.eval.task import check_task_matches
@@ -103,12 +103,7 @@ def check_video(task: TaskConfig) -> None:
         raise ConfigError(f"invalid eval.video=true for task {task.name} (task.vec_env={task.vec_env or '-'}): "
                           "gmiexp films rsl_rl policies on mjlab's own environments (its offscreen renderer); "
                           "a task.vec_env environment is not filmed; or drop eval.video / capture_video")
-    if not os.environ.get("DISPLAY"):
-        os.environ.setdefault("MUJOCO_GL", "egl")  # read when MuJoCo's renderer is first imported
-    gl = os.environ.get("MUJOCO_GL", "glfw")
-    if gl not in GL_BACKENDS:
-        raise ConfigError(f"invalid eval.video=true for task {task.name}: MUJOCO_GL={gl!r} is not one of "
-                          f"{', '.join(GL_BACKENDS)}")
+    mujoco_gl(task)
 
 
 def build_env(src: Source, num_envs: int, seed: int, device: str, video: tuple[int, int] | None) -> Any:
@@ -124,8 +119,7 @@ def build_env(src: Source, num_envs: int, seed: int, device: str, video: tuple[i
     except Exception as e:  # noqa: BLE001 - the renderer's GL context cannot be made on this host
         raise ConfigError(
             f"invalid eval.video=true for task {src.task.name}: mjlab's offscreen renderer cannot run here with "
-            f"MUJOCO_GL={os.environ.get('MUJOCO_GL')} ({type(e).__name__}: {e}); install libegl1 + "
-            "libgl1-mesa-dri (egl) or libosmesa6 (MUJOCO_GL=osmesa), or drop eval.video") from e
+            f"MUJOCO_GL={os.environ.get('MUJOCO_GL')} ({type(e).__name__}: {e}); {GL_HINT}, or drop eval.video") from e
 
 
 def eval_config(cfg: dict[str, Any]) -> dict[str, Any]:

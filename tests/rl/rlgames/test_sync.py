@@ -117,6 +117,18 @@ def test_dict_observations_normalised_over_the_group_equal_one_process_whatever_
         assert m.state_dict().keys() == one.state_dict().keys()  # rl-games' checkpoints load either way
 
 
+def test_dict_observations_missing_a_key_are_refused_before_any_collective() -> None:
+    """A GMI that skipped a key would skip that key's collective and hang the group: refused, naming both sets."""
+    calls: list[torch.Tensor] = []
+    model = nn.Module()
+    model.running_mean_std = RunningMeanStdObs({"joints": (3,), "camera": (2, 3, 3)})
+    group_normalisers(model, calls.append)
+    model.running_mean_std.train()
+    with pytest.raises(ValueError, match=r"invalid observation keys \['joints'\]; .*\['camera', 'joints'\]"):
+        model.running_mean_std({"joints": torch.zeros(4, 3)})
+    assert calls == []
+
+
 def test_reduce_gradients_averages_flat() -> None:
     class Half:
         comm_s = 0.0

@@ -127,7 +127,10 @@ class GroupRunningMeanStdObs(RunningMeanStdObs):
                                                for k, m in like.running_mean_std.items()})
 
     def forward(self, input: dict[str, torch.Tensor], denorm: bool = False) -> dict[str, torch.Tensor]:
-        out = {k: m(input[k], denorm) for k, m in self.running_mean_std.items() if k in input}
+        if input.keys() != self.running_mean_std.keys():  # a GMI skipping a key would hang the others' collective
+            raise ValueError(f"invalid observation keys {sorted(input)}; this GMI's normaliser steps every key of "
+                             f"the observation space: {sorted(self.running_mean_std)}")
+        out = {k: m(input[k], denorm) for k, m in self.running_mean_std.items()}
         return {k: out[k] for k in input}
 
 
