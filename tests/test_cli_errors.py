@@ -109,10 +109,13 @@ def test_cli_value_error_exits_2_and_leaves_no_run_dir(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []  # outputs/ too: this command created it
 
 
-def test_a_sweep_stopped_by_a_refused_first_job_leaves_no_sweep_dir(tmp_path: Path) -> None:
-    r = run_cli("-m", "gmis_per_gpu=0,1", f"hydra.sweep.dir={tmp_path / 'multirun' / 'x'}")
+@pytest.mark.parametrize("launcher", [[], ["hydra/launcher=gmiexp_pack"]], ids=["basic", "pack"])
+def test_a_sweep_stopped_by_a_refused_first_job_leaves_no_sweep_dir(tmp_path: Path, launcher: list[str]) -> None:
+    """Hydra's launcher runs jobs in turn (the first refuses); the pack launcher checks every job before any runs."""
+    r = run_cli("-m", *launcher, "gmis_per_gpu=0,1", f"hydra.sweep.dir={tmp_path / 'multirun' / 'x'}")
     assert r.returncode == 2 and "invalid gmis_per_gpu: 0" in r.stderr
     assert list(tmp_path.iterdir()) == []  # multirun.yaml, job 0's .hydra/ and log: all Hydra's, all removed
+
 
 def test_cli_refused_in_an_existing_run_dir_keeps_that_runs_record(tmp_path: Path) -> None:
     """Hydra rewrites an existing run dir's .hydra/ before gmiexp refuses the command: the run's own is put back."""

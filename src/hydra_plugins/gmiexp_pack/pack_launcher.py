@@ -35,6 +35,7 @@ class PackLauncher(Launcher):
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         from gmiexp.errors import GmiexpError
+        from gmiexp.launch.ownership import discard_refused_sweep
         from gmiexp.pack import launch as pack
 
         setup_globals()
@@ -50,6 +51,8 @@ class PackLauncher(Launcher):
             sweep.check()
         except GmiexpError as e:
             print(f"gmiexp: error: {e}", file=sys.stderr, flush=True)
+            if e.exit_code == 2:  # type: ignore[attr-defined]  # refused before any member ran: no sweep dir
+                discard_refused_sweep(Path(str(self.config.hydra.sweep.dir)), f"{self.config.hydra.job.name}.log")
             sys.exit(e.exit_code)  # type: ignore[attr-defined]
         code = sweep.run()
         if code:
