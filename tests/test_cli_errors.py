@@ -17,7 +17,8 @@ from gmiexp.errors import ConfigError
 CLI_CASES = [
     # (overrides, text expected on stderr)
     (["layout=nope"], "nope"),  # an unknown group option (Hydra)
-    (["task=NoSuchGame"], "NoSuchGame"),  # an unknown task: refused before Hydra, naming the files and mjlab's ids
+    # an unknown task: refused before Hydra, naming the files and mjlab's ids, after saying why it takes seconds
+    (["task=NoSuchGame"], "looking in mjlab's registry (imports mjlab)\ngmiexp: error: invalid task: 'NoSuchGame'"),
     # a key added with Hydra's + that no schema declares (gmiexp names the valid ones)
     (["+train.devize=lazy"], "invalid key: 'train.devize'; valid: activation, algo,"),
     # an enum field refuses a bad value at compose time (Hydra's error; the CLI prints OmegaConf's cause)

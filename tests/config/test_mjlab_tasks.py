@@ -39,6 +39,7 @@ def test_an_unknown_task_exits_2_naming_the_files_and_mjlab_s_ids() -> None:
         check_overrides(["mode=plan", "train=rslrl", "task=Mjlab-Velocity-Flat-Unitree-G2"])
     assert "invalid task: 'Mjlab-Velocity-Flat-Unitree-G2'" in str(e.value)
     assert "Mjlab-Velocity-Flat-Unitree-G1" in str(e.value) and "CartPoleEnvpool" in str(e.value)
+    assert str(e.value).endswith("did you mean Mjlab-Velocity-Flat-Unitree-G1?")
 
 
 def test_a_users_task_file_on_hydra_searchpath_is_no_unknown_task(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import importlib.util
 import math
 import sys
@@ -164,11 +165,16 @@ def check_task_override(args: Sequence[str], conf: str | Path) -> None:
     unknown = [v for v in _task_values(args) if v not in files]
     if not unknown:
         return
+    if available() and "mjlab.tasks" not in sys.modules:  # mjlab's import takes seconds: say what is happening
+        print(f"gmiexp: task {', '.join(unknown)}: no task file; looking in mjlab's registry (imports mjlab)",
+              file=sys.stderr, flush=True)
     ids = registered()
     for name in unknown:
         if name not in ids:
-            hint = "" if available() else "mjlab's task ids need gmiexp[mjlab]"
-            raise invalid("task", name, [*files, *ids], hint)
+            close = difflib.get_close_matches(name, [*files, *ids], n=1)
+            hints = [f"did you mean {close[0]}?" if close else "",
+                     "" if available() else "mjlab's task ids need gmiexp[mjlab]"]
+            raise invalid("task", name, [*files, *ids], " ".join(h for h in hints if h))
 
 
 class MjlabTaskSource(ConfigSource):
