@@ -105,11 +105,11 @@ def test_dexpbt_needs_three_members_and_a_mutation_at_least_one_key(tmp_path: Pa
 
 def test_a_pbt_run_asking_what_is_not_built_exits_2_before_its_run_dir_is_made(tmp_path: Path, capsys) -> None:
     cfg = copy.deepcopy(BASE)
-    cfg.mode, cfg.pbt.objective = "train", "episode.success"
+    cfg.mode, cfg.launch.nnodes = "train", 2
     assert cfg.pbt.exploit == "inplace"  # the group's default, built (tests/pbt/test_controller_inplace.py)
     assert run(cfg, tmp_path / "run") == 2
     err = capsys.readouterr().err
-    assert "invalid pbt.objective=episode.success for a training run" in err and "valid: reward/mean" in err
+    assert "invalid launch.nnodes=2 with pbt: a population runs on one node for now; valid: 1" in err
     assert "pbt.exploit" not in err
     assert not (tmp_path / "run").exists()
 

@@ -98,7 +98,8 @@ def tcg_ex_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
 
     Shared by the live-rows check and the summary/history/W&B/report check (a launch less, seconds of CPU)."""
     run_dir = tmp_path_factory.mktemp("tcg_ex") / "run"
-    _early, summary = live_run(run_dir, "tcg_ex", "Cartpole", 300, "gmis_per_gpu=2")  # W&B offline: cli_env()
+    _early, summary = live_run(run_dir, "tcg_ex", "Cartpole", 300, "gmis_per_gpu=2",  # W&B offline: cli_env()
+                               "train.info_key=time_outs")
     return run_dir, summary
 
 
@@ -106,7 +107,7 @@ def test_tcg_ex_rows_reach_wandb_while_training(tcg_ex_run: tuple[Path, dict]) -
     run_dir, summary = tcg_ex_run
     check_per_epoch(run_dir, summary, ("loss/actor", "loss/critic", "loss/entropy", "train/kl", "train/lr",
                                        "train/clip_frac", "train/grad_norm", "reward/mean", "episode/length",
-                                       "perf/env_steps_per_s", "time/sim_s"))
+                                       "perf/env_steps_per_s", "time/sim_s", "info/time_outs"))
 
 
 @pytest.mark.slow  # slow: the default suite keeps a run of this path elsewhere (docs/development.md)

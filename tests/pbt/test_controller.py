@@ -108,7 +108,6 @@ def test_a_member_runs_the_users_overrides_without_pbt_and_what_the_controller_s
 
 
 @pytest.mark.parametrize(("override", "named"), [
-    ("pbt.objective=episode.success", "invalid pbt.objective=episode.success"),
     ("layout=tdg_ex", "invalid layout=tdg_ex with pbt"),
 ])
 def test_what_is_not_built_exits_2_before_any_member_starts(override: str, named: str, tmp_path: Path,

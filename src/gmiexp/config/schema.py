@@ -250,6 +250,8 @@ class TaskConfig:
     file=Text(r"|.+\.ya?ml", "empty, or an rl-games params YAML: a path or rl_games:configs/...yaml", bad=("a.txt",)),
     bound_loss_type=OneOf(("bound", "regularisation")), score_to_win=Maybe(Between()),
     rslrl=Block(RSLRL_RUNNER_KEYS, "rsl_rl runner-config override"),
+    info_key=Text(r"|[^.\s]+(\.[^.\s]+)*", "empty, or a dotted key of the environment's step infos "
+                  "(episode.Curriculum/difficulty_level)", bad=("episode..x", "a b")),
 )
 @dataclass
 class TrainConfig:
@@ -292,6 +294,9 @@ class TrainConfig:
     torch_compile: bool = False
     print_stats: bool = False  # rl-games' own per-epoch print line (the progress bar replaces it)
     check_sync: bool = False  # after every epoch, compare a digest of weights+normalisers across GMIs
+    # a dotted key of the environment's step infos (episode.Curriculum/difficulty_level): each epoch's history
+    # records its latest value, averaged over the GMIs, as info/<key> (pbt.objective sets it on every member)
+    info_key: str = ""
     # at most this many torch intra-op threads per GMI (rl-games' params.torch_threads); None = the GMI's core budget
     torch_threads: int | None = None
     # further rl-games params.config keys passed verbatim to rl-games' own agent (layout tcg_ex): save_best_after,

@@ -5,7 +5,8 @@ and steps every environment of a GMI on that GMI's own device. Observations, rew
 come back as torch tensors on that device and are handed to rl-games as they are: no numpy, no
 host copy. The mapping follows rl-games' own ``MjlabVecEnv`` (repository head): policy
 observations from the ``actor`` group, the ``critic`` group as the central value network's
-``states``, ``done = terminated | truncated`` and ``time_outs = truncated`` for value bootstrapping.
+``states``, ``done = terminated | truncated`` and ``time_outs = truncated`` for value bootstrapping; mjlab's
+episode logs (its ``extras["log"]``) go into the infos as ``episode``, where Isaac Lab's rl-games wrapper puts them.
 """
 
 from __future__ import annotations
@@ -129,9 +130,11 @@ class MjlabVecEnv(GMIVecEnv):
 
     def _step(self, actions: torch.Tensor) -> tuple[Any, torch.Tensor, torch.Tensor, dict]:
         with stdout_to_stderr():  # the first steps load more Warp modules
-            groups, rew, terminated, truncated, _extras = self.env.step(actions.to(self.sim_device))
-        return (self._obs(groups), self._out(rew), self._out(terminated | truncated),
-                {"time_outs": self._out(truncated)})
+            groups, rew, terminated, truncated, extras = self.env.step(actions.to(self.sim_device))
+        info: dict[str, Any] = {"time_outs": self._out(truncated)}
+        if "log" in extras:  # mjlab's episode logs (Curriculum/..., Episode_Reward/...) where Isaac Lab's wrapper puts
+            info["episode"] = extras["log"]  # them for rl-games: train.info_key / pbt.objective read them there
+        return self._obs(groups), self._out(rew), self._out(terminated | truncated), info
 
     def close(self) -> None:
         self.env.close()

@@ -15,6 +15,7 @@ its times). A *run row* says the same things for the whole run, so a name means 
   finished episodes (``episodes/returns``, serving and experience layouts) it is the mean of the last
   ``games_to_track`` over every GMI (:func:`gmiexp.stats.last_episodes`). ``gmi/<id>/reward/mean`` is each
   simulator GMI's own window;
+* ``info/<key>``: ``train.info_key``'s value, averaged over the GMIs by the GMIs themselves (the lead's row);
 * the lead GMI's (the first simulator GMI reporting rewards) rl-games' losses (``loss/*``) and optimiser
   figures (``train/*``), and the trainer GMIs' (experience layouts): the first trainer's ``loss/*`` and
   ``train/*``, ``async/train_samples_per_s`` summed over trainers.
@@ -40,7 +41,7 @@ from gmiexp.stats import last_episodes, steady_rate
 from gmiexp.status import gmi_dir
 
 LEAD_PREFIXES = ("reward/", "episode/", "loss/", "train/", "sync/", "async/policy_version", "async/lag",
-                 "replay/", "iteration")
+                 "replay/", "info/", "iteration")
 GAMES_TO_TRACK = 100  # rl-games' default episode window (``config.games_to_track``)
 TRAINER_PREFIXES = ("loss/", "train/")  # the first trainer's, where the lead GMI has none (experience layouts)
 #: a GMI row's episode lists -> the run row's window over every GMI (RND's parts: rsl_rl GMIs with RND)

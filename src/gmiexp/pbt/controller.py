@@ -59,7 +59,13 @@ from gmiexp.launch.requeue import EPOCH_IN_NAME, epoch_of, latest_checkpoint, tr
 from gmiexp.pack import runner, slots
 from gmiexp.pack.runner import Job
 from gmiexp.pbt import views
-from gmiexp.pbt.members import OBJECTIVE, refuse_unbuilt, starting_values
+from gmiexp.pbt.members import (
+    OBJECTIVE,
+    objective_column,
+    objective_overrides,
+    refuse_unbuilt,
+    starting_values,
+)
 from gmiexp.pbt.mutation import mutate
 from gmiexp.pbt.rules import Record, Rules, decide, member_rng, member_seed, start_values, table_at
 from gmiexp.pbt.state import MemberState, Replayed, events, replay, rewind
@@ -299,7 +305,8 @@ class Population:
         run_dir = self.member_dir(member, index)
         # member m's own seed, as the anchors' processes each draw their own: a population of one seed would step
         # the same episodes; a restart keeps the member's seed and takes its source's learning, not its streams
-        extra = [f"train.save_frequency={self.epochs_per_interval}", f"seed={member_seed(self.cfg.seed, member)}"]
+        extra = [f"train.save_frequency={self.epochs_per_interval}", f"seed={member_seed(self.cfg.seed, member)}",
+                 *objective_overrides(self.cfg.pbt.objective)]
         if self.cfg.logger.name == "wandb":  # one W&B group per population, a run per member's life
             extra += [f"logger.group={views.wandb_group(self.cfg.logger.group, self.run_dir)}",
                       f"logger.tags={json.dumps([*self.cfg.logger.tags, f'pbt:member{member}'])}"]
@@ -561,7 +568,7 @@ class Population:
         history = read_history(life.job.run_dir)
         while life.seen < len(history):
             rec = history[life.seen]
-            objective = rec.get(OBJECTIVE)
+            objective = rec.get(objective_column(self.cfg.pbt.objective))
             if isinstance(objective, (int, float)) and math.isfinite(objective):
                 life.best = objective if life.best is None else max(life.best, objective)
             epoch = int(rec["iteration"])
@@ -701,24 +708,25 @@ class Population:
 
     def finish(self, wall_s: float) -> dict[str, Any]:
         """The best member by its last objective; its last checkpoint and policy record into ``<run>/pbt/best/``."""
+        assert self.cfg.pbt is not None
+        column = objective_column(self.cfg.pbt.objective)
         members = []
         for m, life in sorted(self.lives.items()):
-            hist = read_history(life.job.run_dir)
-            ret = hist[-1].get(OBJECTIVE) if hist else None
-            members.append({"member": m, "lives": life.index + 1, "return": ret, "values": life.values,
-                            "run_dir": str(life.job.run_dir)})
-        scored = [x for x in members if isinstance(x["return"], (int, float)) and math.isfinite(x["return"])]
+            last = (read_history(life.job.run_dir) or [{}])[-1]
+            members.append({"member": m, "lives": life.index + 1, "return": last.get(OBJECTIVE),
+                            "objective": last.get(column), "values": life.values, "run_dir": str(life.job.run_dir)})
+        scored = [x for x in members if isinstance(x["objective"], (int, float)) and math.isfinite(x["objective"])]
         summary: dict[str, Any] = {"status": "ok", "run_dir": str(self.run_dir), "wall_s": wall_s,
                                    "exploits": self.exploits, "members": members}
         if scored:
-            best = max(scored, key=lambda x: x["return"])
+            best = max(scored, key=lambda x: x["objective"])
             found = last_checkpoint(Path(best["run_dir"]))
             if found is not None:
                 dest = self.pbt_dir / "best"
                 dest.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(found[0], dest / found[0].name)
                 shutil.copyfile(found[0].parent / RECORD, dest / RECORD)
-                summary["best"] = {"member": best["member"], "return": best["return"],
+                summary["best"] = {"member": best["member"], "return": best["return"], "objective": best["objective"],
                                    "checkpoint": str(dest / found[0].name)}
             summary["metrics"] = {OBJECTIVE: best["return"]}
         self.log("finished", **{k: v for k, v in summary.items() if k != "members"})

@@ -58,7 +58,20 @@ def refuse_unavailable(cfg: Config) -> None:
         refuse_unbuilt(cfg)
 
 
-OBJECTIVE = "reward/mean"  # the run-wide return, what the controller ranks members by
+OBJECTIVE = "reward/mean"  # the run-wide return, what the controller ranks members by unless pbt.objective says
+
+
+def objective_column(objective: str) -> str:
+    """The members' history column ``pbt.objective`` is read from: the return, or the info key's.
+
+    A member records ``info/<key>`` with ``train.info_key`` (:func:`objective_overrides`).
+    """
+    return objective if objective == OBJECTIVE else f"info/{objective}"
+
+
+def objective_overrides(objective: str) -> list[str]:
+    """What a member runs with so that its history records ``pbt.objective``."""
+    return [] if objective == OBJECTIVE else [f"train.info_key={objective}"]
 #: the roles whose runs can be members: rl-games' PPO (``ppo``) and rsl_rl's (``train=rslrl``)
 MEMBER_ROLES = ("ppo", "rslrl")
 #: rsl_rl's ``train.*`` keys (its PPO's fields, :data:`gmiexp.config.schema.RSLRL_LIVE_KEYS`); the others are rl-games'
@@ -83,9 +96,9 @@ def refuse_unbuilt(cfg: Config) -> None:
     p = cfg.pbt
     assert p is not None
     reasons = []  # both exploits are built: inplace (gmiexp.rl.exploit) and restart
-    if p.objective != OBJECTIVE:
-        reasons.append(f"invalid pbt.objective={p.objective} for a training run: ranking by an info key is not built "
-                       f"yet; valid: {OBJECTIVE}")
+    if p.objective != OBJECTIVE and cfg.role != "ppo":
+        reasons.append(f"invalid pbt.objective={p.objective} with role={cfg.role}: only rl-games' members record an "
+                       f"info key (train.info_key); valid: {OBJECTIVE}")
     if cfg.role not in MEMBER_ROLES:
         reasons.append(f"invalid role={cfg.role} with pbt: other roles' members are not built yet; valid: role=ppo "
                        "(rl-games' PPO), train=rslrl (rsl_rl's)")

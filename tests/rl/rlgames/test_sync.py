@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -156,9 +157,11 @@ EPOCHS = 2
 
 @pytest.fixture(scope="module")
 def two_gmis(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Two tcg_ex GMIs, EPOCHS epochs: one launch read by the normaliser counts and the TensorBoard axis below."""
+    """Two tcg_ex GMIs, EPOCHS epochs: one launch read by the normaliser counts, the TensorBoard axis and the info
+    key below."""
     run_dir = tmp_path_factory.mktemp("two_gmis") / "run"
-    r = run_cli(*FAST, "gmis_per_gpu=2", f"max_iterations={EPOCHS}", f"hydra.run.dir={run_dir}")
+    r = run_cli(*FAST, "gmis_per_gpu=2", f"max_iterations={EPOCHS}", f"hydra.run.dir={run_dir}",
+                "train.info_key=time_outs")
     left = gmiexp_workers(run_dir)
     for p in left:
         p.kill()
@@ -192,6 +195,16 @@ def test_tensorboard_steps_are_the_frames_before_each_epoch_as_rl_games_writes_t
     per_epoch = 2 * 32 * 16  # 2 GMIs x num_envs x horizon_length
     for tag in ("losses/a_loss", "info/kl", "performance/step_fps"):
         assert [e.step for e in acc.Scalars(tag)] == [i * per_epoch for i in range(EPOCHS)], tag
+
+
+def test_each_epoch_records_the_info_key_averaged_over_the_gmis_on_every_gmi(two_gmis: Path) -> None:
+    """``train.info_key``: the same run-wide figure in each GMI's history (tests/rl/rlgames/test_observer.py has
+    the mean of unequal values)."""
+    rows = [[json.loads(line) for line in (two_gmis / "gmis" / str(g) / "history.jsonl").read_text().splitlines()]
+            for g in (0, 1)]
+    assert [len(r) for r in rows] == [EPOCHS, EPOCHS]
+    for a, b in zip(*rows, strict=True):
+        assert a["info/time_outs"] == b["info/time_outs"] and 0.0 <= a["info/time_outs"] <= 1.0
 
 
 def test_the_scheduler_reads_the_kl_averaged_over_every_gmi() -> None:

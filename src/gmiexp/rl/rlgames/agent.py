@@ -68,6 +68,7 @@ from gmiexp.rl.rlgames.sync import (
     broadcast_module,
     gloo_sum,
     group_normalisers,
+    mean_of_known,
     normalise_over_group,
     reduce_gradients,
 )
@@ -308,12 +309,13 @@ class GMISyncMixin:
         if self.gmi_sync:
             merge_meters(self)
             result = self._reduced_kls(result)
+        info = self._run_wide_info()
         sync_s = time.perf_counter() - t0
         self._account(result, self.gmi_ctx.reduction.comm_s - comm0 + sync_s, sync_s)
         if self.config.get("check_sync"):
             self.last_epoch["digest"] = self._check_sync()
         if isinstance(self.algo_observer, GMIObserver):  # it reads nothing back: the agent hands it the epoch
-            self.algo_observer.epoch_done(self._epoch_report(result))
+            self.algo_observer.epoch_done(self._epoch_report(result, info))
         if self._filmer is not None:
             self._filmer.after_epoch(int(self.epoch_num), self)
         return result
@@ -447,13 +449,20 @@ class GMISyncMixin:
         for suffix, x in (("step", frame), ("iter", epoch_num), ("time", total_time)):
             self.writer.add_scalar(f"episode_lengths/{suffix}", lengths, x)
 
-    def _epoch_report(self, result: tuple) -> EpochReport:
+    def _run_wide_info(self) -> float | None:
+        """``train.info_key``'s latest value averaged over the GMIs that saw one (each steps its own environments)."""
+        observer = self.algo_observer
+        if not isinstance(observer, GMIObserver) or not observer.info_key:
+            return None
+        return mean_of_known(observer.info, gloo_sum()) if self.gmi_sync else observer.info
+
+    def _epoch_report(self, result: tuple, info: float | None = None) -> EpochReport:
         rewards = self.game_rewards
         return EpochReport(epoch=int(self.epoch_num), frame=int(self.frame), curr_frames=int(self.curr_frames),
                            world_size=int(self.world_size), timings=dict(self.last_epoch),
                            reward=float(rewards.get_mean().reshape(-1)[0]) if rewards.current_size else None,
                            gmi_reward=local_mean(rewards),
-                           totals=dict(self.timings), learning=self._learning(result))
+                           totals=dict(self.timings), learning=self._learning(result), info=info)
 
     def _learning(self, result: tuple) -> dict[str, float]:
         """The epoch's figures rl-games writes to its TensorBoard (losses/*, info/*), under gmiexp's names."""

@@ -42,7 +42,8 @@ class PPORole(Role):
         device = str(self.device)
         holder: dict[str, Any] = {}
         register_env(plan.task, gmi.sim_threads, device, holder)
-        observer = GMIObserver(self.ctx.status, gmi.id)  # W&B is written by the launcher (gmiexp.launch.wandb_sink)
+        # W&B is written by the launcher (gmiexp.launch.wandb_sink)
+        observer = GMIObserver(self.ctx.status, gmi.id, plan.train.info_key)
         runner = Runner(algo_observer=observer)
         ctx = self.ctx
         # a start from a checkpoint is the next segment of its run (gmiexp.planner.seeds): read it once, here,
