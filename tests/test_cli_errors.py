@@ -59,7 +59,7 @@ INPROCESS_CASES = [
     (["train.lr_schedule=cosine"], "invalid train.lr_schedule: 'cosine'; valid: adaptive, linear, identity"),
     (["train.info_key=a..b"], "invalid train.info_key: 'a..b'; valid: empty, or a dotted key"),
     (["layout=tdg_ex", "train.info_key=time_outs"], "invalid train.info_key=time_outs with role=ppo layout=tdg_ex: "
-                                                   "only rl-games' PPO GMIs record an info key"),
+                                                   "only PPO GMIs record an info key"),
     (["task.env_id=Ant-v99"], "invalid envpool env_id: 'Ant-v99'"),
     (["logger.mode=sometimes", "logger=wandb"], "invalid logger.mode"),
     (["hardware=dgx_a100"], "presets only plan (mode=plan)"),

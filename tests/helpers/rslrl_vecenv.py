@@ -39,10 +39,12 @@ class PointMass(VecEnv):
         self.episode_length_buf += 1
         done = self.episode_length_buf >= self.max_episode_length
         n = int(done.sum())
-        if n:
+        extras: dict = {"time_outs": done.clone(), "log": {}}  # episode logs at the steps some episode ends, as
+        if n:  # Isaac Lab's and mjlab's environments write them (``Episode_Reward/...``, ``Curriculum/...``)
+            extras["log"]["Episode/final_distance"] = self.state[done, 0].abs().mean()
             self.state[done] = torch.rand(n, 2, generator=self.gen) * 2 - 1
             self.episode_length_buf[done] = 0
-        return self.get_observations(), reward, done.long(), {"time_outs": done.clone()}
+        return self.get_observations(), reward, done.long(), extras
 
     def close(self) -> None:
         pass

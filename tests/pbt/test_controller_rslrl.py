@@ -80,8 +80,6 @@ def test_three_rsl_rl_members_restart_from_a_leaders_checkpoint(tmp_path: Path) 
     ("pbt=default", "invalid pbt.mutation key for rsl_rl's (train=rslrl) members: 'train.learning_rate'; valid: "
                     "train.rslrl.algorithm.learning_rate"),
     ("+pbt.init={train.e_clip:[0.1,0.3]}", "invalid pbt.init key for rsl_rl's (train=rslrl) members: 'train.e_clip'"),
-    ("pbt.objective=episode.success", "invalid pbt.objective=episode.success with role=rslrl: only rl-games' members "
-                                      "record an info key"),
 ])
 def test_a_key_rsl_rl_members_do_not_read_exits_2_before_any_member_starts(override: str, named: str,
                                                                            tmp_path: Path, capsys) -> None:

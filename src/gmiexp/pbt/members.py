@@ -96,9 +96,6 @@ def refuse_unbuilt(cfg: Config) -> None:
     p = cfg.pbt
     assert p is not None
     reasons = []  # both exploits are built: inplace (gmiexp.rl.exploit) and restart
-    if p.objective != OBJECTIVE and cfg.role != "ppo":
-        reasons.append(f"invalid pbt.objective={p.objective} with role={cfg.role}: only rl-games' members record an "
-                       f"info key (train.info_key); valid: {OBJECTIVE}")
     if cfg.role not in MEMBER_ROLES:
         reasons.append(f"invalid role={cfg.role} with pbt: other roles' members are not built yet; valid: role=ppo "
                        "(rl-games' PPO), train=rslrl (rsl_rl's)")

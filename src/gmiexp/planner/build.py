@@ -71,9 +71,10 @@ def check_config(cfg: Config) -> None:
     """Every field in its declared range (``@ranges`` in gmiexp.config.schema), then cross-field rules (exit 2)."""
     validate(cfg)
     check_rlgames_only(cfg)
-    if cfg.train.info_key and (cfg.role != "ppo" or cfg.layout.name != "tcg_ex"):  # rl-games' observer records it
+    if cfg.train.info_key and (cfg.role not in ("ppo", "rslrl") or cfg.layout.name != "tcg_ex"):
         raise ConfigError(f"invalid train.info_key={cfg.train.info_key} with role={cfg.role} layout={cfg.layout.name}:"
-                          " only rl-games' PPO GMIs record an info key (role=ppo, layout=tcg_ex); valid here: empty")
+                          " only PPO GMIs record an info key (rl-games' role=ppo or train=rslrl, layout=tcg_ex); "
+                          "valid here: empty")
 
 
 def host(cfg: Config) -> Hardware:

@@ -66,13 +66,19 @@ def test_an_isaac_lab_agent_yaml_as_written_trains_two_gmis_of_an_mjlab_task(tmp
 
 
 def test_a_vec_env_of_our_own_trains_resumes_and_requeues_with_frames_continued(tmp_path: Path) -> None:
-    """The seam Isaac Lab users come through: ``task.vec_env=<module>:<function>`` returning an rsl_rl VecEnv."""
+    """The seam Isaac Lab users come through: ``task.vec_env=<module>:<function>`` returning an rsl_rl VecEnv.
+
+    Its episode log is recorded (``train.info_key``): the latest value averaged over both GMIs, in each one's rows.
+    """
     common = [*FAST, "task=Cartpole", "task.vec_env=rslrl_vecenv:make", "batch.total_envs=8",
               "+train.rslrl.num_steps_per_env=8", "+train.rslrl.actor.obs_normalization=true",
-              "+train.rslrl.critic.obs_normalization=true"]
+              "+train.rslrl.critic.obs_normalization=true", "train.info_key=log.Episode/final_distance"]
     r = run_cli(*common, "max_iterations=2", f"hydra.run.dir={tmp_path / 'a'}", timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     check_trained(tmp_path / "a", 2, 64)
+    logged = [[x["info/log.Episode/final_distance"] for x in history(tmp_path / "a", g)] for g in (0, 1)]
+    assert logged[0] == logged[1] and all(v is not None and 0 < v <= 2 for v in logged[0]), logged
+    assert logged[0][0] != logged[0][1]  # episodes end in both iterations (the runner starts them at random lengths)
     ckpt = tmp_path / "a" / "rsl_rl" / "model_1.pt"
     r = run_cli(*common, "max_iterations=4", f"checkpoint={ckpt}", f"hydra.run.dir={tmp_path / 'b'}", timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]

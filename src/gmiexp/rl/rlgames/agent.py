@@ -45,6 +45,7 @@ from rl_games.common.diagnostics import DefaultDiagnostics, PpoDiagnostics
 from torch import nn
 
 from gmiexp import signals
+from gmiexp.rl.infos import mean_of_known
 from gmiexp.rl.rlgames.carry import resume, resume_line
 from gmiexp.rl.rlgames.central_value import GMICentralValue, central_value_args
 from gmiexp.rl.rlgames.checkpoint import (
@@ -68,7 +69,6 @@ from gmiexp.rl.rlgames.sync import (
     broadcast_module,
     gloo_sum,
     group_normalisers,
-    mean_of_known,
     normalise_over_group,
     reduce_gradients,
 )

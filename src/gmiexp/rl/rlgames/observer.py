@@ -2,8 +2,8 @@
 
 The dependency goes one way: the agent (:mod:`gmiexp.rl.rlgames.agent`) hands the observer an
 :class:`EpochReport` after each epoch; the observer never reads the agent back. With ``train.info_key`` it also
-keeps the latest value of that dotted key of the environment's infos (Isaac Lab's PBT observer reads its
-``objective`` so), which the agent averages over the GMIs into the epoch's ``info/<key>``.
+keeps the latest value of that dotted key of the environment's infos (:mod:`gmiexp.rl.infos`), which the agent
+averages over the GMIs into the epoch's ``info/<key>``.
 """
 
 from __future__ import annotations
@@ -13,11 +13,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-import torch
 from rl_games.common.algo_observer import AlgoObserver
 
-from gmiexp.errors import ConfigError
+from gmiexp.rl.infos import info_value
 from gmiexp.status import StatusWriter
 
 
@@ -35,29 +33,6 @@ class EpochReport:
     totals: dict[str, float] = field(default_factory=dict)  # the agent's running time totals (``*_s``)
     learning: dict[str, float] = field(default_factory=dict)  # ``loss/*``, ``train/*``, ``episode/length``
     info: float | None = None  # ``train.info_key``'s latest value, averaged over the GMIs (None: none seen yet)
-
-
-def info_value(infos: Any, key: str) -> float | str:
-    """The dotted ``key`` of rl-games' step ``infos`` as one number (a tensor's or an array's mean), or why not.
-
-    The infos' own keys are the same at every step: one the key's first part is not among is refused (the run's
-    exit 2), naming them, since a misspelt objective would rank nobody. Below that a step may lack the rest (mjlab
-    logs an episode's terms only at the steps some environment resets): then the text says which level lacks what.
-    """
-    parts = key.split(".")
-    if not isinstance(infos, dict) or parts[0] not in infos:
-        have = sorted(infos) if isinstance(infos, dict) else type(infos).__name__
-        raise ConfigError(f"invalid train.info_key: {key!r}; the environment's infos have no {parts[0]!r}; valid "
-                          f"there: {have}")
-    value = infos[parts[0]]
-    for i, part in enumerate(parts[1:], 1):
-        if not isinstance(value, dict) or part not in value:
-            have = sorted(value) if isinstance(value, dict) else type(value).__name__
-            return f"{'.'.join(parts[:i])} had no {part!r} (it had {have})"
-        value = value[part]
-    if isinstance(value, torch.Tensor):
-        return float(value.double().mean())
-    return float(np.mean(value))
 
 
 class GMIObserver(AlgoObserver):

@@ -187,13 +187,6 @@ def normalise_over_group(a: torch.Tensor, all_reduce: Callable[[torch.Tensor], N
     return normalised(a, *moments.tolist())
 
 
-def mean_of_known(value: float | None, all_reduce: Callable[[torch.Tensor], None]) -> float | None:
-    """The mean of ``value`` over the GMIs that have one (None where none has): a collective, every GMI calls it."""
-    t = torch.tensor([0.0 if value is None else value, float(value is not None)], dtype=torch.float64)
-    all_reduce(t)
-    return float(t[0] / t[1]) if t[1] else None
-
-
 def gloo_sum(group: object | None = None) -> Callable[[torch.Tensor], None]:
     """Sum over ``group`` on the gloo process group, staging tensors gloo cannot reduce through the host."""
 

@@ -57,7 +57,8 @@ class RslRlRole(Role):
         runner = gmi_runner(runner_base)(CarriedObservations(env), cfg, str(log_dir) if log_dir else None,
                                          device, status=self.ctx.status, group=group,  # type: ignore[call-arg]
                                          check_sync=plan.train.check_sync, run_dir=self.ctx.run_dir,
-                                         save_every=int(plan.train.save_frequency))
+                                         save_every=int(plan.train.save_frequency),
+                                         info_key=plan.train.info_key)
         report = None
         if plan.checkpoint:
             check_state_fits(Path(plan.checkpoint), runner.alg.get_policy(), str(task.name))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import sys
 import time
 from collections import deque
 from collections.abc import Callable
@@ -20,6 +21,7 @@ import torch
 from rsl_rl.runners import OnPolicyRunner
 from rsl_rl.utils.logger import Logger
 
+from gmiexp.rl.infos import info_value, mean_of_known
 from gmiexp.rl.rslrl import runstate
 from gmiexp.rl.rslrl.exploit import RslRlMember
 from gmiexp.rl.rslrl.ppo import GMIPPO
@@ -52,9 +54,12 @@ class GMILogger(Logger):
 
     def __init__(self, *args: Any, status: StatusWriter, group: GroupSync | None,
                  digest: Callable[[], str] | None = None, boundary: Callable[[int, int, bool], None] | None = None,
-                 **kwargs: Any) -> None:
+                 info_key: str = "", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.status, self.group, self.digest = status, group, digest
+        #: ``train.info_key``: its latest value in the step's extras (mjlab's and Isaac Lab's episode logs are
+        #: ``log``), and why a step lacked it, said at the iteration's end while none was seen
+        self.info_key, self.info, self.info_missing = info_key, None, ""
         #: called at every iteration's end with (it, total_it, stop), before a checkpoint is written
         self.boundary = boundary
         self.rnd = bool(self.cfg["algorithm"].get("rnd_cfg"))
@@ -69,6 +74,12 @@ class GMILogger(Logger):
     def process_env_step(self, rewards: torch.Tensor, dones: torch.Tensor, extras: dict,
                          intrinsic_rewards: torch.Tensor | None = None) -> None:
         super().process_env_step(rewards, dones, extras, intrinsic_rewards)
+        if self.info_key:
+            value = info_value(extras, self.info_key)
+            if isinstance(value, float):
+                self.info = value
+            else:
+                self.info_missing = value
         s = self.sums
         if intrinsic_rewards is not None:  # rsl_rl's arithmetic, so the windows are its own to the bit
             s["extrinsic"] += rewards
@@ -113,6 +124,14 @@ class GMILogger(Logger):
         self.totals["learn_s"] += learn_time
         means = self.means()
         reward = means["reward/mean"]
+        info = {}
+        if self.info_key:
+            info[f"info/{self.info_key}"] = (mean_of_known(self.info, self.group.sum_) if self.group is not None
+                                             else self.info)
+            if self.info is None and self.info_missing:
+                print(f"gmiexp: GMI {self.status.gmi_id}: train.info_key={self.info_key} not reported in iteration "
+                      f"{it + 1}: {self.info_missing}", file=sys.stderr, flush=True)
+                self.info_missing = ""
         row = {
             "iteration": it + 1,
             "time": time.time(),
@@ -131,6 +150,7 @@ class GMILogger(Logger):
             "train/action_std": float(action_std.mean().item()),
             **{f"loss/{k}": float(v) for k, v in loss_dict.items()},
             **({"sync/digest": self.digest()} if self.digest else {}),
+            **info,
         }
         self.status.beat(force=True, iteration=row["iteration"], frames=row["frames"],
                          steps_per_s=row["perf/env_steps_per_s"] * world, reward=reward)
@@ -155,7 +175,8 @@ class GMIRunnerMixin:
 
     def __init__(self, env: Any, train_cfg: dict, log_dir: str | None = None, device: str = "cpu", *,
                  status: StatusWriter, group: GroupSync | None = None, check_sync: bool = False, segment: int = 0,
-                 run_dir: str | Path | None = None, save_every: int = 0, **kwargs: Any) -> None:
+                 run_dir: str | Path | None = None, save_every: int = 0, info_key: str = "",
+                 **kwargs: Any) -> None:
         self.group, self.status = group, status
         #: ``train.save_frequency``: a checkpoint after every ``save_every``-th iteration too (counted from 1, as
         #: rl-games' epochs: a population member's interval ends), besides rsl_rl's ``save_interval`` (from 0)
@@ -171,7 +192,7 @@ class GMIRunnerMixin:
                                 is_distributed=self.is_distributed, gpu_world_size=self.gpu_world_size,
                                 gpu_global_rank=self.gpu_global_rank, device=self.device, status=status, group=group,
                                 digest=(lambda: model_digest(*self.alg.models())) if check_sync else None,
-                                boundary=self._at_boundary)
+                                boundary=self._at_boundary, info_key=info_key)
         #: a population member's side of the in-place exploit (gmiexp.rl.exploit), None outside a population
         self.member = RslRlMember.of(self, run_dir)
 
