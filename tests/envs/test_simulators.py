@@ -8,6 +8,7 @@ import torch
 from gmiexp.config import TaskConfig
 from gmiexp.envs import check_task, make_vec_env, task_spaces
 from gmiexp.errors import ConfigError
+from gmiexp.rl.infos import info_value
 
 FAMILIES = {  # (simulator, env id, continuous, obs shape, obs dtype, action dims)
     "atari": ("envpool", "Pong-v5", False, (4, 84, 84), torch.uint8, (6,)),
@@ -133,3 +134,16 @@ def test_multi_discrete_actions_reach_rl_games_as_a_tuple_and_the_simulator_as_i
     assert (sp.action, sp.action_dims, sp.actions_num, sp.action_width, sp.obs_dtype) == \
         ("multi_discrete", (3, 5), 8, 2, "uint8")
     assert actions_to_numpy(torch.tensor([[2, 4]]), space).dtype == np.int64
+
+
+@pytest.mark.parametrize(("family", "key"), [("gymnasium-mujoco", "x_velocity"), ("classic", "elapsed_step")])
+def test_a_steps_infos_are_the_simulators_own_beside_time_outs(family: str, key: str) -> None:
+    """What ``train.info_key`` reads: MuJoCo's forward velocity (Gymnasium's Ant), envpool's step counter."""
+    env = make_vec_env(task(family), 3, seed=0)
+    env.reset()
+    gen = torch.Generator().manual_seed(0)
+    for step in (1, 2):
+        _obs, _rew, _done, info = env.step(actions(family, 3, gen))
+        assert "time_outs" in info
+        value = info_value(info, key)
+        assert isinstance(value, float) and (value == step if key == "elapsed_step" else value != 0.0), info

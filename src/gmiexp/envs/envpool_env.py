@@ -6,6 +6,8 @@ the adapter hands them over on the GMI's device, which is what rl-games expects
 of a vec-env that returns tensors (it moves only numpy observations itself).
 ``env_config`` is passed to ``envpool.make`` (Atari's ``stack_num``, ``episodic_life``,
 ``reward_clip``, ...), less the keys of rl-games' own envpool vec-env (:data:`gmiexp.envs.WRAPPER_KEYS`).
+A step's infos are envpool's own (numpy arrays: MuJoCo's ``x_velocity``, ``reward_forward``, ...; what
+``train.info_key`` reads) with ``time_outs`` for value bootstrapping.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ class EnvpoolVecEnv(GMIVecEnv):
         return obs_to_torch(obs, self.device)
 
     def _step(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict]:
-        obs, rew, term, trunc, _info = self.pool.step(actions_to_numpy(actions, self.pool.action_space))
+        obs, rew, term, trunc, info = self.pool.step(actions_to_numpy(actions, self.pool.action_space))
         # envpool resets a finished env on the *next* step; that step's transition
         # (reset obs, zero reward) belongs to no episode, so it is reported as not done.
         done = term | trunc
@@ -48,5 +50,5 @@ class EnvpoolVecEnv(GMIVecEnv):
             obs_to_torch(obs, dev),
             torch.from_numpy(rew.astype("float32", copy=False)).to(dev),
             torch.from_numpy(done).to(dev),
-            {"time_outs": torch.from_numpy(trunc).to(dev)},
+            {**info, "time_outs": torch.from_numpy(trunc).to(dev)},  # envpool's own arrays as they are
         )

@@ -2,8 +2,9 @@
 
 Built with ``gymnasium.make_vec(..., vectorization_mode="sync")`` and same-step autoreset: the step that
 ends an episode returns the next episode's first observation, as rl-games' vec-envs do, and truncation
-(the time limit, ``max_episode_length``) is reported as ``time_outs``. ``env_config`` goes to the
-environment's constructor (``gymnasium.make`` keyword arguments).
+(the time limit, ``max_episode_length``) is reported as ``time_outs``, beside Gymnasium's own vector infos (what
+``train.info_key`` reads). ``env_config`` goes to the environment's constructor (``gymnasium.make`` keyword
+arguments).
 """
 
 from __future__ import annotations
@@ -38,13 +39,13 @@ class GymnasiumVecEnv(GMIVecEnv):
         return obs_to_torch(obs, self.device)
 
     def _step(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict]:
-        obs, rew, term, trunc, _info = self.envs.step(actions_to_numpy(actions, self.envs.single_action_space))
+        obs, rew, term, trunc, info = self.envs.step(actions_to_numpy(actions, self.envs.single_action_space))
         dev = self.device
         return (
             obs_to_torch(obs, dev),
             torch.from_numpy(rew.astype("float32", copy=False)).to(dev),
             torch.from_numpy(term | trunc).to(dev),
-            {"time_outs": torch.from_numpy(trunc & ~term).to(dev)},
+            {**info, "time_outs": torch.from_numpy(trunc & ~term).to(dev)},  # Gymnasium's vector infos as they are
         )
 
     def close(self) -> None:
