@@ -10,7 +10,7 @@ import torch
 from reduction_helpers import run_gmis
 
 from gmiexp.errors import ConfigError
-from gmiexp.rl.infos import info_value, mean_of_known
+from gmiexp.rl.infos import InfoMeter, info_value, mean_of_known
 
 
 def test_a_dotted_key_reads_a_nested_tensor_array_or_number_as_isaac_labs_pbt_observer_does() -> None:
@@ -35,3 +35,22 @@ def test_the_run_wide_value_is_the_mean_over_the_gmis_that_saw_one(values: tuple
         return mean_of_known(values[i], all_reduce)
 
     assert run_gmis(2, gmi) == [mean, mean]
+
+
+
+def test_an_epoch_is_the_mean_of_its_reporting_steps_and_the_last_one_stands_after_an_epoch_without(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """mjlab fills its episode logs only at the steps some environment resets (the others hold its per-step
+    metrics): an epoch without a report keeps the last one's value; while none was ever seen, it says why."""
+    meter = InfoMeter("episode.Curriculum/terrain_levels", 3)
+    meter.step({"time_outs": torch.zeros(2), "episode": {"Metrics/air_time_mean": 0.1}})
+    assert meter.epoch_value(1) is None
+    assert ("GMI 3: train.info_key=episode.Curriculum/terrain_levels not reported in epoch 1: episode had no "
+            "'Curriculum/terrain_levels' (it had ['Metrics/air_time_mean'])") in capsys.readouterr().err
+    for level in (3.0, None, 5.0):
+        meter.step({"time_outs": torch.zeros(2), "episode": {} if level is None else {"Curriculum/terrain_levels":
+                                                                                        torch.tensor(level)}})
+    assert meter.epoch_value(2) == 4.0  # the steps that reported it, not the one that did not
+    meter.step({"time_outs": torch.zeros(2), "episode": {}})
+    assert meter.epoch_value(3) == 4.0
+    assert "not reported" not in capsys.readouterr().err

@@ -295,7 +295,8 @@ class TrainConfig:
     print_stats: bool = False  # rl-games' own per-epoch print line (the progress bar replaces it)
     check_sync: bool = False  # after every epoch, compare a digest of weights+normalisers across GMIs
     # a dotted key of the environment's step infos (episode.Curriculum/difficulty_level): each epoch's history
-    # records its latest value, averaged over the GMIs, as info/<key> (pbt.objective sets it on every member)
+    # records its mean over the epoch's steps, averaged over the GMIs, as info/<key> (pbt.objective sets it on every
+    # member)
     info_key: str = ""
     # at most this many torch intra-op threads per GMI (rl-games' params.torch_threads); None = the GMI's core budget
     torch_threads: int | None = None

@@ -450,11 +450,12 @@ class GMISyncMixin:
             self.writer.add_scalar(f"episode_lengths/{suffix}", lengths, x)
 
     def _run_wide_info(self) -> float | None:
-        """``train.info_key``'s latest value averaged over the GMIs that saw one (each steps its own environments)."""
+        """``train.info_key``'s epoch value averaged over the GMIs that have one (each steps its own environments)."""
         observer = self.algo_observer
-        if not isinstance(observer, GMIObserver) or not observer.info_key:
+        if not isinstance(observer, GMIObserver) or observer.info is None:
             return None
-        return mean_of_known(observer.info, gloo_sum()) if self.gmi_sync else observer.info
+        mine = observer.info.epoch_value(int(self.epoch_num))
+        return mean_of_known(mine, gloo_sum()) if self.gmi_sync else mine
 
     def _epoch_report(self, result: tuple, info: float | None = None) -> EpochReport:
         rewards = self.game_rewards

@@ -2,20 +2,19 @@
 
 The dependency goes one way: the agent (:mod:`gmiexp.rl.rlgames.agent`) hands the observer an
 :class:`EpochReport` after each epoch; the observer never reads the agent back. With ``train.info_key`` it also
-keeps the latest value of that dotted key of the environment's infos (:mod:`gmiexp.rl.infos`), which the agent
-averages over the GMIs into the epoch's ``info/<key>``.
+reads that dotted key of the environment's infos at every step (:class:`gmiexp.rl.infos.InfoMeter`); the agent
+averages the epoch's value over the GMIs into the epoch's ``info/<key>``.
 """
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from rl_games.common.algo_observer import AlgoObserver
 
-from gmiexp.rl.infos import info_value
+from gmiexp.rl.infos import InfoMeter
 from gmiexp.status import StatusWriter
 
 
@@ -32,7 +31,7 @@ class EpochReport:
     gmi_reward: float | None = None  # this GMI's own window (``gmi/reward/mean``)
     totals: dict[str, float] = field(default_factory=dict)  # the agent's running time totals (``*_s``)
     learning: dict[str, float] = field(default_factory=dict)  # ``loss/*``, ``train/*``, ``episode/length``
-    info: float | None = None  # ``train.info_key``'s latest value, averaged over the GMIs (None: none seen yet)
+    info: float | None = None  # ``train.info_key``'s epoch value, averaged over the GMIs (None: none seen yet)
 
 
 class GMIObserver(AlgoObserver):
@@ -43,8 +42,7 @@ class GMIObserver(AlgoObserver):
         self.status = status
         self.gmi_id = gmi_id
         self.info_key = info_key
-        self.info: float | None = None  # the key's latest value on this GMI
-        self.info_missing = ""  # why a step lacked the key: said at the epoch's end while none was seen
+        self.info = InfoMeter(info_key, gmi_id) if info_key else None  # the agent closes its epochs
         self.t_start = time.perf_counter()
         self.frames = 0
         self.epochs = 0
@@ -57,12 +55,8 @@ class GMIObserver(AlgoObserver):
 
     def process_infos(self, infos: Any, done_indices: Any) -> None:
         self.status.beat()  # every env step; throttled by the writer
-        if self.info_key:
-            value = info_value(infos, self.info_key)
-            if isinstance(value, float):
-                self.info = value  # else the latest value stands, as a curriculum's level does between resets
-            else:
-                self.info_missing = value
+        if self.info is not None:
+            self.info.step(infos)
 
     def after_steps(self) -> None:
         self.status.beat()
@@ -74,10 +68,6 @@ class GMIObserver(AlgoObserver):
         self.epochs += 1
         self.frames += r.curr_frames * r.world_size  # global: every GMI steps the same envs
         self.last_reward = r.reward
-        if self.info_key and self.info is None and self.info_missing:
-            print(f"gmiexp: GMI {self.gmi_id}: train.info_key={self.info_key} not reported in epoch {r.epoch}: "
-                  f"{self.info_missing}", file=sys.stderr, flush=True)
-            self.info_missing = ""
         ep = r.timings
         # this GMI's file, this GMI's figures: its frames and rate; times are running totals (result.json's)
         row = {

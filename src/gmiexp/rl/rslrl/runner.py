@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
 import time
 from collections import deque
 from collections.abc import Callable
@@ -21,7 +20,7 @@ import torch
 from rsl_rl.runners import OnPolicyRunner
 from rsl_rl.utils.logger import Logger
 
-from gmiexp.rl.infos import info_value, mean_of_known
+from gmiexp.rl.infos import InfoMeter, mean_of_known
 from gmiexp.rl.rslrl import runstate
 from gmiexp.rl.rslrl.exploit import RslRlMember
 from gmiexp.rl.rslrl.ppo import GMIPPO
@@ -57,9 +56,9 @@ class GMILogger(Logger):
                  info_key: str = "", **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.status, self.group, self.digest = status, group, digest
-        #: ``train.info_key``: its latest value in the step's extras (mjlab's and Isaac Lab's episode logs are
-        #: ``log``), and why a step lacked it, said at the iteration's end while none was seen
-        self.info_key, self.info, self.info_missing = info_key, None, ""
+        #: ``train.info_key`` read from every step's extras (mjlab's and Isaac Lab's episode logs are ``log``)
+        self.info_key = info_key
+        self.info = InfoMeter(info_key, status.gmi_id) if info_key else None
         #: called at every iteration's end with (it, total_it, stop), before a checkpoint is written
         self.boundary = boundary
         self.rnd = bool(self.cfg["algorithm"].get("rnd_cfg"))
@@ -74,12 +73,8 @@ class GMILogger(Logger):
     def process_env_step(self, rewards: torch.Tensor, dones: torch.Tensor, extras: dict,
                          intrinsic_rewards: torch.Tensor | None = None) -> None:
         super().process_env_step(rewards, dones, extras, intrinsic_rewards)
-        if self.info_key:
-            value = info_value(extras, self.info_key)
-            if isinstance(value, float):
-                self.info = value
-            else:
-                self.info_missing = value
+        if self.info is not None:
+            self.info.step(extras)
         s = self.sums
         if intrinsic_rewards is not None:  # rsl_rl's arithmetic, so the windows are its own to the bit
             s["extrinsic"] += rewards
@@ -125,13 +120,9 @@ class GMILogger(Logger):
         means = self.means()
         reward = means["reward/mean"]
         info = {}
-        if self.info_key:
-            info[f"info/{self.info_key}"] = (mean_of_known(self.info, self.group.sum_) if self.group is not None
-                                             else self.info)
-            if self.info is None and self.info_missing:
-                print(f"gmiexp: GMI {self.status.gmi_id}: train.info_key={self.info_key} not reported in iteration "
-                      f"{it + 1}: {self.info_missing}", file=sys.stderr, flush=True)
-                self.info_missing = ""
+        if self.info is not None:
+            mine = self.info.epoch_value(it + 1)
+            info[f"info/{self.info_key}"] = mean_of_known(mine, self.group.sum_) if self.group is not None else mine
         row = {
             "iteration": it + 1,
             "time": time.time(),
