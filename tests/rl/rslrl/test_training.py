@@ -68,7 +68,7 @@ def test_an_isaac_lab_agent_yaml_as_written_trains_two_gmis_of_an_mjlab_task(tmp
 def test_a_vec_env_of_our_own_trains_resumes_and_requeues_with_frames_continued(tmp_path: Path) -> None:
     """The seam Isaac Lab users come through: ``task.vec_env=<module>:<function>`` returning an rsl_rl VecEnv.
 
-    Its episode log is recorded (``train.info_key``): each iteration's mean, averaged over both GMIs, in each one's rows.
+    Its episode log is recorded (``train.info_key``): each iteration's mean over both GMIs, in each one's rows.
     """
     common = [*FAST, "task=Cartpole", "task.vec_env=rslrl_vecenv:make", "batch.total_envs=8",
               "+train.rslrl.num_steps_per_env=8", "+train.rslrl.actor.obs_normalization=true",
