@@ -72,6 +72,8 @@ def objective_column(objective: str) -> str:
 def objective_overrides(objective: str) -> list[str]:
     """What a member runs with so that its history records ``pbt.objective``."""
     return [] if objective == OBJECTIVE else [f"train.info_key={objective}"]
+
+
 #: the roles whose runs can be members: rl-games' PPO (``ppo``) and rsl_rl's (``train=rslrl``)
 MEMBER_ROLES = ("ppo", "rslrl")
 #: rsl_rl's ``train.*`` keys (its PPO's fields, :data:`gmiexp.config.schema.RSLRL_LIVE_KEYS`); the others are rl-games'

@@ -41,7 +41,6 @@ class GMIObserver(AlgoObserver):
         super().__init__()
         self.status = status
         self.gmi_id = gmi_id
-        self.info_key = info_key
         self.info = InfoMeter(info_key, gmi_id) if info_key else None  # the agent closes its epochs
         self.t_start = time.perf_counter()
         self.frames = 0
@@ -83,7 +82,7 @@ class GMIObserver(AlgoObserver):
             **{f"time/{k}": v for k, v in r.totals.items()},
             **r.learning,
             **({"sync/digest": ep["digest"]} if "digest" in ep else {}),
-            **({f"info/{self.info_key}": r.info} if self.info_key else {}),
+            **({f"info/{self.info.key}": r.info} if self.info is not None else {}),
         }
         self.status.beat(force=True, iteration=row["iteration"], frames=self.frames,
                          steps_per_s=row["perf/env_steps_per_s"] * r.world_size, reward=row["reward/mean"])

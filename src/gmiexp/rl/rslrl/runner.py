@@ -57,7 +57,6 @@ class GMILogger(Logger):
         super().__init__(*args, **kwargs)
         self.status, self.group, self.digest = status, group, digest
         #: ``train.info_key`` read from every step's extras (mjlab's and Isaac Lab's episode logs are ``log``)
-        self.info_key = info_key
         self.info = InfoMeter(info_key, status.gmi_id) if info_key else None
         #: called at every iteration's end with (it, total_it, stop), before a checkpoint is written
         self.boundary = boundary
@@ -122,7 +121,7 @@ class GMILogger(Logger):
         info = {}
         if self.info is not None:
             mine = self.info.epoch_value(it + 1)
-            info[f"info/{self.info_key}"] = mean_of_known(mine, self.group.sum_) if self.group is not None else mine
+            info[f"info/{self.info.key}"] = mean_of_known(mine, self.group.sum_) if self.group is not None else mine
         row = {
             "iteration": it + 1,
             "time": time.time(),
