@@ -85,21 +85,33 @@ def native_stderr_to(path: Path) -> Iterator[None]:
 
 def host(plan: Plan) -> NodeStore:
     """Node 0: serve the store on the endpoint's port (the rendezvous joins it as a client)."""
+    return serve(str(plan.launch.rdzv_endpoint), str(plan.launch.rdzv_id), float(plan.launch.rdzv_timeout_s),
+                 store_log(plan))
+
+
+def serve(endpoint: str, run_id: str, timeout_s: float, log: Path) -> NodeStore:
+    """Node 0's store on ``endpoint``'s port (a run's launcher, or a population's controller); C++ noise to ``log``."""
     from torch.distributed import TCPStore
 
-    ep = str(plan.launch.rdzv_endpoint)
     try:
-        with native_stderr_to(store_log(plan)):
-            store = TCPStore(endpoint_host(ep), endpoint_port(ep), is_master=True, multi_tenant=True,
-                             wait_for_workers=False, timeout=timedelta(seconds=float(plan.launch.rdzv_timeout_s)))
+        with native_stderr_to(log):
+            store = TCPStore(endpoint_host(endpoint), endpoint_port(endpoint), is_master=True, multi_tenant=True,
+                             wait_for_workers=False, timeout=timedelta(seconds=timeout_s))
     except (RuntimeError, ValueError) as e:  # DistNetworkError: the port is taken
-        raise LaunchError(f"node 0 cannot serve the rendezvous store on launch.rdzv_endpoint={ep}: "
+        raise LaunchError(f"node 0 cannot serve the rendezvous store on launch.rdzv_endpoint={endpoint}: "
                           f"{str(e).splitlines()[0]}") from None
-    return NodeStore(store, str(plan.launch.rdzv_id), ep)
+    return NodeStore(store, run_id, endpoint)
 
 
 def connect(plan: Plan, timeout_s: float | None = None) -> NodeStore:
-    """A client of node 0's store; waits up to ``timeout_s`` (``launch.rdzv_timeout_s``) for node 0 to serve it.
+    """A client of node 0's store; waits up to ``timeout_s`` (``launch.rdzv_timeout_s``) for node 0 to serve it."""
+    timeout_s = float(plan.launch.rdzv_timeout_s) if timeout_s is None else timeout_s
+    return join(str(plan.launch.rdzv_endpoint), str(plan.launch.rdzv_id), int(plan.node_rank), timeout_s,
+                store_log(plan))
+
+
+def join(endpoint: str, run_id: str, node: int, timeout_s: float, log: Path) -> NodeStore:
+    """A client of node 0's store at ``endpoint``, waiting up to ``timeout_s`` for it; C++ noise to ``log``.
 
     Bounded whatever listens on the port: torch's client waits forever for the handshake of a server that
     accepts and never answers (not a rendezvous store: a proxy, another program), so the client is built in a
@@ -107,9 +119,8 @@ def connect(plan: Plan, timeout_s: float | None = None) -> NodeStore:
     """
     from torch.distributed import TCPStore
 
-    ep = str(plan.launch.rdzv_endpoint)
-    timeout_s = float(plan.launch.rdzv_timeout_s) if timeout_s is None else timeout_s
-    cant = (f"node {plan.node_rank} cannot reach node 0's store at launch.rdzv_endpoint={ep} within {timeout_s:g}s "
+    ep = endpoint
+    cant = (f"node {node} cannot reach node 0's store at launch.rdzv_endpoint={ep} within {timeout_s:g}s "
             "(launch.rdzv_timeout_s; is node 0's launcher running?)")
     deadline = time.monotonic() + timeout_s
     refused = _wait_for_listener(endpoint_host(ep), endpoint_port(ep), deadline)
@@ -127,7 +138,7 @@ def connect(plan: Plan, timeout_s: float | None = None) -> NodeStore:
     t = threading.Thread(target=build, name="gmiexp-store-connect", daemon=True)
     # c10d's C++ frames go to the node's log, not stderr; only while the main thread waits, so its own error
     # line (or a signal's) reaches stderr even when the client thread is left behind
-    with native_stderr_to(store_log(plan)):
+    with native_stderr_to(log):
         t.start()
         t.join(max(0.0, deadline - time.monotonic()) + CONNECT_GRACE_S)
     if t.is_alive():
@@ -135,8 +146,8 @@ def connect(plan: Plan, timeout_s: float | None = None) -> NodeStore:
                           "rendezvous store (another program on the port?)")
     if "error" in box:
         # torch's message goes on with C++ frames: those stay in the store log
-        raise LaunchError(f"{cant}: {str(box['error']).splitlines()[0]} (details: {store_log(plan)})") from None
-    return NodeStore(box["store"], str(plan.launch.rdzv_id), ep)
+        raise LaunchError(f"{cant}: {str(box['error']).splitlines()[0]} (details: {log})") from None
+    return NodeStore(box["store"], run_id, ep)
 
 
 def _wait_for_listener(host_name: str, port: int, deadline: float) -> str | None:

@@ -44,33 +44,32 @@ import os
 import shutil
 import sys
 import time
-from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from gmiexp.backends import mps_daemon, mps_session
-from gmiexp.backends.common import visible_device
 from gmiexp.config import Config
 from gmiexp.config.schema import PBT_KEYS
 from gmiexp.errors import REFUSAL_PREFIX, REFUSED_EXIT_CODE, ConfigError, LaunchError, RefusedInGmi
-from gmiexp.hardware import resolve
 from gmiexp.launch.requeue import EPOCH_IN_NAME, epoch_of, latest_checkpoint, training_key
 from gmiexp.pack import runner, slots
 from gmiexp.pack.runner import Job
-from gmiexp.pbt import views
+from gmiexp.pbt import nodes, views
 from gmiexp.pbt.members import (
     OBJECTIVE,
     objective_column,
     objective_overrides,
+    per_node,
     refuse_unbuilt,
     starting_values,
 )
+from gmiexp.pbt.members import place as place_members
 from gmiexp.pbt.mutation import mutate
 from gmiexp.pbt.rules import Record, Rules, decide, member_rng, member_seed, start_values, table_at
 from gmiexp.pbt.state import MemberState, Replayed, events, replay, rewind
 from gmiexp.pbt.trainers import copy_for_another_run, member_training, rslrl_checkpoint
 from gmiexp.planner.build import build_plan
+from gmiexp.planner.nodes import resolve_nodes
 from gmiexp.rl import exploit
 from gmiexp.rl.rlgames.record import RECORD
 from gmiexp.rl.rslrl.config import CHECKPOINT_DIR as RSLRL_DIR
@@ -82,7 +81,10 @@ from gmiexp.status import append_jsonl, read_history
 STATE = "state.jsonl"
 #: what the controller sets on every member itself: the user's overrides of these are dropped
 OWNED = ("checkpoint", "launch.resume", "train.save_frequency", "hydra.run.dir", "mode", "seed", "logger.group",
-         "logger.tags")
+         "logger.tags", "launch.nnodes", "launch.node_rank", "launch.rdzv_endpoint", "launch.rdzv_id",
+         "launch.local_addr")
+#: a member of a population on several nodes is a run of one node, wherever it runs (gmiexp.pbt.nodes)
+ONE_NODE = ["launch.nnodes=1", "launch.node_rank=0"]
 
 
 def member_overrides(overrides: list[str]) -> list[str]:
@@ -106,6 +108,7 @@ def value_overrides(values: dict[str, Any]) -> list[str]:
 def with_values(cfg: Config, values: dict[str, Any]) -> Config:
     """A member's Config: the run's, without ``pbt``, with ``values`` set on their dotted keys."""
     out = replace(copy.deepcopy(cfg), pbt=None)
+    out.launch.nnodes, out.launch.node_rank, out.launch.rdzv_endpoint = 1, 0, None  # a run of one node
     for dotted, value in values.items():
         if value is None:  # rsl_rl's recipe decides it
             continue
@@ -177,10 +180,14 @@ class Population:
     records: list[Record] = field(default_factory=list)
     checkpoints: dict[tuple[int, int], Path] = field(default_factory=dict)  # (member, interval) -> its checkpoint
     values_at: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)  # (member, interval) -> values
-    pool: list[slots.Slot] = field(default_factory=list)
-    member_of: slots.Member | None = None
-    per_gpu: int = 1
-    gpus: list[int] = field(default_factory=list)
+    pool: list[slots.Slot] = field(default_factory=list)  # each member's slot (on its node: ``where``)
+    place: nodes.Placement | None = None  # this node's slots
+    where: list[tuple[int, int]] = field(default_factory=list)  # each member's (node, slot index there)
+    link: nodes.Link | None = None  # several nodes: node 0's side of the agents (gmiexp.pbt.nodes)
+    relayed: dict[tuple[int, int], tuple[int, str, str]] = field(default_factory=dict)  # (member, interval) ->
+    # (its node, the segment it was relayed into there, the store key): an in-place exploit across nodes
+    arriving: list[tuple[str, str, Path, exploit.Control]] = field(default_factory=list)  # relayed verdicts for
+    # members of node 0 whose state is on its way (store key, segment, run dir, verdict)
     exploits: int = 0
     pending: list[tuple[Life, int, int]] = field(default_factory=list)  # (life, interval, frames) to decide
     tag: str = ""  # pbt.exploit=inplace: the run tag of the members' published states (the controller's pid)
@@ -218,19 +225,12 @@ class Population:
         p = self.cfg.pbt
         assert p is not None
         self.refuse_never()
-        hw = resolve(self.cfg.hardware.name)
-        if hw.is_preset:
-            raise ConfigError(f"invalid hardware={self.cfg.hardware.name} for a pbt run: presets only plan; valid: "
-                              "auto, cpu")
-        self.gpus = slots.choose_gpus(hw, None)
-        self.per_gpu = math.ceil(p.population / len(self.gpus))  # every member at once: they compare at intervals
-        self.pool = slots.make_slots(hw, self.gpus, self.per_gpu)
-        backend = next((o.split("=", 1)[1] for o in reversed(self.overrides) if o.startswith("backend=")), None)
-        self.member_of = slots.Member(backend, self.cfg.gmis_per_gpu)
-        self._hw = hw
+        self.place = place = nodes.placement(self.cfg, self.overrides)
+        self.where = place_members(p.population, int(self.cfg.launch.nnodes))
+        self.pool = [place.pool[i] for _, i in self.where]
         values = starting_values(self.cfg)
         for m, v in enumerate(values):
-            plan, _ = build_plan(with_values(self.cfg, v), self.member_dir(m, 0), hardware=copy.deepcopy(hw))
+            plan, _ = build_plan(with_values(self.cfg, v), self.member_dir(m, 0), hardware=copy.deepcopy(place.hw))
             if plan.role != "ppo" or plan.layout != "tcg_ex":
                 refuse_unbuilt(replace(self.cfg, role=plan.role))  # train=rslrl sets its role in the plan
             if m == 0:
@@ -319,31 +319,44 @@ class Population:
             if (source.parent / RECORD).is_file():  # the policy record (task, params) the checkpoint came with
                 shutil.copyfile(source.parent / RECORD, run_dir / RECORD)
             extra += [f"checkpoint={start}", "launch.resume=never"]
-        if self.inplace:  # its GMIs publish their state under the controller's tag (gmiexp.rl.exploit)
+        node = self.node_of(member)
+        if node:
+            extra += ONE_NODE
+        if self.inplace:  # its GMIs publish their state under its node's tag (gmiexp.rl.exploit)
             run_dir.mkdir(parents=True, exist_ok=True)
-            exploit.write_member(run_dir, exploit.MemberSpec(self.tag, member, self.epochs_per_interval, os.getpid()))
-        assert self.member_of is not None
+            follow = self.link.agents[node].pid if self.link and node else os.getpid()
+            exploit.write_member(run_dir, exploit.MemberSpec(self.tag_of(member), member, self.epochs_per_interval,
+                                                             follow))
+        assert self.place is not None
         job = Job(member, [*member_overrides(self.overrides), *value_overrides(values), *extra], run_dir,
-                  slot_overrides=lambda s: slots.slot_overrides(s, self.member_of, self.per_gpu))  # type: ignore[arg-type]
-        runner.start(job, slot, [])
+                  slot_overrides=self.place.overrides)
+        if node:  # its node's agent starts it on the slot of that index there
+            assert self.link is not None
+            run_dir.mkdir(parents=True, exist_ok=True)
+            job.slot, job.start, job.status = slot, time.time(), "running"
+            self.link.send(node, "start", member=member, life=index, overrides=job.overrides, run_dir=str(run_dir),
+                           slot=self.where[member][1])
+        else:
+            runner.start(job, slot, [])
         copy = source is not None and not own
         if cause in ("resume", "failed") and not copy:  # it trains again what it trained past its checkpoint
             rewind(self.records, self.checkpoints, member, frames)
         life = self.lives[member] = Life(member, index, dict(values), job, started_frames, source=source,
                                          cause=cause, copy=copy)
-        self.log("start", member=member, life=index, values=values, slot=slot.name, run_dir=str(run_dir),
+        self.log("start", member=member, life=index, values=values, slot=slot.name, node=node, run_dir=str(run_dir),
                  checkpoint=str(source) if source else None, frames=frames, grace_frames=started_frames,
                  cause=cause, copy=copy)
-        say(f"pbt: member {member} life {index} on {slot.name}" + (f" from {source}" if source else ""))
+        say(f"pbt: member {member} life {index} on {f'node {node} ' if self.link else ''}{slot.name}"
+            + (f" from {source}" if source else ""))
         return life
 
-    def shared_daemons(self) -> AbstractContextManager[None]:
-        """An MPS GPU's one shared daemon for the whole population (as the pack launcher holds it for a sweep)."""
-        assert self.member_of is not None
-        gpus = slots.mps_gpus(self._hw, self.gpus, [self.member_of])
-        if not gpus:
-            return nullcontext()
-        return mps_session.running([mps_daemon.shared_daemon(visible_device(self._hw, g)) for g in gpus])
+    def node_of(self, member: int) -> int:
+        return self.where[member][0] if self.where else 0
+
+    def tag_of(self, member: int) -> str:
+        """The run tag member ``member``'s states go under: its node's (the controller's on node 0)."""
+        node = self.node_of(member)
+        return self.link.agents[node].tag if self.link and node else self.tag
 
     def run(self) -> dict[str, Any]:
         """Run the population to every member's ``max_iterations``; its summary. Ctrl-C/SIGTERM stop every member."""
@@ -351,18 +364,54 @@ class Population:
         p = self.cfg.pbt
         assert p is not None
         self.tag = launcher_tag() if self.inplace else ""  # names this pid: a later launcher sweeps it if killed
+        nnodes = int(self.cfg.launch.nnodes)
+        code = 1
+        try:
+            if nnodes > 1:  # every other node's agent, meeting at node 0's store (gmiexp.pbt.nodes)
+                self.meet()
+            summary = self.train(values, nnodes)
+            code = 0
+            return summary
+        except KeyboardInterrupt:
+            code = 130
+            raise
+        finally:
+            if self.link is not None:
+                self.link.end(code)  # every agent stops what is left of its members and exits with the code
+
+    def meet(self) -> None:
+        """Serve the store and wait for every node's agent (exit 2, leaving nothing, for a run dir not shared)."""
+        fresh = not self.pbt_dir.exists()
+        self.link = nodes.Link.host(self.cfg, self.run_dir)
+        try:
+            agents = self.link.meet(self.run_dir)
+        except ConfigError:
+            self.link = None
+            if fresh:
+                shutil.rmtree(self.pbt_dir, ignore_errors=True)
+            raise
+        say(f"pbt: nodes {', '.join(f'{r} ({a.host}, pid {a.pid})' for r, a in agents.items())} serve their "
+            f"members ({per_node(len(self.where), int(self.cfg.launch.nnodes))} per node)")
+
+    def train(self, values: list[dict[str, Any]], nnodes: int) -> dict[str, Any]:
+        p = self.cfg.pbt
+        assert p is not None and self.place is not None
         if self.previous is None:
             self.log("population", population=p.population, rule=p.replace_rule, exploit=p.exploit, tag=self.tag,
                      interval_steps=p.interval_steps, epochs_per_interval=self.epochs_per_interval,
                      frames_per_epoch=self.frames_per_epoch, mutation=dict(p.mutation), key=self.key,
-                     max_iterations=self.cfg.max_iterations)
+                     max_iterations=self.cfg.max_iterations, nnodes=nnodes)
         else:
             self.restore(self.previous)
-        say(f"pbt: {p.population} members, {self.per_gpu} per GPU on GPUs {self.gpus}; every "
+        if self.link is not None:  # who serves which members this start, and the tags their states go under
+            self.log("nodes", nnodes=nnodes, tag=self.tag, agents=[asdict(a) for a in self.link.agents.values()],
+                     members={m: n for m, (n, _) in enumerate(self.where)})
+        say(f"pbt: {p.population} members, {self.place.per_gpu} per GPU on GPUs {self.place.gpus}"
+            + (f" of each of {nnodes} nodes" if nnodes > 1 else "") + f"; every "
             f"{self.epochs_per_interval} epochs ({self.epochs_per_interval * self.frames_per_epoch} env steps), "
             f"rule {p.replace_rule}, exploit {p.exploit}; state {self.pbt_dir / STATE}")
         started = time.monotonic()
-        with sigterm_raises(lambda signum: KeyboardInterrupt(f"signal {signum}")), self.shared_daemons():
+        with sigterm_raises(lambda signum: KeyboardInterrupt(f"signal {signum}")), self.place.shared_daemons():
             try:
                 if self.previous is None:
                     for m, v in enumerate(values):
@@ -398,14 +447,39 @@ class Population:
         return [life for life in self.lives.values() if life.job.returncode is None]
 
     def stop_all(self) -> None:
-        runner.stop([life.job for life in self.running()], self.grace_s)
+        self.stop(self.running())
+
+    def stop(self, lives: list[Life]) -> None:
+        """SIGINT each life's group (its node's agent does it there), SIGKILL what is left after the grace."""
+        runner.stop([life.job for life in lives if not self.node_of(life.member)], self.grace_s)
+        remote: dict[int, list[tuple[int, int]]] = {}
+        for life in lives:
+            if self.node_of(life.member):
+                remote.setdefault(self.node_of(life.member), []).append((life.member, life.index))
+        if remote and self.link is not None:
+            codes = self.link.stop(remote, self.grace_s)
+            for life in lives:
+                if (life.member, life.index) in codes:
+                    runner.finish(life.job, codes[(life.member, life.index)])
+                    life.job.status = "interrupted"
+
+    def poll(self, life: Life) -> int | None:
+        """The life's exit code once it ended (its node's agent posts it), else None."""
+        if self.node_of(life.member) and self.link is not None:
+            return self.link.exit_code(life.member, life.index)
+        return life.job.proc.poll() if life.job.proc is not None else None
 
     def loop(self) -> None:
         while self.running():
             time.sleep(self.poll_s)
+            if self.link is not None:
+                self.link.check()  # an agent stopped on its own (a signal, an error) stops the population
+                self.deliver()
             self.collect_acks()
             for life in list(self.running()):
-                code = life.job.proc.poll() if life.job.proc is not None else None
+                code = self.poll(life)
+                if code not in (None, 0) and self.link is not None and self.node_of(life.member):
+                    self.link.check()  # its agent's stop, not the member's failure
                 self.read(life, ended=code is not None)
                 if code is not None:
                     runner.finish(life.job, code)
@@ -574,8 +648,7 @@ class Population:
             epoch = int(rec["iteration"])
             if epoch % self.epochs_per_interval == 0:
                 ckpt = checkpoint_at(life.job.run_dir, epoch)
-                ready = (exploit.published(self.segment(life.member, epoch // self.epochs_per_interval))
-                         if self.inplace else ckpt is not None)
+                ready = self.published(life, epoch // self.epochs_per_interval) if self.inplace else ckpt is not None
                 later = life.seen + 1 < len(history) or ended
                 if not ready and not later:
                     return  # rl-games writes the checkpoint (its GMI 0 its state) just after the record: next poll
@@ -592,7 +665,7 @@ class Population:
         self.records.append(record)
         if ckpt is not None:
             self.checkpoints[(life.member, interval)] = ckpt
-        if self.inplace and exploit.published(self.segment(life.member, interval)):
+        if self.inplace and self.published(life, interval):
             self.segments[(life.member, interval)] = self.segment(life.member, interval)
         self.values_at[(life.member, interval)] = dict(life.values)
         self.log("record", member=life.member, life=life.index, interval=interval, epoch=epoch, frames=frames,
@@ -658,7 +731,7 @@ class Population:
         if self.inplace:
             assert segment is not None
             control = exploit.Control(self.verdicts, d.source, source.iteration, segment, new, dict(source_values))
-            exploit.post_control(life.job.run_dir, control)
+            self.relay(control, life.member, life)
             self.in_place[life.member] = InPlace(control, life, time.time(), frames)
             life.started_frames = source.frames  # DexPBT's grace counts from the exploit
             say(f"pbt: member {life.member} at interval {interval}: {d.reason}; takes member {d.source}'s state "
@@ -668,13 +741,56 @@ class Population:
             f"checkpoint ({source.frames} frames) with {value_overrides(new)}")
         slot = life.job.slot
         assert slot is not None
-        runner.stop([life.job], self.grace_s)
+        self.stop([life])
         self.start(life.member, new, slot, source=ckpt_from, started_frames=source.frames,
                    source_values=source_values)
         return True
 
     def segment(self, member: int, interval: int) -> str:
-        return exploit.state_segment(self.tag, member, interval)
+        return exploit.state_segment(self.tag_of(member), member, interval)
+
+    def published(self, life: Life, interval: int) -> bool:
+        """Whether the life published its state of ``interval``: its segment here, its record on another node."""
+        if self.node_of(life.member):
+            return any(int(r["interval"]) == interval for r in exploit.published_records(life.job.run_dir))
+        return exploit.published(self.segment(life.member, interval))
+
+    def relay(self, control: exploit.Control, member: int, life: Life) -> None:
+        """Post ``control`` to a member; a source on another node relays its state's bytes to the member's first."""
+        source_node, node = self.node_of(control.source), self.node_of(member)
+        if not control.copies or source_node == node or self.link is None:
+            exploit.post_control(life.job.run_dir, control)
+            return
+        key = self.link.relay(control.source, control.interval, control.segment, source_node)
+        name = nodes.relayed_segment(self.tag_of(member), control.source, control.interval, member)
+        self.relayed[(member, control.interval)] = (node, name, key)
+        here = replace(control, segment=name)
+        if node == 0:  # the controller's own node: it writes the bytes itself once they arrive (deliver)
+            self.arriving.append((key, name, life.job.run_dir, here))
+            self.deliver()
+        else:
+            self.link.send(node, "verdict", key=key, segment=name, run_dir=str(life.job.run_dir),
+                           control=asdict(here))
+        self.log("relayed", member=member, node=node, source=control.source, source_node=source_node,
+                 interval=control.interval, segment=name, id=control.id)
+
+    def deliver(self) -> None:
+        """Post each relayed verdict for a member here whose state arrived, its bytes in a segment of this node."""
+        assert self.link is not None or not self.arriving
+        for item in list(self.arriving):
+            key, name, run_dir, control = item
+            data = self.link.fetch(key) if self.link is not None else None
+            if data is not None:
+                exploit.write_segment(name, data)
+                exploit.post_control(run_dir, control)
+                self.arriving.remove(item)
+
+    def drop(self, member: int, segment: str) -> None:
+        node = self.node_of(member)
+        if node and self.link is not None:
+            self.link.send(node, "drop", segments=[segment])
+        else:
+            exploit.drop(segment)
 
     def collect_acks(self) -> None:
         """Record each in-place exploit its member has taken (or ended without taking) in the lineage."""
@@ -682,7 +798,7 @@ class Population:
             life, control = pending.life, pending.control
             ack = next((a for a in exploit.acks(life.job.run_dir) if a.get("id") == control.id), None)
             if ack is None:
-                if life.job.returncode is not None or (life.job.proc is not None and life.job.proc.poll() is not None):
+                if life.job.returncode is not None or self.poll(life) is not None:
                     del self.in_place[member]
                     self.log("exploited", member=member, life=life.index, id=control.id, source=control.source,
                              interval=control.interval, done="not taken: the member ended first")
@@ -704,7 +820,12 @@ class Population:
         """Unlink the published states no decision or pending exploit can still ask for (intervals decided)."""
         waiting = {interval for _, interval, _ in self.pending} | {e.control.interval for e in self.in_place.values()}
         for key in [k for k in self.segments if self.complete(k[1]) and k[1] not in waiting]:
-            exploit.drop(self.segments.pop(key))
+            self.drop(key[0], self.segments.pop(key))
+        for key in [k for k in self.relayed if k[1] not in waiting and k[0] not in self.in_place]:
+            node, name, stored = self.relayed.pop(key)
+            self.drop(key[0], name)
+            if self.link is not None:
+                self.link.forget(stored)
 
     def finish(self, wall_s: float) -> dict[str, Any]:
         """The best member by its last objective; its last checkpoint and policy record into ``<run>/pbt/best/``."""
@@ -739,7 +860,15 @@ def say(text: str) -> None:
 
 
 def run_population(cfg: Config, run_dir: Path, overrides: list[str]) -> dict[str, Any]:
-    """``mode=train`` with ``pbt``: run the population (exit 2 before any start for what is not built)."""
+    """``mode=train`` with ``pbt``: run the population (exit 2 before any start for what is not built).
+
+    On several nodes node 0 runs the controller and every other node the agent of its members
+    (:mod:`gmiexp.pbt.nodes`), after the same checks as node 0's.
+    """
+    resolve_nodes(cfg.launch)
+    if cfg.launch.node_rank:
+        Population(cfg, run_dir, overrides).check()
+        return nodes.serve_members(cfg, run_dir, overrides)
     summary = Population(cfg, run_dir, overrides).run()
     best = summary.get("best")
     print(f"gmiexp pbt ok: {len(summary['members'])} members, {summary['exploits']} exploits, wall "

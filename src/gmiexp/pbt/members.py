@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -37,9 +38,11 @@ def describe(cfg: Config) -> str:
     p = cfg.pbt
     lines = [f"pbt: {p.population} members, rule {p.replace_rule}, every {p.interval_steps} env steps, objective "
              f"{p.objective}, exploit {p.exploit}; mutating {', '.join(p.mutation)} (rate {p.mutation_rate})"]
+    where = place(p.population, int(cfg.launch.nnodes))
     for m, values in enumerate(starting_values(cfg)):
         shown = ", ".join(f"{k}={_fmt(v)}" for k, v in values.items())
-        lines.append(f"  member {m}: {shown}")
+        node = f" (node {where[m][0]})" if cfg.launch.nnodes > 1 else ""
+        lines.append(f"  member {m}{node}: {shown}")
     trainer = "rsl_rl's PPO" if cfg.role == "rslrl" else "rl-games' PPO"
     lines.append(f"  (mode=train runs them as {trainer} in tcg_ex, exploiting {p.exploit}; docs/pbt.md)")
     return "\n".join(lines)
@@ -56,6 +59,27 @@ def refuse_unavailable(cfg: Config) -> None:
                           "planned (mode=plan); valid: mode=train, mode=plan, or no pbt group (pbt=null)")
     if cfg.pbt is not None and Mode(cfg.mode) == Mode.train:
         refuse_unbuilt(cfg)
+
+
+def per_node(population: int, nnodes: int) -> int:
+    return math.ceil(population / nnodes)
+
+
+def place(population: int, nnodes: int) -> list[tuple[int, int]]:
+    """Each member's (node, slot index on it): in blocks of :func:`per_node`, so a node's members are neighbours."""
+    k = per_node(population, nnodes)
+    return [(m // k, m % k) for m in range(population)]
+
+
+def refuse_nodes(population: int, nnodes: int) -> list[str]:
+    """Reasons a population cannot be placed on ``nnodes`` nodes (every node runs at least one member)."""
+    used = len({n for n, _ in place(population, nnodes)})
+    if used < nnodes:
+        return [f"invalid launch.nnodes={nnodes} for pbt.population={population}: {nnodes - used} node(s) would run "
+                f"no member ({per_node(population, nnodes)} per node); valid: launch.nnodes <= "
+                f"{math.ceil(population / per_node(population, nnodes)) if population else 1}, or a larger "
+                "pbt.population"]
+    return []
 
 
 OBJECTIVE = "reward/mean"  # the run-wide return, what the controller ranks members by unless pbt.objective says
@@ -106,9 +130,7 @@ def refuse_unbuilt(cfg: Config) -> None:
     if cfg.layout.name != "tcg_ex":
         reasons.append(f"invalid layout={cfg.layout.name} with pbt: only tcg_ex members are built; "
                        "valid: layout=tcg_ex")
-    if cfg.launch.nnodes != 1:
-        reasons.append(f"invalid launch.nnodes={cfg.launch.nnodes} with pbt: a population runs on one node for now; "
-                       "valid: 1")
+    reasons += refuse_nodes(p.population, int(cfg.launch.nnodes))
     if cfg.checkpoint:
         reasons.append(f"invalid checkpoint={cfg.checkpoint} with pbt: members start from scratch; valid: ''")
     if len(reasons) == 1:
