@@ -471,7 +471,7 @@ class Population:
 
     def loop(self) -> None:
         while self.running():
-            time.sleep(self.poll_s)
+            time.sleep(nodes.POLL_S if self.arriving else self.poll_s)  # a relayed state on its way: soon
             if self.link is not None:
                 self.link.check()  # an agent stopped on its own (a signal, an error) stops the population
                 self.deliver()

@@ -42,7 +42,7 @@ from gmiexp.backends.common import visible_device
 from gmiexp.config import Config
 from gmiexp.errors import ConfigError, LaunchError
 from gmiexp.hardware import Hardware, resolve
-from gmiexp.launch.rendezvous import NodeStore, join, serve
+from gmiexp.launch.rendezvous import NodeStore, join, native_stderr_to, serve
 from gmiexp.pack import runner, slots
 from gmiexp.pack.runner import Job
 from gmiexp.pbt.members import per_node
@@ -52,7 +52,7 @@ from gmiexp.shm.names import launcher_tag, segment_name
 from gmiexp.signals import sigterm_raises
 
 TOKEN_FILE = "nodes.token"  # in <run>/pbt/: node 0's token, which every agent must read there
-POLL_S = 0.2
+POLL_S = 0.05  # an agent's loop: commands, relayed states and its members' exits (a store check is ~0.1 ms)
 END_WAIT_S = 30.0
 
 
@@ -357,14 +357,15 @@ def serve_members(cfg: Config, run_dir: Path, overrides: list[str]) -> dict[str,
     la = cfg.launch
     node = int(la.node_rank or 0)
     place = placement(cfg, overrides)
-    ns = join(str(la.rdzv_endpoint), str(la.rdzv_id), node, float(la.rdzv_timeout_s),
-              run_dir / "pbt" / f"store-node{node}.log")
+    log = run_dir / "pbt" / f"store-node{node}.log"
+    ns = join(str(la.rdzv_endpoint), str(la.rdzv_id), node, float(la.rdzv_timeout_s), log)
     agent = Agent(ns, node, place, run_dir)
     agent.meet(float(la.rdzv_timeout_s))
     say(f"pbt: node {node} serves the members placed here ({len(place.pool)} slots); tag {agent.tag}")
     with sigterm_raises(lambda signum: KeyboardInterrupt(f"signal {signum}")), place.shared_daemons():
-        try:
-            agent.serve()
+        try:  # c10d's C++ frames (a store that failed) go to the log; the agent's own error line to stderr
+            with native_stderr_to(log):
+                agent.serve()
         finally:
             cleanup_run(agent.tag)  # every state its members published or it relayed
     members = sorted({m for m, _ in agent.jobs})
