@@ -47,19 +47,21 @@ class Pair:
         place = nodes.Placement(None, [0], 1, [], None)  # type: ignore[arg-type]  # no member starts here
         self.agent = nodes.Agent(join(endpoint, "t", 1, 30.0, run_dir / "store1.log"), 1, place, run_dir)
 
-    def meet(self, run_dir: Path) -> dict:
+    def meet(self, run_dir: Path, node1: tuple[str, ...] = ()) -> dict:
         box: dict = {}
 
         def node0() -> None:
             try:
-                box["agents"] = self.link.meet(run_dir)
+                box["agents"] = self.link.meet(run_dir, ["task=Cartpole", "launch.node_rank=0", "hydra.run.dir=x"])
             except Exception as e:  # noqa: BLE001 (handed to the test)
                 box["error"] = e
 
         t = threading.Thread(target=node0)
         t.start()
         try:
-            self.agent.meet(30.0)
+            self.agent.meet(30.0, ["task=Cartpole", "launch.node_rank=1", "hydra.run.dir=y", *node1])
+            if node1:  # node 0 ends it at once: the agent's loop takes its refusal
+                self.agent.serve()
         except ConfigError as e:
             box["agent_error"] = e
         t.join(30)
@@ -89,6 +91,15 @@ def test_an_agent_that_does_not_see_node_0_s_run_dir_refuses_on_both_nodes(tmp_p
     for e in (box["agent_error"], box["error"]):
         assert "on node 1: node 0's population is not there" in str(e) and "valid: a run dir on a shared" in str(e)
     assert not (tmp_path / "pbt" / nodes.TOKEN_FILE).exists()  # node 0's refusal leaves no token behind
+
+
+def test_a_node_started_with_another_command_is_refused_on_both_nodes(tmp_path: Path) -> None:
+    pair = Pair(tmp_path)
+    box = pair.meet(tmp_path, node1=("num_envs=64",))
+    assert isinstance(box["error"], ConfigError), box
+    assert "invalid command on node 1" in str(box["error"]) and "node 1: has num_envs=64" in str(box["error"]) and "valid: the same command on every node" in str(box["error"])
+    assert pair.agent.code == 2 and pair.agent.reason == str(box["error"])  # serve_members raises it: exit 2
+    assert pair.link.has("ended", 1)
 
 
 def test_a_state_crosses_nodes_bit_for_bit_and_lands_before_its_verdict(tmp_path: Path) -> None:

@@ -21,8 +21,8 @@ launcher's sweep if the controller was killed.
 
 Everything that happened goes to ``<run>/pbt/state.jsonl`` (starts, records, decisions with the values taken, the
 in-place exploits taken); at the end the best member's last checkpoint is copied with its policy record into
-``<run>/pbt/best/``, which ``mode=eval checkpoint=...`` plays. Not built yet (refused with exit 2 by
-:func:`refuse_unbuilt`): info-key objectives, several nodes.
+``<run>/pbt/best/``, which ``mode=eval checkpoint=...`` plays. On several nodes the controller runs on node 0 and
+reaches the members of the others through their agents (:mod:`gmiexp.pbt.nodes`).
 
 The population is one job. Ctrl-C or SIGTERM (a Slurm requeue) stops every member, each keeping its last checkpoint,
 and the log keeps the controller's state. The same command in the same run dir (``launch.resume=auto``, as for a
@@ -384,7 +384,7 @@ class Population:
         fresh = not self.pbt_dir.exists()
         self.link = nodes.Link.host(self.cfg, self.run_dir)
         try:
-            agents = self.link.meet(self.run_dir)
+            agents = self.link.meet(self.run_dir, self.overrides)
         except ConfigError:
             self.link = None
             if fresh:

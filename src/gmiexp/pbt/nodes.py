@@ -121,6 +121,17 @@ class AgentInfo:
     tag: str  # the run tag its members' segments go under (its own pid: a later sweep on its node can tell)
     pid: int  # its members stop waiting for a verdict once it is gone
     host: str
+    overrides: tuple[str, ...] = ()  # its command's overrides that must be node 0's (:func:`same_command`)
+
+
+#: what may differ between the nodes' commands: the node's own rank and address, how it waits, Hydra's settings
+PER_NODE = ("launch.node_rank", "launch.local_addr", "launch.monitor_interval_s", "launch.progress",
+            "launch.heartbeat_timeout_s", "launch.rdzv_timeout_s", "hydra.")
+
+
+def same_command(overrides: list[str]) -> tuple[str, ...]:
+    """The overrides every node of a population must share, in a comparable order."""
+    return tuple(sorted(o for o in overrides if not o.split("=", 1)[0].lstrip("+~").startswith(PER_NODE)))
 
 
 class Link(Keys):
@@ -140,8 +151,11 @@ class Link(Keys):
         ns = serve(str(la.rdzv_endpoint), str(la.rdzv_id), float(la.rdzv_timeout_s), run_dir / "pbt" / "store.log")
         return cls(ns, int(la.nnodes), float(la.rdzv_timeout_s), float(la.heartbeat_timeout_s))
 
-    def meet(self, run_dir: Path) -> dict[int, AgentInfo]:
-        """Leave the token in the shared run dir and wait for every node's agent (exit 2 for one that refused)."""
+    def meet(self, run_dir: Path, overrides: list[str]) -> dict[int, AgentInfo]:
+        """Leave the token in the shared run dir and wait for every node's agent.
+
+        Exit 2 on every node for an agent that refused, or one whose command differs from node 0's.
+        """
         token = secrets.token_hex(8)
         (run_dir / "pbt").mkdir(parents=True, exist_ok=True)
         (run_dir / "pbt" / TOKEN_FILE).write_text(token)
@@ -157,8 +171,20 @@ class Link(Keys):
             if "error" in got:
                 (run_dir / "pbt" / TOKEN_FILE).unlink(missing_ok=True)
                 raise ConfigError(got["error"])
-            self.agents[r] = AgentInfo(**got)
+            self.agents[r] = AgentInfo(**{**got, "overrides": tuple(got.get("overrides", ()))})
             self.seen[r] = (0, time.monotonic())
+        mine = same_command(overrides)
+        differ = {r: a for r, a in self.agents.items() if a.overrides != mine}
+        if differ:
+            said = "; ".join(f"node {r}: " + ", ".join(
+                [f"has {o}" for o in a.overrides if o not in mine] + [f"lacks {o}" for o in mine if o not in a.overrides])
+                for r, a in differ.items())
+            reason = (f"invalid command on node {', '.join(map(str, differ))}: every node of a population runs node "
+                      f"0's command but for its own {', '.join(PER_NODE)}*; what differs from node 0's: {said}; "
+                      "valid: the same command on every node")
+            (run_dir / "pbt" / TOKEN_FILE).unlink(missing_ok=True)
+            self.end(2, reason)
+            raise ConfigError(reason)
         return self.agents
 
     def send(self, node: int, op: str, **fields: Any) -> None:
@@ -225,12 +251,12 @@ class Link(Keys):
             self.uploaded.discard(key)
             self.store.delete_key(key)
 
-    def end(self, code: int) -> None:
+    def end(self, code: int, reason: str = "") -> None:
         """Tell every agent the population is over (``code``: its exit) and wait for each to be done."""
         for r in self.agents:
             try:
                 if self.left(r) is None:
-                    self.send(r, "end", code=code)
+                    self.send(r, "end", code=code, reason=reason)
             except DistError:  # the store is failing: the agents see it and stop themselves
                 return
         end = time.monotonic() + END_WAIT_S
@@ -250,10 +276,11 @@ class Agent(Keys):
         self.verdicts: list[dict[str, Any]] = []  # relayed verdicts whose state has not arrived yet
         self.next = 1
         self.code: int | None = None
+        self.reason = ""  # node 0's, when it ends the population with a refusal (code 2)
         self.started = 0
 
-    def meet(self, timeout_s: float) -> None:
-        """Find node 0's token in the run dir (a shared one), then say who this agent is."""
+    def meet(self, timeout_s: float, overrides: list[str] | None = None) -> None:
+        """Find node 0's token in the run dir (a shared one), then say who this agent is and what it was told."""
         from datetime import timedelta
 
         self.store.wait([self.key("token")], timedelta(seconds=timeout_s))
@@ -270,7 +297,8 @@ class Agent(Keys):
                       "on every node")
             self.put({"error": reason}, "agent", self.node)
             raise ConfigError(reason)
-        self.put(asdict(AgentInfo(self.node, self.tag, os.getpid(), socket.gethostname())), "agent", self.node)
+        info = AgentInfo(self.node, self.tag, os.getpid(), socket.gethostname(), same_command(overrides or []))
+        self.put(asdict(info), "agent", self.node)
 
     def serve(self) -> None:
         """Until the controller ends the population; its stop, or this node's, stops every member here first."""
@@ -324,7 +352,7 @@ class Agent(Keys):
             for name in cmd["segments"]:
                 exploit.drop(name)
         elif op == "end":
-            self.code = int(cmd.get("code", 0))
+            self.code, self.reason = int(cmd.get("code", 0)), str(cmd.get("reason", ""))
             self.stop_all(post=True)
 
     def deliver(self) -> None:
@@ -360,7 +388,7 @@ def serve_members(cfg: Config, run_dir: Path, overrides: list[str]) -> dict[str,
     log = run_dir / "pbt" / f"store-node{node}.log"
     ns = join(str(la.rdzv_endpoint), str(la.rdzv_id), node, float(la.rdzv_timeout_s), log)
     agent = Agent(ns, node, place, run_dir)
-    agent.meet(float(la.rdzv_timeout_s))
+    agent.meet(float(la.rdzv_timeout_s), overrides)
     say(f"pbt: node {node} serves the members placed here ({len(place.pool)} slots); tag {agent.tag}")
     with sigterm_raises(lambda signum: KeyboardInterrupt(f"signal {signum}")), place.shared_daemons():
         try:  # c10d's C++ frames (a store that failed) go to the log; the agent's own error line to stderr
@@ -369,6 +397,8 @@ def serve_members(cfg: Config, run_dir: Path, overrides: list[str]) -> dict[str,
         finally:
             cleanup_run(agent.tag)  # every state its members published or it relayed
     members = sorted({m for m, _ in agent.jobs})
+    if agent.code == 2:
+        raise ConfigError(agent.reason)
     if agent.code == 130:
         raise KeyboardInterrupt(f"node 0 stopped the population; members {members} here kept their checkpoints")
     if agent.code:
