@@ -97,7 +97,9 @@ def test_a_node_started_with_another_command_is_refused_on_both_nodes(tmp_path: 
     pair = Pair(tmp_path)
     box = pair.meet(tmp_path, node1=("num_envs=64",))
     assert isinstance(box["error"], ConfigError), box
-    assert "invalid command on node 1" in str(box["error"]) and "node 1: has num_envs=64" in str(box["error"]) and "valid: the same command on every node" in str(box["error"])
+    said = str(box["error"])
+    assert "invalid command on node 1" in said and "node 1: has num_envs=64" in said
+    assert "valid: the same command on every node" in said
     assert pair.agent.code == 2 and pair.agent.reason == str(box["error"])  # serve_members raises it: exit 2
     assert pair.link.has("ended", 1)
 

@@ -176,9 +176,9 @@ class Link(Keys):
         mine = same_command(overrides)
         differ = {r: a for r, a in self.agents.items() if a.overrides != mine}
         if differ:
-            said = "; ".join(f"node {r}: " + ", ".join(
-                [f"has {o}" for o in a.overrides if o not in mine] + [f"lacks {o}" for o in mine if o not in a.overrides])
-                for r, a in differ.items())
+            said = "; ".join(f"node {r}: " + ", ".join([f"has {o}" for o in a.overrides if o not in mine]
+                                                        + [f"lacks {o}" for o in mine if o not in a.overrides])
+                             for r, a in differ.items())
             reason = (f"invalid command on node {', '.join(map(str, differ))}: every node of a population runs node "
                       f"0's command but for its own {', '.join(PER_NODE)}*; what differs from node 0's: {said}; "
                       "valid: the same command on every node")
