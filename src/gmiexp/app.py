@@ -166,9 +166,16 @@ def run_plan(cfg: Config, run_dir: Path, overrides: list[str] | None = None) -> 
     """Print the Plan (YAML on stdout; the cost model, the reduction and the per-node commands on stderr).
 
     ``overrides``: the user's command line for the per-node commands; None = Hydra's, when Hydra runs this.
-    Launches nothing.
+    Launches nothing. A population on several nodes prints one member's plan (a run of one node) and the nodes'
+    commands.
     """
     plan, _backend = build_plan(cfg, run_dir)
+    population_nodes = cfg.pbt is not None and plan.nnodes > 1
+    cmds = node_commands(plan, _hydra_overrides() if overrides is None else overrides) if plan.nnodes > 1 else None
+    if population_nodes:  # its members are runs of one node, started by their node's agent (gmiexp.pbt.nodes)
+        from gmiexp.pbt.controller import with_values
+
+        plan, _backend = build_plan(with_values(cfg, {}), run_dir)
     try:
         n_params: int | None = policy_param_count(plan)
     except Exception:  # noqa: BLE001 - a task whose sizes are unknown: Table 7's sizes instead
@@ -180,19 +187,19 @@ def run_plan(cfg: Config, run_dir: Path, overrides: list[str] | None = None) -> 
     else:
         cost = reduction_cost(plan, params=n_params)
     plan.notes["reduction_cost"] = cost
-    cmds = node_commands(plan, _hydra_overrides() if overrides is None else overrides) if plan.nnodes > 1 else None
     if cmds:
         plan.notes["node_commands"] = cmds
     print(plan.to_yaml(), end="", flush=True)
     per_node = len(plan.local_gmis)
-    print(f"plan: {plan.world_size} GMIs on {plan.nnodes} node{'s' if plan.nnodes > 1 else ''} "
+    print(("plan (each member of the population): " if population_nodes else "plan: ") +
+          f"{plan.world_size} GMIs on {plan.nnodes} node{'s' if plan.nnodes > 1 else ''} "
           f"({per_node} per node on {len(plan.devices)} GPU{'s' if len(plan.devices) != 1 else ''}); "
           f"reduction {plan.reduction}: {plan.reduction_reason}", file=sys.stderr, flush=True)
     print(format_cost(cost), file=sys.stderr, flush=True)
     print(f"space (this node, estimated): {shm_need(plan).format()}; {disk_need(plan).format()}",
           file=sys.stderr, flush=True)
     if cmds:
-        print(format_commands(cmds), file=sys.stderr, flush=True)
+        print(format_commands(cmds, torchrun=not population_nodes), file=sys.stderr, flush=True)
     if cfg.pbt is not None:
         print(describe_population(cfg), file=sys.stderr, flush=True)
     return {"status": "ok", "plan_id": plan.plan_id}

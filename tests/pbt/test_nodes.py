@@ -164,3 +164,20 @@ def test_the_end_and_the_exit_codes_reach_node_0(tmp_path: Path) -> None:
     pair.agent.put({"code": 1, "reason": "its member failed"}, "left", 1)
     with pytest.raises(Exception, match="node 1's agent stopped: its member failed"):
         pair.link.check()
+
+
+def test_mode_plan_of_a_population_on_two_nodes_shows_a_member_s_plan_and_each_member_s_node(tmp_path: Path,
+                                                                                           capsys) -> None:
+    from gmitest import compose_config
+
+    from gmiexp.app import run_plan
+
+    cfg = compose_config("mode=plan", "hardware=cpu", "task=Cartpole", "pbt=default", "pbt.population=3",
+                         "launch.nnodes=2", f"launch.rdzv_endpoint=127.0.0.1:{free_port()}")
+    assert run_plan(cfg, tmp_path, overrides=["task=Cartpole", "pbt=default", "pbt.population=3"])["status"] == "ok"
+    err = capsys.readouterr().err
+    assert "plan (each member of the population): 2 GMIs on 1 node" in err
+    assert "  node 1: python -m gmiexp task=Cartpole pbt=default pbt.population=3 launch.nnodes=2 " in err
+    assert "torchrun" not in err  # a population's nodes run agents, not torchrun's workers
+    assert [line.split(":")[0] for line in err.splitlines() if line.startswith("  member ")] == [
+        "  member 0 (node 0)", "  member 1 (node 0)", "  member 2 (node 1)"]

@@ -79,13 +79,14 @@ def node_commands(plan: Plan, overrides: Sequence[str]) -> dict[str, Any]:
     return {"plain": plain, "srun": srun, "torchrun": torchrun, "notes": notes}
 
 
-def format_commands(cmds: dict[str, Any]) -> str:
-    """Lines for ``mode=plan`` (stderr)."""
+def format_commands(cmds: dict[str, Any], torchrun: bool = True) -> str:
+    """Lines for ``mode=plan`` (stderr); ``torchrun``: what each node's launcher does (not a population's nodes)."""
     lines = ["per-node commands (run each on its node; node 0 hosts the rendezvous):"]
     lines += [f"  node {r}: {c}" for r, c in enumerate(cmds["plain"])]
     lines.append("under Slurm (one task per node; node_rank from SLURM_NODEID):")
     lines.append(f"  {cmds['srun']}")
-    lines.append("what each node's launcher does, as torchrun (R = the node's rank, RUN_DIR = its run directory):")
-    lines.append(f"  {cmds['torchrun']}")
+    if torchrun:
+        lines.append("what each node's launcher does, as torchrun (R = the node's rank, RUN_DIR = its run directory):")
+        lines.append(f"  {cmds['torchrun']}")
     lines += [f"  note: {note}" for note in cmds["notes"]]
     return "\n".join(lines)
