@@ -7,11 +7,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
-from gmitest import FAST, gmiexp_workers, popen_cli, processes_naming, run_cli
+from gmitest import FAST, cli_env, gmiexp_workers, popen_cli, processes_naming, run_cli, terminal_signals
 from pbt_checks import events, exploits_in_place
 
 from gmiexp.launch.launcher import free_port
@@ -26,9 +27,16 @@ POPULATION = [*FAST, "num_gpus=1", "gmis_per_gpu=1", "max_iterations=2", "pbt=de
 NODES = ["launch.nnodes=2"]
 
 
-def start_nodes(run_dir: Path, port: int, *extra: str) -> list[subprocess.Popen]:
+def start_nodes(run_dir: Path, port: int, *extra: str, slurm: bool = False) -> list[subprocess.Popen]:
+    """Node 0 and node 1; ``slurm``: as the tasks of a 2-node Slurm step (the rank from ``SLURM_NODEID``)."""
     common = [*POPULATION, *NODES, *extra, f"launch.rdzv_endpoint=127.0.0.1:{port}", f"hydra.run.dir={run_dir}"]
-    return [popen_cli(*common, f"launch.node_rank={r}") for r in (0, 1)]
+    if not slurm:
+        return [popen_cli(*common, f"launch.node_rank={r}") for r in (0, 1)]
+    return [subprocess.Popen([sys.executable, "-m", "gmiexp", *common], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, start_new_session=True, preexec_fn=terminal_signals,
+                             env={**cli_env(), "SLURM_JOB_ID": "4242", "SLURM_NODEID": str(r),
+                                  "SLURM_STEP_NUM_NODES": "2", "SLURM_STEP_NUM_TASKS": "2", "SLURM_NNODES": "2"})
+            for r in (0, 1)]
 
 
 def finish(procs: list[subprocess.Popen], timeout: float) -> list[tuple[int, str, str]]:
@@ -143,13 +151,14 @@ def _wait_event(run_dir: Path, procs: list[subprocess.Popen], what, timeout: flo
         time.sleep(0.2)
 
 
-# slow: a population of two nodes that trains on after the failure (about 35 s on the quiet host)
+# slow: a population of two nodes that trains on after the failure (about 35 s on the quiet host); the nodes are
+# the tasks of a 2-node Slurm step, whose variables every member inherits (each is still a run of one node)
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_a_member_killed_on_node_1_restarts_there_from_its_checkpoint(tmp_path: Path) -> None:
     from gmiexp.status import gmi_pids
 
-    procs = start_nodes(tmp_path, free_port(), "max_iterations=4", "pbt.threshold_std=100")  # no exploit
+    procs = start_nodes(tmp_path, free_port(), "max_iterations=4", "pbt.threshold_std=100", slurm=True)
     _wait_event(tmp_path, procs, lambda e: e["event"] == "record" and e["member"] == 3 and e["interval"] == 1)
     os.kill(gmi_pids(tmp_path / "members" / "3" / "life0", [0])[0], signal.SIGKILL)
     (code0, out0, err0), (code1, out1, err1) = finish(procs, 850)

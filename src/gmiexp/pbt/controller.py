@@ -320,7 +320,7 @@ class Population:
                 shutil.copyfile(source.parent / RECORD, run_dir / RECORD)
             extra += [f"checkpoint={start}", "launch.resume=never"]
         node = self.node_of(member)
-        if node:
+        if int(self.cfg.launch.nnodes) > 1:  # not the scheduler's: a Slurm step of N nodes would refuse a run of one
             extra += ONE_NODE
         if self.inplace:  # its GMIs publish their state under its node's tag (gmiexp.rl.exploit)
             run_dir.mkdir(parents=True, exist_ok=True)
