@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import uuid
 from pathlib import Path
 
 import pytest
@@ -42,10 +43,10 @@ class Pair:
     """Node 0's link and node 1's agent on one real store (the agent's commands handled by the test)."""
 
     def __init__(self, run_dir: Path) -> None:
-        endpoint = f"127.0.0.1:{free_port()}"
-        self.link = nodes.Link(serve(endpoint, "t", 30.0, run_dir / "store0.log"), 2, 30.0, 30.0)
+        endpoint, run_id = f"127.0.0.1:{free_port()}", uuid.uuid4().hex[:8]  # keys of this test only
+        self.link = nodes.Link(serve(endpoint, run_id, 30.0, run_dir / "store0.log"), 2, 30.0, 30.0)
         place = nodes.Placement(None, [0], 1, [], None)  # type: ignore[arg-type]  # no member starts here
-        self.agent = nodes.Agent(join(endpoint, "t", 1, 30.0, run_dir / "store1.log"), 1, place, run_dir)
+        self.agent = nodes.Agent(join(endpoint, run_id, 1, 30.0, run_dir / "store1.log"), 1, place, run_dir)
 
     def meet(self, run_dir: Path, node1: tuple[str, ...] = ()) -> dict:
         box: dict = {}
@@ -107,7 +108,8 @@ def test_a_node_started_with_another_command_is_refused_on_both_nodes(tmp_path: 
 def test_a_state_crosses_nodes_bit_for_bit_and_lands_before_its_verdict(tmp_path: Path) -> None:
     """Node 1's member published; node 0 asks for it, then has node 1 take node 0's member's state, both relayed."""
     pair = Pair(tmp_path)
-    assert "agents" in pair.meet(tmp_path)
+    box = pair.meet(tmp_path)
+    assert "agents" in box, box
     tag0 = launcher_tag()
     try:
         state1 = {"w": torch.arange(1000, dtype=torch.float32), "epoch": 3}
@@ -154,7 +156,8 @@ def test_a_state_crosses_nodes_bit_for_bit_and_lands_before_its_verdict(tmp_path
 
 def test_the_end_and_the_exit_codes_reach_node_0(tmp_path: Path) -> None:
     pair = Pair(tmp_path)
-    assert "agents" in pair.meet(tmp_path)
+    box = pair.meet(tmp_path)
+    assert "agents" in box, box
     pair.agent.put(0, "exit", 2, 0)
     assert pair.link.exit_code(2, 0) == 0 and pair.link.exit_code(3, 0) is None
     pair.link.check()  # it beat at none of its loops yet, within the heartbeat timeout: fine

@@ -2,8 +2,9 @@
 # make test-slurm: gmiexp on a real single-host Slurm (Debian's slurm-wlm 22.05, accounting through slurmdbd +
 # MariaDB, munge), every daemon on loopback, started here by hand and stopped by the pids it started.
 # Runs the README's sbatch script, a 2-member hydra/launcher=gmiexp_slurm sweep, a sweep with a failing member
-# (FAILED in sacct, sweep exit 1), tasks_per_node=2 with launch.nnodes=1 (exit 2), and scontrol requeue with
-# resume. Root and apt-get install what is missing. Not in the default suite: it takes minutes.
+# (FAILED in sacct, sweep exit 1), tasks_per_node=2 with launch.nnodes=1 (exit 2), scontrol requeue with resume,
+# and a PBT population requeued as one job. Root and apt-get install what is missing. Not in the default suite:
+# it takes minutes.
 #   PY=<python with gmiexp> bash tests/slurm/run.sh        (KEEP=1 keeps the work dir)
 set -uo pipefail
 
@@ -233,6 +234,44 @@ check "the log kept both attempts (--open-mode=append)" bash -c \
   "grep -q 'CANCELLED\|srun: ' $WORK/runs/gmiexp-sbatch-$JOB.log && grep -q '^gmiexp ok' $WORK/runs/gmiexp-sbatch-$JOB.log"
 sacct -n -P -j "$JOB" -o JobID,JobName,State,ExitCode,Start,End
 tail -n 3 "$WORK/runs/gmiexp-sbatch-$JOB.log"
+
+# ---- 6. a population as one sbatch job: scontrol requeue, then it goes on ----
+say "6. a pbt population (2 members) under sbatch, requeued after its third interval"
+cat >"$WORK/runs/pbt.sh" <<EOF
+#!/bin/bash
+#SBATCH --job-name=gmiexp-pbt
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=1
+#SBATCH --cpus-per-task=2
+#SBATCH --requeue
+#SBATCH --open-mode=append
+#SBATCH --output=$WORK/runs/%x-%j.log
+
+srun $PY -m gmiexp ${SIZES[*]} pbt=default pbt.population=2 pbt.interval_steps=128 max_iterations=40 \\
+    launch.nnodes="\$SLURM_NNODES" hydra.run.dir=$WORK/runs/pbt/"\$SLURM_JOB_ID" &
+wait \$!
+EOF
+JOB=$(sbatch --parsable "$WORK/runs/pbt.sh")
+RUN=$WORK/runs/pbt/$JOB
+third() { [ "$(grep -c '"event": "record".*"interval": 3,' "$RUN/pbt/state.jsonl" 2>/dev/null)" = 2 ]; }
+wait_for 300 "both members' third interval" third
+scontrol requeue "$JOB"
+wait_for 60 "job $JOB pending" bash -c "squeue -h -j $JOB -o %T | grep -qx PENDING"
+scontrol update JobId="$JOB" StartTime=now
+wait_for 600 "job $JOB" job_done "$JOB"
+check "requeued population job COMPLETED ($(state_of "$JOB"))" test "$(state_of "$JOB")" = COMPLETED
+check "its log: stopped, resumed from each member's checkpoint, finished" "$PY" -c "
+import json, sys
+ev = [json.loads(line) for line in open('$RUN/pbt/state.jsonl')]
+kinds = [e['event'] for e in ev]
+again = [e for e in ev[kinds.index('resumed'):] if e['event'] == 'start'] if 'resumed' in kinds else []
+ok = (kinds.count('population') == 1 and 'stopped' in kinds and 'finished' in kinds
+      and kinds.index('stopped') < kinds.index('resumed') < kinds.index('finished')
+      and sorted(e['member'] for e in again) == [0, 1] and all(e['cause'] == 'resume' for e in again))
+print('log:', kinds.count('record'), 'records;', [(e['member'], e['life'], e['cause']) for e in again])
+sys.exit(not ok)"
+check "its summary: the population ok" grep -q '"status": "ok"' "$RUN/summary.json"
+tail -n 2 "$WORK/runs/gmiexp-pbt-$JOB.log"
 
 if [ $FAILS = 0 ]; then say "all checks passed"; else say "$FAILS check(s) FAILED"; fi
 [ $FAILS = 0 ]
