@@ -103,13 +103,15 @@ def test_dexpbt_needs_three_members_and_a_mutation_at_least_one_key(tmp_path: Pa
     assert "invalid pbt.mutation: {}; valid: at least one key" in err
 
 
-def test_a_pbt_run_asking_what_is_not_built_exits_2_before_its_run_dir_is_made(tmp_path: Path, capsys) -> None:
+def test_a_pbt_run_that_cannot_be_placed_exits_2_before_its_run_dir_is_made(tmp_path: Path, capsys) -> None:
     cfg = copy.deepcopy(BASE)
-    cfg.mode, cfg.launch.nnodes = "train", 2
+    cfg.mode, cfg.launch.nnodes = "train", 5  # 8 members, 2 a node: node 4 would run none
+    named = ("invalid launch.nnodes=5 for pbt.population=8: 1 node(s) would run no member (2 per node); valid: "
+             "launch.nnodes <= 4, or a larger pbt.population")
     assert cfg.pbt.exploit == "inplace"  # the group's default, built (tests/pbt/test_controller_inplace.py)
     assert run(cfg, tmp_path / "run") == 2
     err = capsys.readouterr().err
-    assert "invalid launch.nnodes=2 with pbt: a population runs on one node for now; valid: 1" in err
+    assert named in err
     assert "pbt.exploit" not in err
     assert not (tmp_path / "run").exists()
 
