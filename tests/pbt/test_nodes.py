@@ -184,3 +184,14 @@ def test_mode_plan_of_a_population_on_two_nodes_shows_a_member_s_plan_and_each_m
     assert "torchrun" not in err  # a population's nodes run agents, not torchrun's workers
     assert [line.split(":")[0] for line in err.splitlines() if line.startswith("  member ")] == [
         "  member 0 (node 0)", "  member 1 (node 0)", "  member 2 (node 1)"]
+
+
+def test_an_agent_that_fails_stops_the_population_naming_why(tmp_path: Path) -> None:
+    pair = Pair(tmp_path)
+    box = pair.meet(tmp_path)
+    assert "agents" in box, box
+    pair.link.send(1, "bogus")
+    with pytest.raises(ValueError, match="unknown command 'bogus'"):
+        pair.agent.serve()
+    with pytest.raises(Exception, match="node 1's agent stopped: ValueError: unknown command 'bogus'"):
+        pair.link.check()

@@ -321,6 +321,9 @@ class Agent(Keys):
             raise LaunchError(f"node {self.node}: node 0's population controller is gone (its store failed: "
                               f"{str(e).splitlines()[0] if str(e) else type(e).__name__}); every member here was "
                               "stopped and kept its last checkpoint; the same command on every node goes on") from None
+        except Exception as e:  # this agent's own failure: node 0 stops the population (exit 1), naming it
+            self.leave(1, f"{type(e).__name__}: {e}")
+            raise
         self.put(True, "ended", self.node)
 
     def leave(self, code: int, reason: str) -> None:
@@ -354,6 +357,8 @@ class Agent(Keys):
         elif op == "end":
             self.code, self.reason = int(cmd.get("code", 0)), str(cmd.get("reason", ""))
             self.stop_all(post=True)
+        else:
+            raise ValueError(f"unknown command {op!r} from node 0 (another gmiexp version there?)")
 
     def deliver(self) -> None:
         """Post each relayed verdict whose state arrived, once its bytes are in a segment here."""
