@@ -57,8 +57,10 @@ def population(tmp_path_factory) -> tuple[Path, list[tuple[int, str, str]]]:
     return run_dir, finish(start_nodes(run_dir, free_port()), 850)
 
 
-# in the default suite: about 20 s on the quiet 2-core host (the 4 members start 2 and 2, as on one node); seed 2
-# has exploits across nodes both ways at interval 1 on the 2-core host (tests/pbt/test_nodes.py relays both ways)
+# slow: 30 s of the default suite's worker time on the 2-core host, where it has no room left (the parts are in
+# tests/pbt/test_pbt_nodes.py, which relays a state both ways); seed 2 has exploits across nodes both ways at
+# interval 1 on the 2-core host
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_two_nodes_train_one_population_and_exploits_across_nodes_take_the_leaders_bytes(population) -> None:
     run_dir, [(code0, out0, err0), (code1, out1, err1)] = population
@@ -80,13 +82,14 @@ def test_two_nodes_train_one_population_and_exploits_across_nodes_take_the_leade
     assert all(leftovers(t) == [] for t in tags)  # every published and relayed state removed on both nodes
 
 
+@pytest.mark.slow
 def test_no_process_is_left_behind_on_either_node(population) -> None:
     run_dir, _ = population
     assert gmiexp_workers(run_dir) == []
     assert processes_naming(run_dir) == []
 
 
-# slow: the same population on one node (about 20 s more)
+# slow: the same population on one node (about 20 s more than the two nodes')
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_two_nodes_train_as_the_same_population_on_one_node(population, tmp_path: Path) -> None:
