@@ -1,4 +1,4 @@
-"""The population a ``pbt`` config describes: each member's starting values, for ``mode=plan`` and the controller."""
+"""The population a ``pbt`` config describes: each member's starting values and node (``mode=plan``, the controller)."""
 
 from __future__ import annotations
 

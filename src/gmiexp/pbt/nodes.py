@@ -3,8 +3,9 @@
 Every node runs the same command (``launch.nnodes=N``, its own ``launch.node_rank``), as a run's nodes do
 (docs/multi-node.md). Node 0 runs the controller (:mod:`gmiexp.pbt.controller`) and serves a ``TCPStore`` on
 ``launch.rdzv_endpoint``; node r runs :func:`serve_members`, an agent that starts, stops and watches the members
-placed on its slots on the controller's word and posts their exits. Members are placed in blocks (:func:`place`):
-``ceil(population / nnodes)`` per node, each node's on its own pack slots (:func:`placement`).
+placed on its slots on the controller's word and posts their exits. Members are placed in blocks
+(:func:`gmiexp.pbt.members.place`): ``ceil(population / nnodes)`` per node, each node's on its own pack slots
+(:func:`placement`).
 
 The run dir is shared, as the anchors share their workspace across nodes: the controller reads every member's
 history and checkpoints and writes its verdicts into the member's run dir as on one node. Node 0 leaves a random
