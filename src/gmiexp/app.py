@@ -239,11 +239,21 @@ def run(cfg: DictConfig | Config, run_dir: Path) -> int:
     return run_job(cfg, run_dir)[0]
 
 
+def check_job(cfg: DictConfig | Config) -> Config:
+    """The checks a job makes before it knows its node: the typed config and what its mode refuses (ConfigError).
+
+    A launcher that runs jobs elsewhere (hydra-submitit-launcher: Slurm) makes them for every member before it
+    submits any, so bad input exits 2 with nothing queued.
+    """
+    c = to_config(cfg)
+    refuse_unavailable(c)  # pbt=... with a mode that cannot take a population
+    return c
+
+
 def run_job(cfg: DictConfig | Config, run_dir: Path) -> tuple[int, dict | None]:
     """Run one job; return its exit code and what its mode returned (a train run's summary)."""
     try:
-        c = to_config(cfg)
-        refuse_unavailable(c)  # pbt=... with a mode that cannot take a population
+        c = check_job(cfg)
         try:
             run_dir.mkdir(parents=True, exist_ok=True)  # c.mode is a Mode: to_config checked it
         except OSError as e:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -113,6 +114,23 @@ def test_a_failed_member_fails_its_job_while_the_sweep_collects_every_member(tmp
     failed = [t for t in logs.values() if "Submitted job triggered an exception" in t]
     assert len(failed) == 1 and "FailRole fails on purpose" in failed[0], logs
     assert sum("Job completed successfully" in t for t in logs.values()) == 1
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new-dir", "existing-dir"])
+def test_bad_members_exit_2_naming_each_reason_before_any_job_is_submitted(tmp_path: Path, existing: bool) -> None:
+    """Every member's config is checked in the sweep's process: no job queued, no sweep dir left that was not there."""
+    sweep = tmp_path / "sweep"
+    if existing:
+        sweep.mkdir()
+    r = run_cli("-m", *GMIEXP_LOCAL, *MEMBER, "train.gamma=2,0.9", "num_envs=0,4", f"hydra.sweep.dir={sweep}")
+    assert r.returncode == 2, r.stderr[-3000:]
+    # 4 members: the two with num_envs=0 named together (gamma's is not their first reason), the one other with gamma=2
+    assert re.search(r"invalid num_envs: 0; valid: >= 1 \(environments per GMI\) \(members #\d, #\d; nothing was "
+                     r"submitted\)", r.stderr), r.stderr
+    assert re.search(r"invalid train.gamma: 2.0; valid: 0..1 \(member #\d; nothing was submitted\)", r.stderr), r.stderr
+    assert "Traceback" not in r.stderr
+    assert sweep.is_dir() == existing  # a dir that was there keeps only Hydra's record, as other launchers leave it
+    assert not existing or {p.name for p in sweep.iterdir()} == {"multirun.yaml"}
 
 
 def test_submitit_local_runs_a_two_member_sweep_of_one_node_runs(tmp_path: Path) -> None:

@@ -7,13 +7,15 @@ logs "Submitted job triggered an exception", the task exits 1 and Slurm (``sacct
 side (``launch``) waits for every member instead of stopping at the first failed one, turns a failed
 member back into a failed ``JobReturn`` (recording it in :mod:`gmiexp.multirun`, so the sweep exits 1
 naming every failed run dir) and prints each member's one-line summary. A submission that sbatch refuses
-for GPUs the cluster does not have exits 2 naming ``hydra.launcher.gpus_per_node=null``.
+for GPUs the cluster does not have exits 2 naming ``hydra.launcher.gpus_per_node=null``; a member whose config
+is bad input exits 2 before anything is submitted.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -45,6 +47,7 @@ class GmiexpSubmititMixin:
         from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
         from omegaconf import OmegaConf
 
+        self._refuse_bad_members(job_overrides, initial_job_idx, Path(str(self.config.hydra.sweep.dir)))  # type: ignore
         p = self.params  # type: ignore[attr-defined]
         ex = self._EXECUTOR  # type: ignore[attr-defined]
         executor = submitit.AutoExecutor(cluster=ex, folder=p["submitit_folder"],
@@ -73,6 +76,35 @@ class GmiexpSubmititMixin:
         if lost is not None:
             raise lost  # submitit's own error, as the plugin raises it, once every member was waited for
         return returns
+
+    def _refuse_bad_members(self, job_overrides: Sequence[Sequence[str]], first: int, sweep_dir: Path) -> None:
+        """Exit 2 before any job is queued when a member's config is bad input, naming every reason and member.
+
+        What a job can check before it knows its node (:func:`gmiexp.app.check_job`); a refusal that needs the
+        node (its rank, its GPUs) still comes from the job. A sweep dir this command created is removed.
+        """
+        from omegaconf import open_dict
+
+        from gmiexp.app import check_job
+        from gmiexp.errors import ConfigError
+        from gmiexp.launch.ownership import discard_refused_sweep
+
+        reasons: dict[str, list[int]] = {}
+        for k, overrides in enumerate(job_overrides):
+            cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))  # type: ignore
+            with open_dict(cfg):
+                del cfg["hydra"]  # as Hydra hands a job its config
+            try:
+                check_job(cfg)
+            except ConfigError as e:
+                reasons.setdefault(str(e), []).append(first + k)
+        if not reasons:
+            return
+        for reason, members in reasons.items():
+            print(f"gmiexp: error: {reason} (member{'s' * (len(members) > 1)} "
+                  f"{', '.join(f'#{m}' for m in members)}; nothing was submitted)", file=sys.stderr, flush=True)
+        discard_refused_sweep(sweep_dir, f"{self.config.hydra.job.name}.log")  # type: ignore[attr-defined]
+        sys.exit(2)
 
     def _collect(self, job: Any, overrides: list[str], idx: int) -> JobReturn:
         """The member's JobReturn; a failed one rebuilt from its run dir and exit code; its summary printed."""
