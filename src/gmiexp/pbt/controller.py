@@ -173,7 +173,7 @@ class Population:
     run_dir: Path
     overrides: list[str]
     poll_s: float = 0.3
-    grace_s: float = 20.0
+    grace_s: float = nodes.STOP_GRACE_S
     epochs_per_interval: int = 1
     frames_per_epoch: int = 0
     lives: dict[int, Life] = field(default_factory=dict)

@@ -55,6 +55,7 @@ from gmiexp.signals import sigterm_raises
 TOKEN_FILE = "nodes.token"  # in <run>/pbt/: node 0's token, which every agent must read there
 POLL_S = 0.05  # an agent's loop: commands, relayed states and its members' exits (a store check is ~0.1 ms)
 END_WAIT_S = 30.0
+STOP_GRACE_S = 20.0  # a stopped member's time to write its checkpoint after SIGINT, then SIGKILL (every node's)
 
 
 @dataclass
@@ -377,7 +378,7 @@ class Agent(Keys):
 
     def stop_all(self, post: bool) -> None:
         running = {p: j for p, j in self.jobs.items() if j.returncode is None}
-        runner.stop(list(running.values()), 20.0)
+        runner.stop(list(running.values()), STOP_GRACE_S)
         if post:
             for (m, k), job in running.items():
                 try:

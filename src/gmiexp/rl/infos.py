@@ -61,7 +61,8 @@ class InfoMeter:
     """``train.info_key`` on one GMI: the mean over an epoch's steps that report it.
 
     After an epoch that reports none the last such epoch's value stands (episode logs come only at the steps some
-    environment resets); None until any epoch did.
+    environment resets); None until any epoch did. A checkpoint keeps that value in the GMI's record of the run
+    (``gmiexp.rl.rlgames.runstate``, ``gmiexp.rl.rslrl.runstate``), so a resumed run says what the unbroken one says.
     """
 
     def __init__(self, key: str, gmi_id: int) -> None:

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from rl_games.algos_torch.torch_ext import AverageMeter
 
+from gmiexp.rl.infos import InfoMeter
 from gmiexp.rl.rlgames.checkpoint import EPISODE_METERS, EPISODES_KEY, episode_meters, restore_episode_meters
 from gmiexp.rl.rlgames.episodes import RunWideMeter
 from gmiexp.rl.rlgames.runstate import generator_states, gmi_record, resume, resume_line, set_generator_states
@@ -44,7 +45,7 @@ def agent(rank: int, in_progress: int, n: int = 4, env: Any = None) -> SimpleNam
                            ppo_device=torch.device("cpu"), obs={"obs": torch.randn(n, 3)},
                            dones=torch.zeros(n, dtype=torch.uint8), current_rewards=torch.ones(n, 1),
                            current_shaped_rewards=torch.ones(n, 1), current_lengths=lengths, is_rnn=False,
-                           vec_env=env or Pool(),
+                           vec_env=env or Pool(), algo_observer=SimpleNamespace(info=InfoMeter("log.level", rank)),
                            **{name: RunWideMeter(1, 10, None) for name in EPISODE_METERS})
 
 
@@ -78,3 +79,17 @@ def test_a_return_window_comes_back_in_the_shape_rl_games_left_it() -> None:
     after = SimpleNamespace(**{name: AverageMeter(1, 100) for name in EPISODE_METERS})
     restore_episode_meters(after, {EPISODES_KEY: episode_meters(before)})
     assert after.game_rewards.current_size == 2 and torch.equal(after.game_rewards.mean, before.game_rewards.mean)
+
+
+def test_the_info_keys_last_value_goes_on_where_an_epoch_reports_none() -> None:
+    """Episode logs come only at resets: an epoch without one repeats the last value, after a resume as before it."""
+    saving = agent(1, 0)
+    saving.algo_observer.info.step({"log": {"level": 3.0}})
+    assert saving.algo_observer.info.epoch_value(5) == 3.0
+    run = {"segment": 0, "world_size": 2, "gmis": [gmi_record(agent(0, 0)), gmi_record(saving)]}
+    fresh = agent(1, 0)
+    resume(fresh, run, rank=1, world_size=2)
+    assert fresh.algo_observer.info.epoch_value(6) == 3.0  # was None: the value was not in the checkpoint
+    other = agent(0, 0, n=8)
+    resume(other, run, rank=0, world_size=1)  # another partition: no GMI's own value
+    assert other.algo_observer.info.epoch_value(6) is None

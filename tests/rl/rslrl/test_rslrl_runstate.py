@@ -71,3 +71,29 @@ def test_a_start_on_another_partition_restores_nothing_and_counts_the_cut_episod
     report = resume(Runner(), run, rank=1, world_size=2)
     assert report["restored"] is False and report["simulator"] is False and report["episodes_cut"] == cut
     assert report["frames_cut"] == (None if run is None else 40)
+
+
+def test_the_info_keys_last_value_goes_on_where_an_iteration_reports_none() -> None:
+    """A resume on the same partition gives each GMI its meter's last value (an iteration without a report says it)."""
+    from collections import deque
+    from types import SimpleNamespace
+
+    from gmiexp.rl.infos import InfoMeter
+    from gmiexp.rl.rslrl.runner import EPISODE_PARTS
+    from gmiexp.rl.rslrl.runstate import logger_state
+    from gmiexp.rl.state import generator_states
+
+    def runner(rank: int) -> SimpleNamespace:
+        logger = SimpleNamespace(sums={}, windows={k: deque(maxlen=100) for k in EPISODE_PARTS},
+                                 info=InfoMeter("log.Episode/level", rank))
+        return SimpleNamespace(logger=logger, alg=SimpleNamespace(storage=None), device="cpu",
+                               env=SimpleNamespace(env=None))
+
+    saving = runner(1)
+    saving.logger.info.step({"log": {"Episode/level": 2.5}})
+    saving.logger.info.epoch_value(4)
+    mine = {"env": None, "obs": None, "generators": generator_states("cpu"), "permutation": None,
+            "logger": logger_state(saving.logger)}
+    fresh = runner(1)
+    resume(fresh, {"segment": 0, "world_size": 2, "gmis": [mine, mine]}, rank=1, world_size=2)
+    assert fresh.logger.info.epoch_value(5) == 2.5  # was None: the value was not in the checkpoint

@@ -10,7 +10,8 @@ unlike the run never stopped. gmiexp's GMI agents add :data:`~gmiexp.rl.rlgames.
   generator, numpy's, random's, its device's where it has one), its simulator's state where the simulator saves
   one (rl-games' ``vec_env.get_env_state()``: the torch cart-pole's state tensors and generator; None for
   envpool), the agent's current observations, dones, running episode sums (``current_rewards``,
-  ``current_lengths``, ``current_shaped_rewards``) and recurrent state, the GMI's own episode window, how many
+  ``current_lengths``, ``current_shaped_rewards``) and recurrent state, the GMI's own episode window,
+  ``train.info_key``'s last value (:func:`info_meter`: an epoch without a report repeats it), how many
   of its episodes were in progress and the frames they had stepped, and which of one process's environments it
   stepped (:func:`global_envs`), so a start on another partition finds each environment's rows
   (:mod:`gmiexp.rl.rlgames.carry`).
@@ -28,6 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from gmiexp.plan.minibatch import gmi_envs
+from gmiexp.rl.infos import InfoMeter
 from gmiexp.rl.rlgames.checkpoint import EPISODE_METERS, restore_meter
 from gmiexp.rl.state import Mismatch, generator_states, onto, own_record, set_generator_states, to_host
 
@@ -52,7 +54,14 @@ def gmi_record(agent: Any) -> dict[str, Any]:
         "frames_in_progress": int(lengths.sum()),
         "envs": global_envs(agent),
         "own_meters": own_meters(agent),
+        "info": None if (meter := info_meter(agent)) is None else meter.value,
     }
+
+
+def info_meter(agent: Any) -> InfoMeter | None:
+    """``train.info_key``'s meter (the observer's): its last value stands in an epoch that reports none."""
+    meter = getattr(getattr(agent, "algo_observer", None), "info", None)
+    return meter if isinstance(meter, InfoMeter) else None
 
 
 def global_envs(agent: Any) -> list[int]:
@@ -96,6 +105,8 @@ def resume(agent: Any, run: dict[str, Any] | None, rank: int, world_size: int) -
             mine = None  # the same number of GMIs, but not these environments
     if mine is not None:
         _restore_own_meters(agent, mine.get("own_meters") or {})
+        if (meter := info_meter(agent)) is not None:
+            meter.value = mine.get("info")  # what an epoch without a report says next, as in the unbroken run
         set_generator_states(mine["generators"], agent.ppo_device)  # last: nothing draws before the first epoch
         report["restored"] = True
     # every GMI of a start restores alike (same simulator, same partition), so each one's outcome is the run's

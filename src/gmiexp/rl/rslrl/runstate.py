@@ -14,8 +14,9 @@ else of it; mjlab's runner adds its ``env_state`` beside):
   (:class:`gmiexp.rl.rslrl.minibatch.GroupRolloutStorage`), its simulator's state where it saves one (an mjlab
   environment: :mod:`gmiexp.envs.mjlab_state`; a VecEnv with ``get_env_state``/``set_env_state``), the observations
   rsl_rl's loop carries into the next iteration, the recurrent models' hidden states, the loggers' running episode
-  sums and windows (gmiexp's per GMI, rsl_rl's of group rank 0), and how many of its episodes were in progress and
-  the frames they had stepped.
+  sums and windows (gmiexp's per GMI, rsl_rl's of group rank 0) with ``train.info_key``'s last value (an
+  iteration without a report repeats it), and how many of its episodes were in progress and the frames they had
+  stepped.
 
 A start from it on the same partition gives every GMI its own record back before ``learn`` (:func:`resume`), which
 then neither re-randomises episode lengths nor computes new observations: the run goes on bit for bit as if never
@@ -101,6 +102,7 @@ def logger_state(logger: Any) -> dict[str, Any]:
     return {
         "sums": to_host(logger.sums),
         "windows": {k: list(v) for k, v in logger.windows.items()},
+        "info": None if getattr(logger, "info", None) is None else logger.info.value,  # train.info_key's last
         "rsl_rl": {k: (list(v) if hasattr(v, "maxlen") else to_host(v))
                    for k in RSL_LOGGER if (v := getattr(logger, k, None)) is not None},
     }
@@ -181,6 +183,8 @@ def resume(runner: Any, run: dict[str, Any] | None, rank: int, world_size: int) 
             set_logger_state(runner.logger, mine["logger"])
         else:  # fresh episodes: only the finished ones' windows go on
             _extend_windows(runner.logger, mine["logger"])
+        if getattr(runner.logger, "info", None) is not None:  # the value an epoch without a report says next
+            runner.logger.info.value = mine["logger"].get("info")
         perm = getattr(runner.alg.storage, "rng", None)
         if isinstance(perm, torch.Generator) and mine.get("permutation") is not None:
             perm.set_state(mine["permutation"])
