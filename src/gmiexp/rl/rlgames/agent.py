@@ -197,6 +197,10 @@ class GMISyncMixin:
         if self.global_rank != 0 and self.writer is not None:
             self.writer.close()
             self.writer = None
+            # the central value net was built with it: a closed tensorboardX writer opens a new event file at its
+            # next add_scalar (in GMI 0's summaries dir), never closed; its thread then raised at the GMI's exit
+            if getattr(self, "central_value_net", None) is not None:
+                self.central_value_net.writter = None  # (sic) rl-games' name
             shutil.rmtree(self.summaries_dir, ignore_errors=True)
 
     # ---- rl-games hooks ------------------------------------------------
