@@ -2,7 +2,8 @@
 # make test-slurm: gmiexp on a real single-host Slurm (Debian's slurm-wlm 22.05, accounting through slurmdbd +
 # MariaDB, munge), every daemon on loopback, started here by hand and stopped by the pids it started.
 # Runs the README's sbatch script, a 2-member hydra/launcher=gmiexp_slurm sweep, a sweep with a failing member
-# (FAILED in sacct, sweep exit 1), tasks_per_node=2 with launch.nnodes=1 (exit 2), scontrol requeue with resume,
+# (FAILED in sacct, sweep exit 1), tasks_per_node=2 with launch.nnodes=1 (exit 2), a member's bad input refused
+# before anything is queued (exit 2), scontrol requeue with resume,
 # and a PBT population requeued as one job. Root and apt-get install what is missing. Not in the default suite:
 # it takes minutes.
 #   PY=<python with gmiexp> bash tests/slurm/run.sh        (KEEP=1 keeps the work dir)
@@ -216,6 +217,18 @@ tail -n 3 "$OUT"
 check "sweep exit 2 (got $rc)" test $rc = 2
 check "the task says why" bash -c "grep -h 'invalid Slurm step: 2 tasks' $WORK/runs/tasks2/.submitit/*/*_log.err | head -1 | grep ."
 check "nothing trained" test ! -e "$WORK/runs/tasks2/0/summary.json"
+
+# ---- 4b. a member's bad input is refused before anything is queued ----
+say "4b. a sweep with a member whose config is bad input (train.gamma=0.99,2)"
+OUT=$WORK/runs/bad.out
+$PY -m gmiexp -m hydra/launcher=gmiexp_slurm hydra.launcher.cpus_per_task=1 experiment=slurm_bad "${SIZES[@]}" \
+  max_iterations=2 train.gamma=0.99,2 hydra.sweep.dir="$WORK/runs/bad" >"$OUT" 2>&1
+rc=$?
+cat "$OUT"
+check "sweep exit 2 (got $rc)" test $rc = 2
+check "the reason named with its member" grep -q 'invalid train.gamma: 2.0; valid: 0..1 (member #1; nothing was submitted)' "$OUT"
+check "no job queued or run (sacct has no gmiexp-slurm_bad)" test -z "$(sacct -n -X -P -o JobID --name gmiexp-slurm_bad)"
+check "no sweep dir left" test ! -e "$WORK/runs/bad"
 
 # ---- 5. scontrol requeue, then resume ----
 say "5. scontrol requeue and resume"
