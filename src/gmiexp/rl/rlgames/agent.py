@@ -63,7 +63,7 @@ from gmiexp.rl.rlgames.exploit import InPlaceMember
 from gmiexp.rl.rlgames.filming import EpochFilmer
 from gmiexp.rl.rlgames.lazy import lazy_scalar_guard, unfused_adam
 from gmiexp.rl.rlgames.observer import EpochReport, GMIObserver
-from gmiexp.rl.rlgames.runstate import gmi_record
+from gmiexp.rl.rlgames.runstate import gmi_record, info_meter
 from gmiexp.rl.rlgames.sync import (
     SyncedScheduler,
     broadcast_module,
@@ -455,10 +455,10 @@ class GMISyncMixin:
 
     def _run_wide_info(self) -> float | None:
         """``train.info_key``'s epoch value averaged over the GMIs that have one (each steps its own environments)."""
-        observer = self.algo_observer
-        if not isinstance(observer, GMIObserver) or observer.info is None:
+        meter = info_meter(self)
+        if meter is None:
             return None
-        mine = observer.info.epoch_value(int(self.epoch_num))
+        mine = meter.epoch_value(int(self.epoch_num))
         return mean_of_known(mine, gloo_sum()) if self.gmi_sync else mine
 
     def _epoch_report(self, result: tuple, info: float | None = None) -> EpochReport:
