@@ -97,6 +97,9 @@ ROLES.add("tdg", "gmiexp.rl.experience.serving:TDGRole")
 ROLES.add("tdg_ex", "gmiexp.rl.experience.roles:TDGEXRole")
 ROLES.add("a3c", "gmiexp.rl.experience.roles:A3CRole")
 ROLES.add("rslrl", "gmiexp.rl.rslrl.role:RslRlRole")  # train=rslrl, layout tcg_ex: rsl_rl's OnPolicyRunner and PPO
+#: the roles whose every GMI runs one whole PPO learner (rl-games' agent, rsl_rl's runner): only their GMIs record
+#: ``train.info_key``, and only they can be population members
+PPO_ROLES = ("ppo", "rslrl")
 
 
 def check_role(spec: str) -> None:

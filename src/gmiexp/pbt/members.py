@@ -11,6 +11,8 @@ from gmiexp.config.enums import Mode
 from gmiexp.config.schema import PBT_KEYS
 from gmiexp.errors import ConfigError
 from gmiexp.pbt.mutation import initial_values
+from gmiexp.rl.rslrl.config import ROLE as RSLRL
+from gmiexp.role import PPO_ROLES
 
 
 def base_values(cfg: Config) -> dict[str, Any]:
@@ -43,7 +45,7 @@ def describe(cfg: Config) -> str:
         shown = ", ".join(f"{k}={_fmt(v)}" for k, v in values.items())
         node = f" (node {where[m][0]})" if cfg.launch.nnodes > 1 else ""
         lines.append(f"  member {m}{node}: {shown}")
-    trainer = "rsl_rl's PPO" if cfg.role == "rslrl" else "rl-games' PPO"
+    trainer = "rsl_rl's PPO" if cfg.role == RSLRL else "rl-games' PPO"
     lines.append(f"  (mode=train runs them as {trainer} in tcg_ex, exploiting {p.exploit}; docs/pbt.md)")
     return "\n".join(lines)
 
@@ -98,21 +100,19 @@ def objective_overrides(objective: str) -> list[str]:
     return [] if objective == OBJECTIVE else [f"train.info_key={objective}"]
 
 
-#: the roles whose runs can be members: rl-games' PPO (``ppo``) and rsl_rl's (``train=rslrl``)
-MEMBER_ROLES = ("ppo", "rslrl")
 #: rsl_rl's ``train.*`` keys (its PPO's fields, :data:`gmiexp.config.schema.RSLRL_LIVE_KEYS`); the others are rl-games'
 RSLRL_KEYS = "train.rslrl.algorithm."
 
 
 def trainer_keys(role: str) -> list[str]:
     """The ``train.*`` keys a member of ``role`` can mutate (rsl_rl's PPO fields, or rl-games' agent's)."""
-    return [k for k in PBT_KEYS if k.startswith(RSLRL_KEYS) == (role == "rslrl")]
+    return [k for k in PBT_KEYS if k.startswith(RSLRL_KEYS) == (role == RSLRL)]
 
 
 def key_reasons(role: str, keys: Iterable[str], path: str) -> list[str]:
     """Each key of ``path`` another trainer's: its members would never read it (rl-games' keys for rsl_rl, ...)."""
     valid = trainer_keys(role)
-    trainer = "rsl_rl's (train=rslrl)" if role == "rslrl" else "rl-games' (role=ppo)"
+    trainer = "rsl_rl's (train=rslrl)" if role == RSLRL else "rl-games' (role=ppo)"
     return [f"invalid {path} key for {trainer} members: {key!r}; valid: {', '.join(valid)}"
             for key in keys if key not in valid]
 
@@ -122,7 +122,7 @@ def refuse_unbuilt(cfg: Config) -> None:
     p = cfg.pbt
     assert p is not None
     reasons = []  # both exploits are built: inplace (gmiexp.rl.exploit) and restart
-    if cfg.role not in MEMBER_ROLES:
+    if cfg.role not in PPO_ROLES:
         reasons.append(f"invalid role={cfg.role} with pbt: other roles' members are not built yet; valid: role=ppo "
                        "(rl-games' PPO), train=rslrl (rsl_rl's)")
     else:

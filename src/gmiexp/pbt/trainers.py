@@ -22,11 +22,10 @@ from gmiexp.config import Config
 from gmiexp.plan import Plan
 from gmiexp.rl.rlgames.checkpoint import for_another_run as rlgames_for_another_run
 from gmiexp.rl.rslrl.config import CHECKPOINT_DIR as RSLRL_DIR
+from gmiexp.rl.rslrl.config import ROLE as RSLRL
 from gmiexp.rl.rslrl.envs import runner_config_of
 from gmiexp.rl.rslrl.exploit import PREFIX as RSLRL_PREFIX
 from gmiexp.rl.rslrl.runstate import for_another_run as rslrl_for_another_run
-
-RSLRL = "rslrl"
 
 
 def rslrl_checkpoint(life_dir: Path, epoch: int) -> Path | None:

@@ -33,8 +33,9 @@ from gmiexp.planner.nodes import replicate, resolve_nodes
 from gmiexp.planner.partition import apply, fits, global_batch, per_gmi, refusal
 from gmiexp.planner.seeds import assign_seeds
 from gmiexp.rl.rlgames.params import policy_param_count
+from gmiexp.rl.rslrl.config import ROLE as RSLRL
 from gmiexp.rl.rslrl.config import check_plan as check_rslrl
-from gmiexp.role import check_role
+from gmiexp.role import PPO_ROLES, check_role
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -71,7 +72,7 @@ def check_config(cfg: Config) -> None:
     """Every field in its declared range (``@ranges`` in gmiexp.config.schema), then cross-field rules (exit 2)."""
     validate(cfg)
     check_rlgames_only(cfg)
-    if cfg.train.info_key and (cfg.role not in ("ppo", "rslrl") or cfg.layout.name != "tcg_ex"):
+    if cfg.train.info_key and (cfg.role not in PPO_ROLES or cfg.layout.name != "tcg_ex"):
         raise ConfigError(f"invalid train.info_key={cfg.train.info_key} with role={cfg.role} layout={cfg.layout.name}:"
                           " only PPO GMIs record an info key (rl-games' role=ppo or train=rslrl, layout=tcg_ex); "
                           "valid here: empty")
@@ -246,7 +247,7 @@ def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> 
     plan.hardware = hw.summary()
     plan.seed, plan.max_iterations = cfg.seed, cfg.max_iterations
     share_global_batch(plan, cfg, hw)
-    rslrl = layouts.choose_role(cfg.layout.name, cfg.role) == "rslrl"
+    rslrl = layouts.choose_role(cfg.layout.name, cfg.role) == RSLRL
     if rslrl:
         check_rslrl(cfg.layout.name, cfg.train.file, cfg.train.rslrl, plan.gmis[0].num_envs, len(plan.gmis),
                     cfg.task.simulator)
