@@ -14,6 +14,7 @@ from gmiexp.app import run
 from gmiexp.config.checks import declared, undeclared, validate
 from gmiexp.config.compose import conf_dir
 from gmiexp.config.schema import BACKEND_SCHEMAS, GROUP_SCHEMAS, Config
+from gmiexp.errors import ConfigError
 
 
 def schema_fields(node: object, prefix: str = "") -> list[tuple[str, type, str]]:
@@ -67,6 +68,29 @@ def test_bad_value_exits_2_naming_field_and_range(path: str, bad: object, tmp_pa
     shown = "nan" if isinstance(bad, float) and math.isnan(bad) else repr(bad)
     assert f"invalid {path}: {shown}; valid: " in err
     assert not (tmp_path / "plan.yaml").exists() and not (tmp_path / "gmis").exists()
+
+
+def test_several_bad_values_are_refused_at_once_in_the_schema_s_order(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A command with three bad values names all three, so one edit mends it; nothing is planned."""
+    code = run(compose_config("train.gamma=2.0", "seed=-2", "num_envs=0"), tmp_path)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert ("gmiexp: error: 3 invalid settings (nothing was launched):\n"
+            "  invalid seed: -2; valid: -1..4294967295\n"
+            "  invalid num_envs: 0; valid: >= 1 (environments per GMI)\n"
+            "  invalid train.gamma: 2.0; valid: 0..1\n") in err
+    assert not (tmp_path / "plan.yaml").exists() and not (tmp_path / "gmis").exists()
+
+
+def test_several_unknown_keys_are_refused_at_once() -> None:
+    with pytest.raises(ConfigError) as e:
+        compose_config("+train.devize=lazy", "+device=x")
+    lines = str(e.value).splitlines()
+    assert lines[0] == "2 invalid keys (nothing was launched):"
+    assert lines[1].startswith("  invalid key: 'train.devize'; valid: activation, algo,")
+    assert lines[2].startswith("  invalid key: 'device'; valid: async_train, backend,")
+    assert lines[2].endswith(". A new key needs a field in its schema (src/gmiexp/config/schema.py)")
 
 
 @pytest.mark.parametrize("option", sorted(BACKEND_SCHEMAS))

@@ -390,23 +390,41 @@ def _is_schema(annotation: Any) -> bool:
 
 
 def validate(node: Any, prefix: str = "") -> None:
-    """Check every field of ``node`` (a schema instance) and its nested schemas; raise the first violation.
+    """Check every field of ``node`` (a schema instance) and its nested schemas; refuse every violation at once.
 
-    A section declared with :func:`all_at_once` (``pbt``) is refused with every violation it holds at once.
+    One reason is raised as it is; several, one a line under their count, so that a command with three bad values
+    is mended in one go. Sections declared with :func:`all_at_once` (``pbt``) add their cross-field reasons too.
     """
+    found = reasons(node, prefix)
+    if len(found) == 1:
+        raise ConfigError(found[0][1])
+    if found:
+        sections = {section for section, _ in found}
+        what = f"{sections.pop()} settings" if len(sections) == 1 and "" not in sections else "settings"
+        raise ConfigError(f"{len(found)} invalid {what} (nothing was launched):\n  "
+                          + "\n  ".join(reason for _, reason in found))
+
+
+def reasons(node: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """(section, ``invalid <path>: <value>; valid: ...``) for every field out of range, in the schema's order.
+
+    ``section`` names an :func:`all_at_once` section (its reasons include its cross-field checks), else is empty.
+    """
+    out: list[tuple[str, str]] = []
     checks = declared(type(node))
     for f in dataclasses.fields(node):
         value = getattr(node, f.name)
         path = f"{prefix}{f.name}"
         if dataclasses.is_dataclass(value):
             if hasattr(type(value), ALL_AT_ONCE_ATTR):
-                _refuse_all(value, f"{path}.")
+                out += [(path, reason) for reason in section_reasons(value, f"{path}.")]
             else:
-                validate(value, f"{path}.")
+                out += reasons(value, f"{path}.")
             continue
         check = checks.get(f.name)
         if check is not None and not check.ok(value):
-            raise invalid(path, value, check.describe())
+            out.append(("", str(invalid(path, value, check.describe()))))
+    return out
 
 
 ALL_AT_ONCE_ATTR = "__all_at_once__"
@@ -441,17 +459,11 @@ def violations(node: Any, prefix: str = "") -> dict[str, str]:
     return out
 
 
-def _refuse_all(node: Any, prefix: str) -> None:
+def section_reasons(node: Any, prefix: str) -> list[str]:
+    """An :func:`all_at_once` section's reasons: its fields' ranges, then its cross-field checks."""
     bad = violations(node, prefix)
-    reasons = list(bad.values())
     cross = getattr(type(node), ALL_AT_ONCE_ATTR)
-    if cross is not None:
-        reasons += cross(node, prefix, set(bad))
-    if len(reasons) == 1:
-        raise ConfigError(reasons[0])
-    if reasons:
-        raise ConfigError(f"{len(reasons)} invalid {prefix.rstrip('.')} settings (nothing was launched):\n  "
-                          + "\n  ".join(reasons))
+    return list(bad.values()) + (cross(node, prefix, set(bad)) if cross is not None else [])
 
 
 def unknown_keys(cfg: DictConfig, schema: type, prefix: str = "") -> list[tuple[str, list[str]]]:
@@ -475,8 +487,10 @@ def unknown_keys(cfg: DictConfig, schema: type, prefix: str = "") -> list[tuple[
 
 
 def check_keys(cfg: DictConfig, schema: type) -> None:
-    """Raise (exit 2) on the first key ``schema`` does not declare."""
-    unknown = unknown_keys(cfg, schema)
-    if unknown:
-        path, valid = unknown[0]
-        raise invalid("key", path, valid, "a new key needs a field in its schema (src/gmiexp/config/schema.py)")
+    """Refuse (exit 2) every key ``schema`` does not declare, at once, each with the keys valid where it stands."""
+    found = [str(invalid("key", path, valid)) for path, valid in unknown_keys(cfg, schema)]
+    hint = ". A new key needs a field in its schema (src/gmiexp/config/schema.py)"
+    if len(found) == 1:
+        raise ConfigError(found[0] + hint)
+    if found:
+        raise ConfigError(f"{len(found)} invalid keys (nothing was launched):\n  " + "\n  ".join(found) + hint)
