@@ -19,6 +19,18 @@ class ConfigError(GmiexpError, ValueError):
 
     exit_code = 2
 
+    def __init__(self, message: str, reasons: Iterable[str] = ()) -> None:
+        super().__init__(message)
+        #: the reasons one at a time (a sweep names the members that hold each); the message alone when not given
+        self.reasons = list(reasons) or [message]
+
+
+def refusal(reasons: list[str], what: str) -> ConfigError:
+    """Every reason at once: one as it is, several one a line under their count (``N invalid <what> ...``)."""
+    if len(reasons) == 1:
+        return ConfigError(reasons[0])
+    return ConfigError(f"{len(reasons)} invalid {what} (nothing was launched):\n  " + "\n  ".join(reasons), reasons)
+
 
 class RefusedInGmi(ConfigError):
     """Bad input only a GMI could see (a module it imports, a checkpoint's tensors): it exited 2, the run stopped.

@@ -124,10 +124,12 @@ def test_bad_members_exit_2_naming_each_reason_before_any_job_is_submitted(tmp_p
         sweep.mkdir()
     r = run_cli("-m", *GMIEXP_LOCAL, *MEMBER, "train.gamma=2,0.9", "num_envs=0,4", f"hydra.sweep.dir={sweep}")
     assert r.returncode == 2, r.stderr[-3000:]
-    # 4 members: the two with num_envs=0 named together (gamma's is not their first reason), the one other with gamma=2
-    assert re.search(r"invalid num_envs: 0; valid: >= 1 \(environments per GMI\) \(members #\d, #\d; nothing was "
-                     r"submitted\)", r.stderr), r.stderr
-    assert re.search(r"invalid train.gamma: 2.0; valid: 0..1 \(member #\d; nothing was submitted\)", r.stderr), r.stderr
+    # 4 members, one with both bad values: each reason on one line, naming the two members that hold it
+    assert re.search(r"^gmiexp: error: invalid num_envs: 0; valid: >= 1 \(environments per GMI\) \(members #\d, #\d; "
+                     r"nothing was submitted\)$", r.stderr, re.M), r.stderr
+    assert re.search(r"^gmiexp: error: invalid train.gamma: 2.0; valid: 0..1 \(members #\d, #\d; nothing was "
+                     r"submitted\)$", r.stderr, re.M), r.stderr
+    assert r.stderr.count("gmiexp: error:") == 2, r.stderr
     assert "Traceback" not in r.stderr
     assert sweep.is_dir() == existing  # a dir that was there keeps only Hydra's record, as other launchers leave it
     assert not existing or {p.name for p in sweep.iterdir()} == {"multirun.yaml"}

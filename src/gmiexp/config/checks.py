@@ -27,7 +27,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from gmiexp.errors import ConfigError, invalid
+from gmiexp.errors import invalid, refusal
 from gmiexp.registry import Registry, is_spec
 
 RANGES_ATTR = "__ranges__"
@@ -396,13 +396,10 @@ def validate(node: Any, prefix: str = "") -> None:
     is mended in one go. Sections declared with :func:`all_at_once` (``pbt``) add their cross-field reasons too.
     """
     found = reasons(node, prefix)
-    if len(found) == 1:
-        raise ConfigError(found[0][1])
     if found:
         sections = {section for section, _ in found}
         what = f"{sections.pop()} settings" if len(sections) == 1 and "" not in sections else "settings"
-        raise ConfigError(f"{len(found)} invalid {what} (nothing was launched):\n  "
-                          + "\n  ".join(reason for _, reason in found))
+        raise refusal([reason for _, reason in found], what)
 
 
 def reasons(node: Any, prefix: str = "") -> list[tuple[str, str]]:
@@ -488,9 +485,7 @@ def unknown_keys(cfg: DictConfig, schema: type, prefix: str = "") -> list[tuple[
 
 def check_keys(cfg: DictConfig, schema: type) -> None:
     """Refuse (exit 2) every key ``schema`` does not declare, at once, each with the keys valid where it stands."""
-    found = [str(invalid("key", path, valid)) for path, valid in unknown_keys(cfg, schema)]
     hint = ". A new key needs a field in its schema (src/gmiexp/config/schema.py)"
-    if len(found) == 1:
-        raise ConfigError(found[0] + hint)
+    found = [str(invalid("key", path, valid, hint[2:])) for path, valid in unknown_keys(cfg, schema)]
     if found:
-        raise ConfigError(f"{len(found)} invalid keys (nothing was launched):\n  " + "\n  ".join(found) + hint)
+        raise refusal(found, "keys")

@@ -9,7 +9,7 @@ from typing import Any
 from gmiexp.config import Config
 from gmiexp.config.enums import Mode
 from gmiexp.config.schema import PBT_KEYS
-from gmiexp.errors import ConfigError
+from gmiexp.errors import ConfigError, refusal
 from gmiexp.pbt.mutation import initial_values
 from gmiexp.rl.rslrl.config import ROLE as RSLRL
 from gmiexp.role import PPO_ROLES
@@ -133,8 +133,5 @@ def refuse_unbuilt(cfg: Config) -> None:
     reasons += refuse_nodes(p.population, int(cfg.launch.nnodes))
     if cfg.checkpoint:
         reasons.append(f"invalid checkpoint={cfg.checkpoint} with pbt: members start from scratch; valid: ''")
-    if len(reasons) == 1:
-        raise ConfigError(reasons[0])
     if reasons:
-        raise ConfigError(f"{len(reasons)} invalid settings for a pbt run (nothing was launched):\n  "
-                          + "\n  ".join(reasons))
+        raise refusal(reasons, "settings for a pbt run")

@@ -97,7 +97,8 @@ class GmiexpSubmititMixin:
             try:
                 check_job(cfg)
             except ConfigError as e:
-                reasons.setdefault(str(e), []).append(first + k)
+                for reason in e.reasons:  # one line a reason, naming every member that holds it
+                    reasons.setdefault(reason, []).append(first + k)
         if not reasons:
             return
         for reason, members in reasons.items():
