@@ -90,7 +90,7 @@ def test_several_unknown_keys_are_refused_at_once() -> None:
     assert lines[0] == "2 invalid keys (nothing was launched):"
     assert lines[1].startswith("  invalid key: 'train.devize'; valid: activation, algo,")
     assert lines[2].startswith("  invalid key: 'device'; valid: async_train, backend,")
-    assert lines[2].endswith(". A new key needs a field in its schema (src/gmiexp/config/schema.py)")
+    assert lines[2].endswith(". a new key needs a field in its schema (src/gmiexp/config/schema.py)")
 
 
 @pytest.mark.parametrize("option", sorted(BACKEND_SCHEMAS))

@@ -117,6 +117,9 @@ def test_keys_gmiexp_cannot_honour_are_refused_all_at_once(tmp_path: Path, capsy
     for key in ("pbt.exploit_everything=True", "pbt.mutation.agent.params.config.reward_shaper.scale_value=",
                 "pbt.mutation.env.rewards.success.weight="):
         assert key in err, err
+        # one reason a key, each naming the file: a sweep names each once with the members that hold it
+        assert [r for r in e.value.reasons if r.startswith(f"invalid pbt=rlgames with train.file={path}: {key}")]
+    assert len(e.value.reasons) == 3, e.value.reasons
 
 
 def test_pbt_rlgames_needs_a_file_with_a_section() -> None:

@@ -103,6 +103,16 @@ def test_keys_gmiexp_cannot_honour_are_refused_by_name(tmp_path, edit, expected)
         imported(str(write_variant(tmp_path, edit)))
 
 
+def test_a_files_refusals_are_its_errors_reasons_one_a_key_so_a_sweep_names_each_once(tmp_path):
+    bad = write_variant(tmp_path, lambda p: (p["config"].update(my_knob=True), p["algo"].update(name="sac")))
+    with pytest.raises(ConfigError) as e:
+        imported(str(bad))
+    assert "cannot honour 2 key(s)" in str(e.value)
+    heads = [r.split(": ")[:2] for r in e.value.reasons]  # blockers first, as in the message
+    assert heads == [[f"invalid train.file={bad}", "params.algo.name='sac'"],
+                     [f"invalid train.file={bad}", "params.config.my_knob=True"]], e.value.reasons
+
+
 def test_unknown_key_exits_2_naming_it_and_cfg_job_shows_the_imported_values(tmp_path):
     bad = write_variant(tmp_path, lambda p: p["config"].update(my_new_knob=3))
     r = run_cli("mode=plan", "train=rlgames", f"train.file={bad}", f"hydra.run.dir={tmp_path / 'run'}")

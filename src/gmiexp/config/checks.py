@@ -485,7 +485,7 @@ def unknown_keys(cfg: DictConfig, schema: type, prefix: str = "") -> list[tuple[
 
 def check_keys(cfg: DictConfig, schema: type) -> None:
     """Refuse (exit 2) every key ``schema`` does not declare, at once, each with the keys valid where it stands."""
-    hint = ". A new key needs a field in its schema (src/gmiexp/config/schema.py)"
-    found = [str(invalid("key", path, valid, hint[2:])) for path, valid in unknown_keys(cfg, schema)]
+    hint = "a new key needs a field in its schema (src/gmiexp/config/schema.py)"
+    found = [str(invalid("key", path, valid, hint)) for path, valid in unknown_keys(cfg, schema)]
     if found:
         raise refusal(found, "keys")

@@ -145,7 +145,8 @@ def rlgames_pbt_value(key: str, *, _root_: Any) -> Any:
     if section.refusals:
         raise ConfigError(f"invalid pbt=rlgames with train.file={path}: gmiexp cannot honour "
                           f"{len(section.refusals)} key(s) of its pbt: section (nothing was launched):\n  "
-                          + "\n  ".join(section.refusals))
+                          + "\n  ".join(section.refusals),
+                          [f"invalid pbt=rlgames with train.file={path}: {line}" for line in section.refusals])
     _say_notes(str(path), tuple(section.notes))
     return section.values.get(key, _default(key))
 

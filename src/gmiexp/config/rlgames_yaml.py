@@ -129,9 +129,10 @@ class Imported:
         self.refusals.append(Refusal(rank, key, value, reason))
 
     def error(self, path: Path) -> ConfigError:
-        lines = sorted(self.refusals, key=lambda r: r.rank)
+        lines = [r.line() for r in sorted(self.refusals, key=lambda r: r.rank)]
         return ConfigError(f"invalid train.file={path}: gmiexp cannot honour {len(lines)} key(s) of this rl-games "
-                           "file (nothing was launched):\n  " + "\n  ".join(r.line() for r in lines))
+                           "file (nothing was launched):\n  " + "\n  ".join(lines),
+                           [f"invalid train.file={path}: {line}" for line in lines])
 
 
 def locate(spec: str) -> Path:
