@@ -135,6 +135,26 @@ def test_bad_members_exit_2_naming_each_reason_before_any_job_is_submitted(tmp_p
     assert not existing or {p.name for p in sweep.iterdir()} == {"multirun.yaml"}
 
 
+def test_an_rl_games_files_refused_keys_are_named_once_each_with_every_member_that_uses_it(tmp_path: Path) -> None:
+    """Each key of the file gmiexp cannot honour is its own reason, as a bad value is (errors.ConfigError.reasons)."""
+    import yaml
+
+    from gmiexp.config.rlgames_yaml import locate
+
+    doc = yaml.safe_load(locate("rl_games:configs/mujoco/ant_envpool.yaml").read_text())
+    doc["params"]["config"]["my_knob"] = True
+    doc["params"]["algo"]["name"] = "sac"
+    bad = tmp_path / "ant_bad.yaml"
+    bad.write_text(yaml.safe_dump(doc))
+    r = run_cli("-m", *GMIEXP_LOCAL, *MEMBER, "train=rlgames", f"train.file={bad}", "seed=1,2",
+                f"hydra.sweep.dir={tmp_path / 'sweep'}")
+    assert r.returncode == 2, r.stderr[-3000:]
+    for key in ("params.algo.name='sac'", "params.config.my_knob=True"):
+        assert re.search(rf"^gmiexp: error: invalid train.file={re.escape(str(bad))}: {re.escape(key)}: .* \(members "
+                         r"#0, #1; nothing was submitted\)$", r.stderr, re.M), r.stderr
+    assert r.stderr.count("gmiexp: error:") == 2 and not (tmp_path / "sweep").exists(), r.stderr
+
+
 def test_submitit_local_runs_a_two_member_sweep_of_one_node_runs(tmp_path: Path) -> None:
     r = run_cli("-m", "hydra/launcher=submitit_local", *MEMBER, "seed=1,2", f"hydra.sweep.dir={tmp_path}")
     assert r.returncode == 0, r.stderr[-3000:]
