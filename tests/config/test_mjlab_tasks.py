@@ -13,7 +13,14 @@ from gmitest import run_cli
 from gmiexp.app import run
 from gmiexp.config.cli_keys import check_overrides
 from gmiexp.config.compose import compose_config, conf_dir
-from gmiexp.config.mjlab_tasks import check_task_override, file_options, host_problems, missing_files, registered
+from gmiexp.config.mjlab_tasks import (
+    check_host,
+    check_task_override,
+    file_options,
+    host_problems,
+    missing_files,
+    registered,
+)
 from gmiexp.envs import MJLAB_DIMS
 from gmiexp.envs.mjlab_env import observation_dims
 from gmiexp.errors import ConfigError
@@ -124,3 +131,8 @@ def test_an_id_beyond_the_size_table_and_a_task_that_cannot_run_here_plan_or_exi
     assert code == 2, err[-2000:]
     assert ("invalid task: 'Mjlab-Tracking-Flat-Unitree-G1'; mjlab's task cannot run here (1 reason(s)):\n"
             "  commands.motion.motion_file=''") in err
+    with pytest.raises(ConfigError) as e:  # each reason its own (ConfigError.reasons), naming the task
+        check_host("Mjlab-Tracking-Flat-Unitree-G1")
+    assert [r.split(": ")[:3] for r in e.value.reasons] == [
+        ["invalid task", "'Mjlab-Tracking-Flat-Unitree-G1'; mjlab's task cannot run here",
+         "commands.motion.motion_file=''"]], e.value.reasons

@@ -98,7 +98,8 @@ def check_host(env_id: str) -> None:
     bad = host_problems(env_id)
     if bad:
         raise ConfigError(f"invalid task: {env_id!r}; mjlab's task cannot run here ({len(bad)} reason(s)):\n  "
-                          + "\n  ".join(bad))
+                          + "\n  ".join(bad), [f"invalid task: {env_id!r}; mjlab's task cannot run here: {b}"
+                                               for b in bad])
 
 
 def task_config(env_id: str) -> dict[str, Any]:

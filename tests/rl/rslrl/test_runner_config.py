@@ -82,6 +82,9 @@ def test_unsupported_keys_are_refused_all_at_once_with_their_reasons() -> None:
                    "algorithm.class_name: 'Distillation'", "algorithm.gradient_length", "typo_key"):
         assert reason in msg, reason
     assert "7 key(s)" in msg
+    # one reason a key, each naming the file (ConfigError.reasons, as every refusal of several reasons carries)
+    assert len(e.value.reasons) == 7 and all(r.startswith("invalid rsl_rl config train.file=distill.yaml: ")
+                                             for r in e.value.reasons), e.value.reasons
 
 
 def test_ppo_keys_of_rsl_rl_5_5_are_taken_under_it_and_refused_naming_the_release_under_5_4() -> None:

@@ -270,7 +270,7 @@ def check(cfg: Mapping[str, Any], source: str, trained_device: bool = True) -> N
     bad = problems(cfg, trained_device)
     if bad:
         raise ConfigError(f"invalid rsl_rl config {source}: {len(bad)} key(s) gmiexp cannot honour:\n  "
-                          + "\n  ".join(bad))
+                          + "\n  ".join(bad), [f"invalid rsl_rl config {source}: {b}" for b in bad])
 
 
 def trained_on(recipe: Mapping[str, Any], file: str) -> str:
