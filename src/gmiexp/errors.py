@@ -32,6 +32,14 @@ def refusal(reasons: list[str], what: str) -> ConfigError:
     return ConfigError(f"{len(reasons)} invalid {what} (nothing was launched):\n  " + "\n  ".join(reasons), reasons)
 
 
+def listed(header: str, lines: list[str], prefix: str) -> ConfigError:
+    """One value's several problems, one a line under ``header``; each alone (``reasons``) as ``<prefix>: <line>``.
+
+    A file's or a task's refusal: the message reads as one, a sweep names each problem with the members it holds for.
+    """
+    return ConfigError(f"{header}:\n  " + "\n  ".join(lines), [f"{prefix}: {line}" for line in lines])
+
+
 class RefusedInGmi(ConfigError):
     """Bad input only a GMI could see (a module it imports, a checkpoint's tensors): it exited 2, the run stopped.
 

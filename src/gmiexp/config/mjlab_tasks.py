@@ -28,7 +28,7 @@ from hydra.core.plugins import Plugins
 from hydra.plugins.config_source import ConfigLoadError, ConfigResult, ConfigSource
 from omegaconf import OmegaConf
 
-from gmiexp.errors import ConfigError, invalid
+from gmiexp.errors import ConfigError, invalid, listed
 
 #: the config source's scheme (conf/config.yaml: ``hydra.searchpath: [gmiexp-mjlab://tasks]``)
 SCHEME = "gmiexp-mjlab"
@@ -97,9 +97,8 @@ def check_host(env_id: str) -> None:
     """Refuse (exit 2) a registered task this host cannot run, naming every reason at once."""
     bad = host_problems(env_id)
     if bad:
-        raise ConfigError(f"invalid task: {env_id!r}; mjlab's task cannot run here ({len(bad)} reason(s)):\n  "
-                          + "\n  ".join(bad), [f"invalid task: {env_id!r}; mjlab's task cannot run here: {b}"
-                                               for b in bad])
+        raise listed(f"invalid task: {env_id!r}; mjlab's task cannot run here ({len(bad)} reason(s))", bad,
+                     f"invalid task: {env_id!r}; mjlab's task cannot run here")
 
 
 def task_config(env_id: str) -> dict[str, Any]:

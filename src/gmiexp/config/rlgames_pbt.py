@@ -23,7 +23,7 @@ from omegaconf import OmegaConf
 from gmiexp.config.rlgames_keys import BY_SRC
 from gmiexp.config.rlgames_yaml import load_doc, locate
 from gmiexp.config.schema import PBT_KEYS, PbtConfig
-from gmiexp.errors import ConfigError
+from gmiexp.errors import ConfigError, listed
 
 RESOLVER = "rlgames_pbt"
 
@@ -143,10 +143,9 @@ def rlgames_pbt_value(key: str, *, _root_: Any) -> Any:
     path = locate(str(_root_.train.file))
     section = _read_cached(str(path), path.stat().st_mtime_ns)
     if section.refusals:
-        raise ConfigError(f"invalid pbt=rlgames with train.file={path}: gmiexp cannot honour "
-                          f"{len(section.refusals)} key(s) of its pbt: section (nothing was launched):\n  "
-                          + "\n  ".join(section.refusals),
-                          [f"invalid pbt=rlgames with train.file={path}: {line}" for line in section.refusals])
+        raise listed(f"invalid pbt=rlgames with train.file={path}: gmiexp cannot honour {len(section.refusals)} "
+                     "key(s) of its pbt: section (nothing was launched)", section.refusals,
+                     f"invalid pbt=rlgames with train.file={path}")
     _say_notes(str(path), tuple(section.notes))
     return section.values.get(key, _default(key))
 

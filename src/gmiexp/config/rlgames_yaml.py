@@ -34,7 +34,7 @@ from gmiexp.config.checks import Block, declared
 from gmiexp.config.rlgames_env import map_env
 from gmiexp.config.rlgames_hydra import Follows, has_interpolation, resolve
 from gmiexp.config.rlgames_keys import ALGO, BY_SRC, FIELDS, FIXED, KEEP, MODEL, REQUIRED, VERBATIM
-from gmiexp.errors import ConfigError, invalid
+from gmiexp.errors import ConfigError, invalid, listed
 
 RESOLVER = "rlgames"
 SHIPPED = "rl_games:"  # prefix of a config shipped inside the installed rl-games package
@@ -130,9 +130,8 @@ class Imported:
 
     def error(self, path: Path) -> ConfigError:
         lines = [r.line() for r in sorted(self.refusals, key=lambda r: r.rank)]
-        return ConfigError(f"invalid train.file={path}: gmiexp cannot honour {len(lines)} key(s) of this rl-games "
-                           "file (nothing was launched):\n  " + "\n  ".join(lines),
-                           [f"invalid train.file={path}: {line}" for line in lines])
+        return listed(f"invalid train.file={path}: gmiexp cannot honour {len(lines)} key(s) of this rl-games file "
+                      "(nothing was launched)", lines, f"invalid train.file={path}")
 
 
 def locate(spec: str) -> Path:

@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from gmiexp.config.rslrl_keys import RUNNER_KEYS as RSLRL_RUNNER_KEYS
-from gmiexp.errors import ConfigError
+from gmiexp.errors import ConfigError, listed
 from gmiexp.rl.rslrl.hooks import installed_version
 
 #: where group rank 0 keeps rsl_rl's checkpoints (``model_<it>.pt``) and TensorBoard log, under the run dir
@@ -269,8 +269,8 @@ def check(cfg: Mapping[str, Any], source: str, trained_device: bool = True) -> N
     """Refuse ``cfg`` (exit 2) naming every key gmiexp cannot honour, all at once."""
     bad = problems(cfg, trained_device)
     if bad:
-        raise ConfigError(f"invalid rsl_rl config {source}: {len(bad)} key(s) gmiexp cannot honour:\n  "
-                          + "\n  ".join(bad), [f"invalid rsl_rl config {source}: {b}" for b in bad])
+        raise listed(f"invalid rsl_rl config {source}: {len(bad)} key(s) gmiexp cannot honour", bad,
+                     f"invalid rsl_rl config {source}")
 
 
 def trained_on(recipe: Mapping[str, Any], file: str) -> str:
