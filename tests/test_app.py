@@ -100,3 +100,44 @@ def test_plan_and_doctor_import_nothing_heavy(tmp_path: Path) -> None:
                        env={**cli_env(), "PROBE_OUT": str(out), "PROBE_RUN": str(tmp_path / "run")})
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads(out.read_text()) == [[args, 0, []] for args in PROBE_CASES], r.stderr[-2000:]
+
+
+BAD_RSLRL = "algorithm:\n  class_name: Distillation\ntypo_key: 1\n"
+RSLRL = ["train=rslrl", "task=Cartpole", "task.vec_env=rslrl_vecenv:make"]
+
+
+@pytest.mark.parametrize(("overrides", "reason"), [
+    (["layout=tdg_ex", "train.info_key=x_velocity"], "invalid train.info_key=x_velocity"),
+    (["layout=tcg", "launch.reshape=auto"], "invalid launch.reshape=auto with layout=tcg"),
+    (["launch.reshape=auto", "launch.nnodes=2"], "invalid launch.reshape=auto with launch.nnodes=2"),
+    (["launch.reshape=auto", "launch.inprocess=true"], "invalid launch.reshape=auto with launch.inprocess=true"),
+    ([*RSLRL, "train.file={bad}"], "invalid rsl_rl config train.file={bad}: 2 key(s)"),
+    ([*RSLRL, "layout=tdg_ex"], "invalid layout for train=rslrl: 'tdg_ex'; valid: tcg_ex"),
+    (["role=ppoo"], "invalid role: 'ppoo'; valid: "),
+])
+def test_a_job_refuses_before_its_node_what_its_plan_would_refuse_without_it(
+        overrides: list[str], reason: str, tmp_path: Path) -> None:
+    """``check_job`` is what ``gmiexp_slurm`` runs for every member before it submits any. Before, each of these
+    passed it (only the plan on the job's node refused them), so a sweep queued jobs that could only exit 2."""
+    from gmiexp.app import check_job
+    from gmiexp.config.compose import compose_config
+    from gmiexp.errors import ConfigError
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(BAD_RSLRL)
+    with pytest.raises(ConfigError) as e:
+        check_job(compose_config(*(o.format(bad=bad) for o in overrides)))
+    assert reason.format(bad=bad) in str(e.value)
+
+
+def test_a_jobs_module_role_is_imported_where_the_job_runs_not_before(tmp_path: Path) -> None:
+    """A ``module:Class`` role may import what only the job's node has: the plan there refuses it, not the sweep."""
+    from gmiexp.app import check_job
+    from gmiexp.config.compose import compose_config
+    from gmiexp.errors import ConfigError
+    from gmiexp.planner.build import build_plan
+
+    cfg = compose_config("role=nosuch_module:Role", "mode=plan")
+    assert check_job(cfg).role == "nosuch_module:Role"
+    with pytest.raises(ConfigError, match="cannot import module 'nosuch_module'"):
+        build_plan(cfg, tmp_path / "run")

@@ -24,7 +24,7 @@ from gmiexp.launch.ownership import LOCK_NAME, own_run_dir
 from gmiexp.launch.summary import one_line, run_config, write_summary
 from gmiexp.pbt.members import describe as describe_population
 from gmiexp.pbt.members import refuse_unavailable
-from gmiexp.planner.build import build_plan, replanner
+from gmiexp.planner.build import build_plan, check_config, replanner
 from gmiexp.planner.commands import format_commands, node_commands
 from gmiexp.planner.resources import MIB, check_resources, disk_need, free_bytes, shm_need
 from gmiexp.rl.rlgames.filming import check as check_video
@@ -243,10 +243,13 @@ def check_job(cfg: DictConfig | Config) -> Config:
     """The checks a job makes before it knows its node: the typed config and what its mode refuses (ConfigError).
 
     A launcher that runs jobs elsewhere (hydra-submitit-launcher: Slurm) makes them for every member before it
-    submits any, so bad input exits 2 with nothing queued.
+    submits any, so bad input exits 2 with nothing queued. A mode that plans the config as given also makes the
+    plan's checks that need no node (:func:`gmiexp.planner.build.check_config`).
     """
     c = to_config(cfg)
     refuse_unavailable(c)  # pbt=... with a mode that cannot take a population
+    if Mode(c.mode) in (Mode.train, Mode.plan, Mode.search):
+        check_config(c)
     return c
 
 

@@ -34,7 +34,8 @@ from gmiexp.planner.partition import apply, fits, global_batch, per_gmi, refusal
 from gmiexp.planner.seeds import assign_seeds
 from gmiexp.rl.rlgames.params import policy_param_count
 from gmiexp.rl.rslrl.config import ROLE as RSLRL
-from gmiexp.rl.rslrl.config import check_plan as check_rslrl
+from gmiexp.rl.rslrl.config import check_config as check_rslrl_config
+from gmiexp.rl.rslrl.config import check_partition as check_rslrl_partition
 from gmiexp.role import PPO_ROLES, check_role
 
 if TYPE_CHECKING:
@@ -69,13 +70,25 @@ def check_rlgames_only(cfg: Config, trainers: int | None = None) -> None:
 
 
 def check_config(cfg: Config) -> None:
-    """Every field in its declared range (``@ranges`` in gmiexp.config.schema), then cross-field rules (exit 2)."""
+    """Everything the plan refuses that needs neither the node nor its hardware (exit 2).
+
+    Every field in its declared range (``@ranges`` in gmiexp.config.schema), then the cross-field rules, a
+    registered role's name, ``launch.reshape`` and train=rslrl's layout and keys. A launcher that runs jobs
+    elsewhere (``gmiexp_slurm``) makes these checks for every member before it submits any
+    (:func:`gmiexp.app.check_job`); a ``module:Class`` role is imported where the job runs.
+    """
     validate(cfg)
     check_rlgames_only(cfg)
     if cfg.train.info_key and (cfg.role not in PPO_ROLES or cfg.layout.name != "tcg_ex"):
         raise ConfigError(f"invalid train.info_key={cfg.train.info_key} with role={cfg.role} layout={cfg.layout.name}:"
                           " only PPO GMIs record an info key (rl-games' role=ppo or train=rslrl, layout=tcg_ex); "
                           "valid here: empty")
+    role = layouts.choose_role(cfg.layout.name, cfg.role)
+    if ":" not in role:
+        check_role(role)
+    check_reshape(cfg)
+    if role == RSLRL:
+        check_rslrl_config(cfg.layout.name, cfg.train.file, cfg.train.rslrl)
 
 
 def host(cfg: Config) -> Hardware:
@@ -231,7 +244,6 @@ def layout_cost(plan: Plan) -> dict:
 def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> tuple[Plan, Backend]:
     """Everything a launch needs, validated; raises ConfigError (exit 2) before anything starts."""
     check_config(cfg)
-    check_reshape(cfg)
     resolve_nodes(cfg.launch)  # node_rank from the scheduler, rendezvous fields checked (exit 2)
     hw = hardware or host(cfg)
     check_device(cfg.train.device, hw)
@@ -249,8 +261,8 @@ def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> 
     share_global_batch(plan, cfg, hw)
     rslrl = layouts.choose_role(cfg.layout.name, cfg.role) == RSLRL
     if rslrl:
-        check_rslrl(cfg.layout.name, cfg.train.file, cfg.train.rslrl, plan.gmis[0].num_envs, len(plan.gmis),
-                    cfg.task.simulator)
+        check_rslrl_partition(cfg.train.file, cfg.train.rslrl, plan.gmis[0].num_envs, len(plan.gmis),
+                              cfg.task.simulator)
     if cfg.capture_video and cfg.mode == "train":  # filmed by GMI 0's rl-games agent (gmiexp.rl.rlgames.filming)
         plan.video = {"every": int(cfg.capture_video_freq), "steps": int(cfg.eval.video_steps),
                       "width": int(cfg.eval.video_width), "height": int(cfg.eval.video_height)}

@@ -333,17 +333,21 @@ def fit_batch(cfg: dict[str, Any], num_envs: int, gmis: int) -> str:
     return ""
 
 
-def check_plan(layout: str, file: str, overrides: Mapping[str, Any], num_envs: int, gmis: int,
-               simulator: str) -> None:
-    """Plan-time checks of ``train=rslrl`` (exit 2 before anything launches).
+def check_config(layout: str, file: str, overrides: Mapping[str, Any]) -> None:
+    """``train=rslrl``'s checks that need no node (exit 2): tcg_ex, every key of the file and overrides honoured.
 
-    tcg_ex only (the serving and experience layouts run gmiexp's own learner, not rsl_rl's update); every key
-    of ``train.file`` and ``train.rslrl`` honoured; the partition splits the minibatches evenly. An mjlab task's
+    A launcher that submits jobs elsewhere makes them before it submits (:func:`gmiexp.planner.build.check_config`).
+    tcg_ex only: the serving and experience layouts run gmiexp's own learner, not rsl_rl's update. An mjlab task's
     registered recipe is read in the GMIs (mjlab is too heavy for planning), which check it there.
     """
     if layout != "tcg_ex":
         raise ConfigError(f"invalid layout for train=rslrl: {layout!r}; valid: tcg_ex (rsl_rl's update runs in "
                           "holistic GMIs; the serving and experience layouts train with gmiexp's learner)")
+    runner_config({}, file, overrides)
+
+
+def check_partition(file: str, overrides: Mapping[str, Any], num_envs: int, gmis: int, simulator: str) -> None:
+    """Plan-time check of ``train=rslrl`` (exit 2 before launch): the partition splits the minibatches evenly."""
     cfg = runner_config({}, file, overrides)
     if simulator != "mjlab" or file or overrides.get("num_steps_per_env"):
         warning = fit_batch(cfg, num_envs, gmis)
