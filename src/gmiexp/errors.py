@@ -29,15 +29,16 @@ def refusal(reasons: list[str], what: str) -> ConfigError:
     """Every reason at once: one as it is, several one a line under their count (``N invalid <what> ...``)."""
     if len(reasons) == 1:
         return ConfigError(reasons[0])
-    return ConfigError(f"{len(reasons)} invalid {what} (nothing was launched):\n  " + "\n  ".join(reasons), reasons)
+    return listed(f"{len(reasons)} invalid {what} (nothing was launched)", reasons)
 
 
-def listed(header: str, lines: list[str], prefix: str) -> ConfigError:
-    """One value's several problems, one a line under ``header``; each alone (``reasons``) as ``<prefix>: <line>``.
+def listed(header: str, lines: list[str], prefix: str = "") -> ConfigError:
+    """Several problems, one a line under ``header``; each alone (``reasons``), as ``<prefix>: <line>`` if given.
 
     A file's or a task's refusal: the message reads as one, a sweep names each problem with the members it holds for.
     """
-    return ConfigError(f"{header}:\n  " + "\n  ".join(lines), [f"{prefix}: {line}" for line in lines])
+    reasons = [f"{prefix}: {line}" for line in lines] if prefix else list(lines)
+    return ConfigError(f"{header}:\n  " + "\n  ".join(lines), reasons)
 
 
 class RefusedInGmi(ConfigError):

@@ -408,7 +408,7 @@ def reasons(node: Any, prefix: str = "") -> list[tuple[str, str]]:
     ``section`` names an :func:`all_at_once` section (its reasons include its cross-field checks), else is empty.
     """
     out: list[tuple[str, str]] = []
-    checks = declared(type(node))
+    bad = violations(node, prefix)
     for f in dataclasses.fields(node):
         value = getattr(node, f.name)
         path = f"{prefix}{f.name}"
@@ -417,10 +417,8 @@ def reasons(node: Any, prefix: str = "") -> list[tuple[str, str]]:
                 out += [(path, reason) for reason in section_reasons(value, f"{path}.")]
             else:
                 out += reasons(value, f"{path}.")
-            continue
-        check = checks.get(f.name)
-        if check is not None and not check.ok(value):
-            out.append(("", str(invalid(path, value, check.describe()))))
+        elif f.name in bad:
+            out.append(("", bad[f.name]))
     return out
 
 
