@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -154,17 +155,30 @@ def test_a_state_crosses_nodes_bit_for_bit_and_lands_before_its_verdict(tmp_path
         cleanup_run(pair.agent.tag)
 
 
+def seen(read, want, timeout_s: float = 10.0):
+    """What node 0 reads once it reads ``want``: a TCPStore client's set does not wait for the server, so another
+    client's read right after it can come first (as it did on a loaded host); node 0's loop reads again anyway."""
+    deadline = time.monotonic() + timeout_s
+    while (got := read()) != want and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return got
+
+
 def test_the_end_and_the_exit_codes_reach_node_0(tmp_path: Path) -> None:
     pair = Pair(tmp_path)
     box = pair.meet(tmp_path)
     assert "agents" in box, box
     pair.agent.put(0, "exit", 2, 0)
-    assert pair.link.exit_code(2, 0) == 0 and pair.link.exit_code(3, 0) is None
+    assert seen(lambda: pair.link.exit_code(2, 0), 0) == 0 and pair.link.exit_code(3, 0) is None
     pair.link.check()  # it beat at none of its loops yet, within the heartbeat timeout: fine
-    pair.agent.put({"code": 130, "reason": "interrupted (signal 15)"}, "left", 1)
+    stopped = {"code": 130, "reason": "interrupted (signal 15)"}
+    pair.agent.put(stopped, "left", 1)
+    assert seen(lambda: pair.link.left(1), stopped) == stopped
     with pytest.raises(KeyboardInterrupt, match="node 1's agent was stopped"):
         pair.link.check()
-    pair.agent.put({"code": 1, "reason": "its member failed"}, "left", 1)
+    failed = {"code": 1, "reason": "its member failed"}
+    pair.agent.put(failed, "left", 1)
+    assert seen(lambda: pair.link.left(1), failed) == failed
     with pytest.raises(Exception, match="node 1's agent stopped: its member failed"):
         pair.link.check()
 
