@@ -23,7 +23,7 @@ from gmiexp.launch.live import LiveLog
 from gmiexp.launch.ownership import LOCK_NAME, own_run_dir
 from gmiexp.launch.summary import one_line, run_config, write_summary
 from gmiexp.pbt.members import describe as describe_population
-from gmiexp.pbt.members import refuse_unavailable
+from gmiexp.pbt.members import refuse_unavailable, with_values
 from gmiexp.planner.build import build_plan, check_config, replanner
 from gmiexp.planner.commands import format_commands, node_commands
 from gmiexp.planner.resources import MIB, check_resources, disk_need, free_bytes, shm_need
@@ -173,8 +173,6 @@ def run_plan(cfg: Config, run_dir: Path, overrides: list[str] | None = None) -> 
     population_nodes = cfg.pbt is not None and plan.nnodes > 1
     cmds = node_commands(plan, _hydra_overrides() if overrides is None else overrides) if plan.nnodes > 1 else None
     if population_nodes:  # its members are runs of one node, started by their node's agent (gmiexp.pbt.nodes)
-        from gmiexp.pbt.controller import with_values
-
         plan, _backend = build_plan(with_values(cfg, {}), run_dir)
     try:
         n_params: int | None = policy_param_count(plan)

@@ -13,7 +13,8 @@ from gmitest import FAST, compose_config, gmiexp_workers, processes_naming, run_
 
 from gmiexp.app import run
 from gmiexp.pbt import views
-from gmiexp.pbt.controller import STATE, member_overrides, value_overrides
+from gmiexp.pbt.controller import STATE
+from gmiexp.pbt.members import member_overrides, value_overrides
 from gmiexp.rl.rlgames.checkpoint import RUN_KEY
 from gmiexp.rl.state import state_digest
 

@@ -17,8 +17,9 @@ from gmitest import FAST, compose_config, popen_cli, run_cli
 from gmiexp.errors import RefusedInGmi
 from gmiexp.pack import runner
 from gmiexp.pbt import views
-from gmiexp.pbt.controller import STATE, Population, checkpoint_at
+from gmiexp.pbt.controller import STATE, Population
 from gmiexp.pbt.rules import Record
+from gmiexp.pbt.trainers import checkpoint_at
 from gmiexp.rl.rlgames.checkpoint import CHECKSUM_SUFFIX
 from gmiexp.status import gmi_pids, read_history
 

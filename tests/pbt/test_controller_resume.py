@@ -15,7 +15,8 @@ from gmitest import FAST, compose_config, popen_cli, processes_naming, run_cli
 
 from gmiexp.app import run
 from gmiexp.pbt import state, views
-from gmiexp.pbt.controller import STATE, checkpoint_at, last_checkpoint
+from gmiexp.pbt.controller import STATE
+from gmiexp.pbt.trainers import checkpoint_at, last_checkpoint
 from gmiexp.rl.rlgames.checkpoint import CHECKSUM_SUFFIX
 from gmiexp.status import read_history
 

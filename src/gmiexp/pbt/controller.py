@@ -16,8 +16,9 @@ the source's files) with the mutated ``train.*`` values as overrides: the anchor
 With ``pbt.exploit=inplace`` (the default) no member stops: each publishes its state into a shared-memory segment at
 every interval's end and waits there for its verdict, which names, for an underperformer, its source's segment and
 the values to go on with; its GMIs take them at that boundary and acknowledge (:mod:`gmiexp.rl.exploit`). The
-segments go under the controller's own run tag: unlinked once no decision needs them, at the end, and by a later
-launcher's sweep if the controller was killed.
+controller's side of that exchange, the segments, verdicts, acknowledgements and relays between nodes, is
+:mod:`gmiexp.pbt.exchange`; a member's overrides and lives are :mod:`gmiexp.pbt.members`', where its checkpoints lie
+:mod:`gmiexp.pbt.trainers`'.
 
 Everything that happened goes to ``<run>/pbt/state.jsonl`` (starts, records, decisions with the values taken, the
 in-place exploits taken); at the end the best member's last checkpoint is copied with its policy record into
@@ -40,9 +41,7 @@ from __future__ import annotations
 import copy
 import json
 import math
-import os
 import shutil
-import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -51,120 +50,38 @@ from typing import Any
 from gmiexp.config import Config
 from gmiexp.config.schema import PBT_KEYS
 from gmiexp.errors import REFUSAL_PREFIX, REFUSED_EXIT_CODE, ConfigError, LaunchError, RefusedInGmi
-from gmiexp.launch.requeue import EPOCH_IN_NAME, epoch_of, latest_checkpoint, training_key
+from gmiexp.launch.requeue import training_key
 from gmiexp.pack import runner, slots
 from gmiexp.pack.runner import Job
 from gmiexp.pbt import nodes, views
+from gmiexp.pbt.exchange import Exchange
 from gmiexp.pbt.members import (
     OBJECTIVE,
+    ONE_NODE,
+    Life,
+    member_overrides,
     objective_column,
     objective_overrides,
     per_node,
     refuse_unbuilt,
     starting_values,
+    value_overrides,
+    with_values,
 )
 from gmiexp.pbt.members import place as place_members
 from gmiexp.pbt.mutation import mutate
+from gmiexp.pbt.nodes import say
 from gmiexp.pbt.rules import Record, Rules, decide, member_rng, member_seed, start_values, table_at
 from gmiexp.pbt.state import MemberState, Replayed, events, replay, rewind
-from gmiexp.pbt.trainers import copy_for_another_run, member_training, rslrl_checkpoint
+from gmiexp.pbt.trainers import checkpoint_at, copy_for_another_run, last_checkpoint, life_checkpoint, member_training
 from gmiexp.planner.build import build_plan
 from gmiexp.planner.nodes import resolve_nodes
 from gmiexp.rl import exploit
 from gmiexp.rl.rlgames.record import RECORD
-from gmiexp.rl.rslrl.config import CHECKPOINT_DIR as RSLRL_DIR
-from gmiexp.shm.cleanup import cleanup_run
-from gmiexp.shm.names import launcher_tag
 from gmiexp.signals import sigterm_raises
 from gmiexp.status import append_jsonl, read_history
 
 STATE = "state.jsonl"
-#: what the controller sets on every member itself: the user's overrides of these are dropped
-OWNED = ("checkpoint", "launch.resume", "train.save_frequency", "hydra.run.dir", "mode", "seed", "logger.group",
-         "logger.tags", "launch.nnodes", "launch.node_rank", "launch.rdzv_endpoint", "launch.rdzv_id",
-         "launch.local_addr")
-#: a member of a population on several nodes is a run of one node, wherever it runs (gmiexp.pbt.nodes)
-ONE_NODE = ["launch.nnodes=1", "launch.node_rank=0"]
-
-
-def member_overrides(overrides: list[str]) -> list[str]:
-    """The user's overrides a member runs with: less ``pbt*`` and what the controller sets itself."""
-
-    def key(o: str) -> str:
-        return o.split("=", 1)[0].lstrip("+~")
-
-    return [o for o in overrides if key(o) != "pbt" and not key(o).startswith(("pbt.", "hydra."))
-            and key(o) not in OWNED]
-
-
-def value_overrides(values: dict[str, Any]) -> list[str]:
-    """``train.<key>=<value>`` overrides (repr: a float goes through Hydra exactly).
-
-    rsl_rl's keys go into the ``train.rslrl`` dict, where a key the user did not give must be added: ``++``.
-    """
-    return [f"{'++' if k.startswith('train.rslrl.') else ''}{k}={v!r}" for k, v in values.items() if v is not None]
-
-
-def with_values(cfg: Config, values: dict[str, Any]) -> Config:
-    """A member's Config: the run's, without ``pbt``, with ``values`` set on their dotted keys."""
-    out = replace(copy.deepcopy(cfg), pbt=None)
-    out.launch.nnodes, out.launch.node_rank, out.launch.rdzv_endpoint = 1, 0, None  # a run of one node
-    for dotted, value in values.items():
-        if value is None:  # rsl_rl's recipe decides it
-            continue
-        *parents, leaf = dotted.split(".")
-        node: Any = out
-        for p in parents:  # rsl_rl's keys go on in the train.rslrl dict (train.rslrl.algorithm.gamma)
-            node = node.setdefault(p, {}) if isinstance(node, dict) else getattr(node, p)
-        if isinstance(node, dict):
-            node[leaf] = value
-        else:
-            setattr(node, leaf, value)
-    return out
-
-
-def checkpoint_at(life_dir: Path, epoch: int) -> Path | None:
-    """The checkpoint a life wrote at ``epoch``: rl-games' ``nn/last_<name>_ep_<epoch>_...``, else rsl_rl's."""
-    for p in sorted(life_dir.glob("rl_games/*/nn/last_*.pth")):
-        m = EPOCH_IN_NAME.search(p.name)
-        if m and int(m.group(1)) == epoch:
-            return p
-    return rslrl_checkpoint(life_dir, epoch)
-
-
-def last_checkpoint(life_dir: Path) -> tuple[Path, int] | None:
-    """The whole checkpoint of the highest epoch a life wrote (rl-games' ``nn/``, rsl_rl's dir), with its epoch."""
-    found = [c for d in [*sorted(life_dir.glob("rl_games/*/nn")), life_dir / RSLRL_DIR]
-             if (c := latest_checkpoint(d)) is not None]
-    return max(found, key=lambda c: c[1], default=None)
-
-
-@dataclass
-class Life:
-    """One start of a member: its run dir, its job, its values, where it started (frames, epoch) and from what."""
-
-    member: int
-    index: int
-    values: dict[str, Any]
-    job: Job
-    started_frames: int = 0
-    seen: int = 0  # history records read
-    best: float | None = None  # the best objective within the current interval (DexPBT's)
-    source: Path | None = None  # the checkpoint it started from
-    cause: str = "new"  # why it started (gmiexp.pbt.state.CAUSES)
-    copy: bool = False  # it started from another member's state
-
-
-@dataclass
-class InPlace:
-    """An in-place exploit posted to a member and not yet acknowledged."""
-
-    control: exploit.Control
-    life: Life
-    decided: float  # time.time() of the decision
-    frames: int  # the member's frames at the interval decided on (what it trains past them is thrown away)
-
-
 @dataclass
 class Population:
     """The controller: the run's config, its members' lives, the records and the state file."""
@@ -184,16 +101,9 @@ class Population:
     place: nodes.Placement | None = None  # this node's slots
     where: list[tuple[int, int]] = field(default_factory=list)  # each member's (node, slot index there)
     link: nodes.Link | None = None  # several nodes: node 0's side of the agents (gmiexp.pbt.nodes)
-    relayed: dict[tuple[int, int], tuple[int, str, str]] = field(default_factory=dict)  # (member, interval) ->
-    # (its node, the segment it was relayed into there, the store key): an in-place exploit across nodes
-    arriving: list[tuple[str, str, Path, exploit.Control]] = field(default_factory=list)  # relayed verdicts for
-    # members of node 0 whose state is on its way (store key, segment, run dir, verdict)
+    exchange: Exchange | None = None  # pbt.exploit=inplace: the states published and the verdicts posted
     exploits: int = 0
     pending: list[tuple[Life, int, int]] = field(default_factory=list)  # (life, interval, frames) to decide
-    tag: str = ""  # pbt.exploit=inplace: the run tag of the members' published states (the controller's pid)
-    segments: dict[tuple[int, int], str] = field(default_factory=dict)  # (member, interval) -> its published state
-    in_place: dict[int, InPlace] = field(default_factory=dict)  # member -> its exploit not yet acknowledged
-    verdicts: int = 0  # pbt.exploit=inplace: verdicts sent (each member waits for one at every interval's end)
     key: str = ""  # what the members' checkpoints' numbers depend on (launch.requeue.training_key of member 0's)
     previous: Replayed | None = None  # the population this run dir holds, that this run goes on with
     first_life: dict[int, int] = field(default_factory=dict)  # member -> its next life's index (a resume's)
@@ -202,6 +112,11 @@ class Population:
     @property
     def pbt_dir(self) -> Path:
         return self.run_dir / "pbt"
+
+    @property
+    def tag(self) -> str:
+        """The run tag the members' states go under on node 0 (the controller's pid), "" for restart exploits."""
+        return self.exchange.tag if self.exchange is not None else ""
 
     @property
     def inplace(self) -> bool:
@@ -322,11 +237,9 @@ class Population:
         node = self.node_of(member)
         if int(self.cfg.launch.nnodes) > 1:  # not the scheduler's: a Slurm step of N nodes would refuse a run of one
             extra += ONE_NODE
-        if self.inplace:  # its GMIs publish their state under its node's tag (gmiexp.rl.exploit)
+        if self.exchange is not None:  # its GMIs publish their state under its node's tag (gmiexp.rl.exploit)
             run_dir.mkdir(parents=True, exist_ok=True)
-            follow = self.link.agents[node].pid if self.link and node else os.getpid()
-            exploit.write_member(run_dir, exploit.MemberSpec(self.tag_of(member), member, self.epochs_per_interval,
-                                                             follow))
+            exploit.write_member(run_dir, self.exchange.spec(member, self.epochs_per_interval))
         assert self.place is not None
         job = Job(member, [*member_overrides(self.overrides), *value_overrides(values), *extra], run_dir,
                   slot_overrides=self.place.overrides)
@@ -353,22 +266,18 @@ class Population:
     def node_of(self, member: int) -> int:
         return self.where[member][0] if self.where else 0
 
-    def tag_of(self, member: int) -> str:
-        """The run tag member ``member``'s states go under: its node's (the controller's on node 0)."""
-        node = self.node_of(member)
-        return self.link.agents[node].tag if self.link and node else self.tag
-
     def run(self) -> dict[str, Any]:
         """Run the population to every member's ``max_iterations``; its summary. Ctrl-C/SIGTERM stop every member."""
         values = self.check()
         p = self.cfg.pbt
         assert p is not None
-        self.tag = launcher_tag() if self.inplace else ""  # names this pid: a later launcher sweeps it if killed
         nnodes = int(self.cfg.launch.nnodes)
         code = 1
         try:
             if nnodes > 1:  # every other node's agent, meeting at node 0's store (gmiexp.pbt.nodes)
                 self.meet()
+            if self.inplace:
+                self.exchange = Exchange(self.node_of, self.log, self.link)
             summary = self.train(values, nnodes)
             code = 0
             return summary
@@ -427,8 +336,8 @@ class Population:
                 self.views()
                 raise
             finally:
-                if self.tag:
-                    cleanup_run(self.tag)  # every published state, whatever a member left
+                if self.exchange is not None:
+                    self.exchange.close()  # every published state, whatever a member left
         summary = self.finish(time.monotonic() - started)
         self.views()
         return summary
@@ -471,10 +380,12 @@ class Population:
 
     def loop(self) -> None:
         while self.running():
-            time.sleep(nodes.POLL_S if self.arriving else self.poll_s)  # a relayed state on its way: soon
+            arriving = self.exchange is not None and self.exchange.arriving
+            time.sleep(nodes.POLL_S if arriving else self.poll_s)  # a relayed state on its way: soon
             if self.link is not None:
                 self.link.check()  # an agent stopped on its own (a signal, an error) stops the population
-                self.deliver()
+            if self.exchange is not None:
+                self.exchange.deliver()
             self.collect_acks()
             for life in list(self.running()):
                 code = self.poll(life)
@@ -486,7 +397,8 @@ class Population:
                     if code != 0:  # not stopped by the controller: those lives are no longer polled
                         self.failed(life, code)
             self.decide_pending()
-            self.drop_segments()
+            if self.exchange is not None:
+                self.exchange.drop_segments({interval for _, interval, _ in self.pending}, self.complete)
 
     # -- the population as one job: going on after a stop, a failed member restarted or replaced --
 
@@ -494,7 +406,9 @@ class Population:
         """The controller's state from the log (:func:`gmiexp.pbt.state.replay`): records, checkpoints, counters."""
         self.records, self.checkpoints, self.values_at = list(prev.records), dict(prev.checkpoints), dict(
             prev.values_at)
-        self.exploits, self.verdicts = prev.exploits, prev.verdicts
+        self.exploits = prev.exploits
+        if self.exchange is not None:
+            self.exchange.verdicts = prev.verdicts
         self.first_life = {m: ms.life + 1 for m, ms in prev.members.items()}
 
     def read_all(self) -> None:
@@ -517,16 +431,6 @@ class Population:
         self.read(life, ended=True)
         self.pending = [item for item in self.pending if item[0] is not life]  # it decides nothing: it ended
 
-    def own_checkpoint(self, run_dir: Path, source: Path | None, copy: bool) -> tuple[Path, int] | None:
-        """A life's last checkpoint: the latest it wrote, else what it started from (a copy's ``start.pth``)."""
-        found = last_checkpoint(run_dir)
-        if found is not None:
-            return found
-        if source is None:
-            return None
-        path = run_dir / "start.pth" if copy else source
-        return (path, epoch_of(path)) if path.is_file() else None
-
     def resume_members(self, values: list[dict[str, Any]]) -> None:
         """Every member's next life where the log leaves it.
 
@@ -548,7 +452,7 @@ class Population:
                             "started_frames": int(d["source_frames"]), "cause": "exploit"}
                 continue
             self.catch_up(ms)
-            own = self.own_checkpoint(ms.run_dir, Path(ms.checkpoint) if ms.checkpoint else None, ms.copy)
+            own = life_checkpoint(ms.run_dir, Path(ms.checkpoint) if ms.checkpoint else None, ms.copy)
             plans[m] = {"values": ms.values, "cause": "resume", "started_frames": ms.started_frames,
                         **({"source": own[0], "own": True, "frames": own[1] * self.frames_per_epoch} if own else
                            {"frames": 0})}
@@ -590,7 +494,7 @@ class Population:
             raise LaunchError(f"pbt: {len(self.failures)} member failures, past pbt.max_failures={p.max_failures}; "
                               f"the population stopped (its state: {self.pbt_dir / STATE}):\n  {named}\n  last "
                               f"stderr of member {m}:\n    " + "\n    ".join(tail))
-        own = self.own_checkpoint(life.job.run_dir, life.source, life.copy)
+        own = life_checkpoint(life.job.run_dir, life.source, life.copy)
         again = own is not None and life.cause == "failed" and not life.copy and life.source == own[0]
         if own is not None and not again:
             self.log("failed", **where, then=f"restarts from its checkpoint {own[0]}")
@@ -648,7 +552,8 @@ class Population:
             epoch = int(rec["iteration"])
             if epoch % self.epochs_per_interval == 0:
                 ckpt = checkpoint_at(life.job.run_dir, epoch)
-                ready = self.published(life, epoch // self.epochs_per_interval) if self.inplace else ckpt is not None
+                ready = (self.exchange.published(life.member, life.job.run_dir, epoch // self.epochs_per_interval)
+                         if self.exchange is not None else ckpt is not None)
                 later = life.seen + 1 < len(history) or ended
                 if not ready and not later:
                     return  # rl-games writes the checkpoint (its GMI 0 its state) just after the record: next poll
@@ -665,8 +570,8 @@ class Population:
         self.records.append(record)
         if ckpt is not None:
             self.checkpoints[(life.member, interval)] = ckpt
-        if self.inplace and self.published(life, interval):
-            self.segments[(life.member, interval)] = self.segment(life.member, interval)
+        if self.exchange is not None:
+            self.exchange.keep(life.member, life.job.run_dir, interval)
         self.values_at[(life.member, interval)] = dict(life.values)
         self.log("record", member=life.member, life=life.index, interval=interval, epoch=epoch, frames=frames,
                  objective=known, best=record.best, checkpoint=str(ckpt) if ckpt else None)
@@ -692,15 +597,15 @@ class Population:
             self.pending.remove(item)
             if self.lives[life.member] is not life or life.job.returncode is not None:
                 continue  # restarted or finished meanwhile
-            if not self.decide(life, interval, frames) and self.inplace:  # it waits for the verdict: go on
-                self.verdicts += 1
-                exploit.post_control(life.job.run_dir, exploit.go_on(interval, self.verdicts))
+            if not self.decide(life, interval, frames) and self.exchange is not None:  # it waits for a verdict
+                self.exchange.go_on(life.job.run_dir, interval)
 
     def decide(self, life: Life, interval: int, frames: int) -> bool:
         """Whether the member copies or mutates (and was sent its verdict, or restarted)."""
         p = self.cfg.pbt
         assert p is not None
-        if life.member in self.in_place:  # its last verdict is not taken yet (a member that ended waits no more)
+        ex = self.exchange
+        if ex is not None and life.member in ex.in_place:  # its last verdict is not taken yet (one ended waits no more)
             self.log("decision", member=life.member, interval=interval, done="kept: an exploit in place is pending")
             return False
         table = table_at(self.records, p.population, interval)
@@ -711,11 +616,10 @@ class Population:
         source = table[d.source]
         assert source is not None
         ckpt_from = self.checkpoints.get((d.source, source.iteration))
-        segment = self.segments.get((d.source, source.iteration))
-        if (segment if self.inplace else ckpt_from) is None:
+        segment = ex.segments.get((d.source, source.iteration)) if ex is not None else None
+        if (segment if ex is not None else ckpt_from) is None:
             self.log("decision", member=life.member, interval=interval, source=d.source, reason=d.reason,
-                     done=f"kept: the source has no {'published state' if self.inplace else 'checkpoint'} of that "
-                          "interval")
+                     done=f"kept: the source has no {'published state' if ex else 'checkpoint'} of that interval")
             return False
         own = dict(life.values)
         source_values = self.values_at[(d.source, source.iteration)]
@@ -723,16 +627,15 @@ class Population:
         bounds = {k: (PBT_KEYS[k].lo, PBT_KEYS[k].hi) for k in taken if k in PBT_KEYS}
         new = mutate(taken, p.mutation, p.mutation_rate, (p.change_range[0], p.change_range[1]), rng, bounds)
         self.exploits += 1
-        self.verdicts += 1
+        if ex is not None:
+            ex.verdicts += 1
         self.log("decision", member=life.member, interval=interval, frames=frames, source=d.source,
                  source_interval=source.iteration, source_frames=source.frames, reason=d.reason, copies=d.copies,
                  values_before=own, values_taken=taken, values=new, exploit=p.exploit,
-                 **({"segment": segment, "id": self.verdicts} if self.inplace else {"checkpoint": str(ckpt_from)}))
-        if self.inplace:
+                 **({"segment": segment, "id": ex.verdicts} if ex is not None else {"checkpoint": str(ckpt_from)}))
+        if ex is not None:
             assert segment is not None
-            control = exploit.Control(self.verdicts, d.source, source.iteration, segment, new, dict(source_values))
-            self.relay(control, life.member, life)
-            self.in_place[life.member] = InPlace(control, life, time.time(), frames)
+            ex.take(life, frames, d.source, source.iteration, segment, new, source_values)
             life.started_frames = source.frames  # DexPBT's grace counts from the exploit
             say(f"pbt: member {life.member} at interval {interval}: {d.reason}; takes member {d.source}'s state "
                 f"({source.frames} frames) in place with {value_overrides(new)}")
@@ -746,86 +649,10 @@ class Population:
                    source_values=source_values)
         return True
 
-    def segment(self, member: int, interval: int) -> str:
-        return exploit.state_segment(self.tag_of(member), member, interval)
-
-    def published(self, life: Life, interval: int) -> bool:
-        """Whether the life published its state of ``interval``: its segment here, its record on another node."""
-        if self.node_of(life.member):
-            return any(int(r["interval"]) == interval for r in exploit.published_records(life.job.run_dir))
-        return exploit.published(self.segment(life.member, interval))
-
-    def relay(self, control: exploit.Control, member: int, life: Life) -> None:
-        """Post ``control`` to a member; a source on another node relays its state's bytes to the member's first."""
-        source_node, node = self.node_of(control.source), self.node_of(member)
-        if not control.copies or source_node == node or self.link is None:
-            exploit.post_control(life.job.run_dir, control)
-            return
-        key = self.link.relay(control.source, control.interval, control.segment, source_node)
-        name = nodes.relayed_segment(self.tag_of(member), control.source, control.interval, member)
-        self.relayed[(member, control.interval)] = (node, name, key)
-        here = replace(control, segment=name)
-        if node == 0:  # the controller's own node: it writes the bytes itself once they arrive (deliver)
-            self.arriving.append((key, name, life.job.run_dir, here))
-            self.deliver()
-        else:
-            self.link.send(node, "verdict", key=key, segment=name, run_dir=str(life.job.run_dir),
-                           control=asdict(here))
-        self.log("relayed", member=member, node=node, source=control.source, source_node=source_node,
-                 interval=control.interval, segment=name, id=control.id)
-
-    def deliver(self) -> None:
-        """Post each relayed verdict for a member here whose state arrived, its bytes in a segment of this node."""
-        assert self.link is not None or not self.arriving
-        for item in list(self.arriving):
-            key, name, run_dir, control = item
-            data = self.link.fetch(key) if self.link is not None else None
-            if data is not None:
-                exploit.write_segment(name, data)
-                exploit.post_control(run_dir, control)
-                self.arriving.remove(item)
-
-    def drop(self, member: int, segment: str) -> None:
-        node = self.node_of(member)
-        if node and self.link is not None:
-            self.link.send(node, "drop", segments=[segment])
-        else:
-            exploit.drop(segment)
-
     def collect_acks(self) -> None:
-        """Record each in-place exploit its member has taken (or ended without taking) in the lineage."""
-        for member, pending in list(self.in_place.items()):
-            life, control = pending.life, pending.control
-            ack = next((a for a in exploit.acks(life.job.run_dir) if a.get("id") == control.id), None)
-            if ack is None:
-                if life.job.returncode is not None or self.poll(life) is not None:
-                    del self.in_place[member]
-                    self.log("exploited", member=member, life=life.index, id=control.id, source=control.source,
-                             interval=control.interval, done="not taken: the member ended first")
-                continue
-            del self.in_place[member]
-            if "error" in ack:
-                self.log("exploited", member=member, life=life.index, id=control.id, done=ack["error"])
-                continue
-            life.values = dict(control.values)
-            self.log("exploited", member=member, life=life.index, id=control.id, source=control.source,
-                     interval=control.interval, segment=control.segment, values=control.values, epoch=ack["epoch"],
-                     frames=ack["frames"], frames_lost=int(ack["frames"]) - pending.frames,
-                     seconds=float(ack["time"]) - pending.decided, load_s=ack.get("load_s"), pid=ack.get("pid"),
-                     sha256=ack.get("sha256"), last_lr=ack.get("last_lr"))
-            say(f"pbt: member {member} took member {control.source}'s state of interval {control.interval} in place "
-                f"at its epoch {ack['epoch']} ({float(ack['time']) - pending.decided:.2f}s after the decision)")
-
-    def drop_segments(self) -> None:
-        """Unlink the published states no decision or pending exploit can still ask for (intervals decided)."""
-        waiting = {interval for _, interval, _ in self.pending} | {e.control.interval for e in self.in_place.values()}
-        for key in [k for k in self.segments if self.complete(k[1]) and k[1] not in waiting]:
-            self.drop(key[0], self.segments.pop(key))
-        for key in [k for k in self.relayed if k[1] not in waiting and k[0] not in self.in_place]:
-            node, name, stored = self.relayed.pop(key)
-            self.drop(key[0], name)
-            if self.link is not None:
-                self.link.forget(stored)
+        """Log each in-place exploit its member has taken (or ended without taking): the member's values now."""
+        if self.exchange is not None:
+            self.exchange.collect_acks(lambda life: life.job.returncode is not None or self.poll(life) is not None)
 
     def finish(self, wall_s: float) -> dict[str, Any]:
         """The best member by its last objective; its last checkpoint and policy record into ``<run>/pbt/best/``."""
@@ -853,10 +680,6 @@ class Population:
         self.log("finished", **{k: v for k, v in summary.items() if k != "members"})
         (self.run_dir / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
         return summary
-
-
-def say(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 def run_population(cfg: Config, run_dir: Path, overrides: list[str]) -> dict[str, Any]:

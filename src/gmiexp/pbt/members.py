@@ -1,15 +1,19 @@
-"""The population a ``pbt`` config describes: each member's starting values and node (``mode=plan``, the controller)."""
+"""A population's members: starting values and nodes (``mode=plan``, the controller), runs' overrides, lives."""
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from gmiexp.config import Config
 from gmiexp.config.enums import Mode
 from gmiexp.config.schema import PBT_KEYS
 from gmiexp.errors import ConfigError, refusal
+from gmiexp.pack.runner import Job
 from gmiexp.pbt.mutation import initial_values
 from gmiexp.rl.rslrl.config import ROLE as RSLRL
 from gmiexp.role import PPO_ROLES
@@ -135,3 +139,65 @@ def refuse_unbuilt(cfg: Config) -> None:
         reasons.append(f"invalid checkpoint={cfg.checkpoint} with pbt: members start from scratch; valid: ''")
     if reasons:
         raise refusal(reasons, "settings for a pbt run")
+
+
+# -- each member's runs: the overrides and config of one, a start of it (a life) --
+
+#: what the controller sets on every member itself: the user's overrides of these are dropped
+OWNED = ("checkpoint", "launch.resume", "train.save_frequency", "hydra.run.dir", "mode", "seed", "logger.group",
+         "logger.tags", "launch.nnodes", "launch.node_rank", "launch.rdzv_endpoint", "launch.rdzv_id",
+         "launch.local_addr")
+#: a member of a population on several nodes is a run of one node, wherever it runs (gmiexp.pbt.nodes)
+ONE_NODE = ["launch.nnodes=1", "launch.node_rank=0"]
+
+
+def member_overrides(overrides: list[str]) -> list[str]:
+    """The user's overrides a member runs with: less ``pbt*`` and what the controller sets itself."""
+
+    def key(o: str) -> str:
+        return o.split("=", 1)[0].lstrip("+~")
+
+    return [o for o in overrides if key(o) != "pbt" and not key(o).startswith(("pbt.", "hydra."))
+            and key(o) not in OWNED]
+
+
+def value_overrides(values: dict[str, Any]) -> list[str]:
+    """``train.<key>=<value>`` overrides (repr: a float goes through Hydra exactly).
+
+    rsl_rl's keys go into the ``train.rslrl`` dict, where a key the user did not give must be added: ``++``.
+    """
+    return [f"{'++' if k.startswith('train.rslrl.') else ''}{k}={v!r}" for k, v in values.items() if v is not None]
+
+
+def with_values(cfg: Config, values: dict[str, Any]) -> Config:
+    """A member's Config: the run's, without ``pbt``, with ``values`` set on their dotted keys."""
+    out = replace(copy.deepcopy(cfg), pbt=None)
+    out.launch.nnodes, out.launch.node_rank, out.launch.rdzv_endpoint = 1, 0, None  # a run of one node
+    for dotted, value in values.items():
+        if value is None:  # rsl_rl's recipe decides it
+            continue
+        *parents, leaf = dotted.split(".")
+        node: Any = out
+        for p in parents:  # rsl_rl's keys go on in the train.rslrl dict (train.rslrl.algorithm.gamma)
+            node = node.setdefault(p, {}) if isinstance(node, dict) else getattr(node, p)
+        if isinstance(node, dict):
+            node[leaf] = value
+        else:
+            setattr(node, leaf, value)
+    return out
+
+
+@dataclass
+class Life:
+    """One start of a member: its run dir, its job, its values, where it started (frames, epoch) and from what."""
+
+    member: int
+    index: int
+    values: dict[str, Any]
+    job: Job
+    started_frames: int = 0
+    seen: int = 0  # history records read
+    best: float | None = None  # the best objective within the current interval (DexPBT's)
+    source: Path | None = None  # the checkpoint it started from
+    cause: str = "new"  # why it started (gmiexp.pbt.state.CAUSES)
+    copy: bool = False  # it started from another member's state

@@ -19,6 +19,7 @@ import torch
 from rsl_rl.algorithms import PPO
 
 from gmiexp.config import Config
+from gmiexp.launch.requeue import EPOCH_IN_NAME, epoch_of, latest_checkpoint
 from gmiexp.plan import Plan
 from gmiexp.rl.rlgames.checkpoint import for_another_run as rlgames_for_another_run
 from gmiexp.rl.rslrl.config import CHECKPOINT_DIR as RSLRL_DIR
@@ -32,6 +33,33 @@ def rslrl_checkpoint(life_dir: Path, epoch: int) -> Path | None:
     """rsl_rl's checkpoint after ``epoch`` (1-based, as the history's ``iteration``): ``model_<epoch - 1>.pt``."""
     path = Path(life_dir) / RSLRL_DIR / f"model_{epoch - 1}.pt"
     return path if path.is_file() else None
+
+
+def checkpoint_at(life_dir: Path, epoch: int) -> Path | None:
+    """The checkpoint a life wrote at ``epoch``: rl-games' ``nn/last_<name>_ep_<epoch>_...``, else rsl_rl's."""
+    for p in sorted(life_dir.glob("rl_games/*/nn/last_*.pth")):
+        m = EPOCH_IN_NAME.search(p.name)
+        if m and int(m.group(1)) == epoch:
+            return p
+    return rslrl_checkpoint(life_dir, epoch)
+
+
+def last_checkpoint(life_dir: Path) -> tuple[Path, int] | None:
+    """The whole checkpoint of the highest epoch a life wrote (rl-games' ``nn/``, rsl_rl's dir), with its epoch."""
+    found = [c for d in [*sorted(life_dir.glob("rl_games/*/nn")), life_dir / RSLRL_DIR]
+             if (c := latest_checkpoint(d)) is not None]
+    return max(found, key=lambda c: c[1], default=None)
+
+
+def life_checkpoint(life_dir: Path, source: Path | None, copy: bool) -> tuple[Path, int] | None:
+    """A life's last checkpoint: the latest it wrote, else what it started from (a copy's ``start.pth``)."""
+    found = last_checkpoint(life_dir)
+    if found is not None:
+        return found
+    if source is None:
+        return None
+    path = life_dir / "start.pth" if copy else source
+    return (path, epoch_of(path)) if path.is_file() else None
 
 
 def member_training(cfg: Config, plan: Plan, values: list[dict[str, Any]]) -> tuple[int, list[dict[str, Any]]]:
