@@ -219,16 +219,25 @@ check "the task says why" bash -c "grep -h 'invalid Slurm step: 2 tasks' $WORK/r
 check "nothing trained" test ! -e "$WORK/runs/tasks2/0/summary.json"
 
 # ---- 4b. a member's bad input is refused before anything is queued ----
+# refused_sweep NAME PATTERN OVERRIDES...: a 2-member sweep whose member #1 is bad input exits 2 naming it (PATTERN,
+# a grep regex), with nothing queued and no sweep dir left
+refused_sweep() {
+  local name=$1 pattern=$2 out=$WORK/runs/$1.out rc
+  shift 2
+  $PY -m gmiexp -m hydra/launcher=gmiexp_slurm hydra.launcher.cpus_per_task=1 experiment=slurm_bad "${SIZES[@]}" \
+    max_iterations=2 "$@" hydra.sweep.dir="$WORK/runs/$name" >"$out" 2>&1
+  rc=$?
+  cat "$out"
+  check "sweep exit 2 (got $rc)" test $rc = 2
+  check "the reason named with its member" grep -q "$pattern" "$out"
+  check "no job queued or run (sacct has no gmiexp-slurm_bad)" test -z "$(sacct -n -X -P -o JobID --name gmiexp-slurm_bad)"
+  check "no sweep dir left" test ! -e "$WORK/runs/$name"
+}
 say "4b. a sweep with a member whose config is bad input (train.gamma=0.99,2)"
-OUT=$WORK/runs/bad.out
-$PY -m gmiexp -m hydra/launcher=gmiexp_slurm hydra.launcher.cpus_per_task=1 experiment=slurm_bad "${SIZES[@]}" \
-  max_iterations=2 train.gamma=0.99,2 hydra.sweep.dir="$WORK/runs/bad" >"$OUT" 2>&1
-rc=$?
-cat "$OUT"
-check "sweep exit 2 (got $rc)" test $rc = 2
-check "the reason named with its member" grep -q 'invalid train.gamma: 2.0; valid: 0..1 (member #1; nothing was submitted)' "$OUT"
-check "no job queued or run (sacct has no gmiexp-slurm_bad)" test -z "$(sacct -n -X -P -o JobID --name gmiexp-slurm_bad)"
-check "no sweep dir left" test ! -e "$WORK/runs/bad"
+refused_sweep bad 'invalid train.gamma: 2.0; valid: 0..1 (member #1; nothing was submitted)' train.gamma=0.99,2
+say "4c. a sweep whose member only a plan refused before (launch.reshape=off,auto with launch.inprocess=true)"
+refused_sweep bad_plan 'invalid launch.reshape=auto with launch.inprocess=true: .*(member #1; nothing was submitted)' \
+  launch.inprocess=true launch.reshape=off,auto
 
 # ---- 5. scontrol requeue, then resume ----
 say "5. scontrol requeue and resume"
