@@ -6,14 +6,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gmiexp.pbt.controller import STATE
+from gmiexp.pbt.state import STATE_FILE
 from gmiexp.rl import exploit
 from gmiexp.status import gmi_pids
 
 
 def events(run_dir: Path) -> list[dict]:
     """The population's log, ``<run>/pbt/state.jsonl``."""
-    return [json.loads(line) for line in (run_dir / "pbt" / STATE).read_text().splitlines()]
+    return [json.loads(line) for line in (run_dir / STATE_FILE).read_text().splitlines()]
 
 
 def exploits_in_place(ev: list[dict], members: int, intervals: int, epoch_frames: int,

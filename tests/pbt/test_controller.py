@@ -13,8 +13,8 @@ from gmitest import FAST, compose_config, gmiexp_workers, processes_naming, run_
 
 from gmiexp.app import run
 from gmiexp.pbt import views
-from gmiexp.pbt.controller import STATE
 from gmiexp.pbt.members import member_overrides, value_overrides
+from gmiexp.pbt.state import STATE_FILE
 from gmiexp.rl.rlgames.checkpoint import RUN_KEY
 from gmiexp.rl.state import state_digest
 
@@ -25,7 +25,7 @@ POPULATION = [*FAST, "num_gpus=1", "gmis_per_gpu=1", "max_iterations=3", "pbt=de
 
 
 def events(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "pbt" / STATE).read_text().splitlines()]
+    return [json.loads(line) for line in (run_dir / STATE_FILE).read_text().splitlines()]
 
 
 @pytest.fixture(scope="module")

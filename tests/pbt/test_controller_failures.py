@@ -17,8 +17,9 @@ from gmitest import FAST, compose_config, popen_cli, run_cli
 from gmiexp.errors import RefusedInGmi
 from gmiexp.pack import runner
 from gmiexp.pbt import views
-from gmiexp.pbt.controller import STATE, Population
+from gmiexp.pbt.controller import Population
 from gmiexp.pbt.rules import Record
+from gmiexp.pbt.state import STATE_FILE
 from gmiexp.pbt.trainers import checkpoint_at
 from gmiexp.rl.rlgames.checkpoint import CHECKSUM_SUFFIX
 from gmiexp.status import gmi_pids, read_history
@@ -30,7 +31,7 @@ BASE = [*FAST, "num_gpus=1", "gmis_per_gpu=1", "pbt=default",
 
 
 def events(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "pbt" / STATE).read_text().splitlines()]
+    return [json.loads(line) for line in (run_dir / STATE_FILE).read_text().splitlines()]
 
 
 def whole(life: Path, epoch: int) -> bool:

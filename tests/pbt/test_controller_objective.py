@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from gmitest import FAST, run_cli
 
-from gmiexp.pbt.controller import STATE
+from gmiexp.pbt.state import STATE_FILE
 from gmiexp.status import read_history
 
 EPOCH_FRAMES = 32 * 16  # FAST: 32 environments x horizon 16, one GMI
@@ -21,7 +21,7 @@ POPULATION = [*FAST, "task.max_episode_length=8", "num_gpus=1", "gmis_per_gpu=1"
 def test_members_are_ranked_by_the_info_key_their_histories_record(tmp_path: Path) -> None:
     r = run_cli(*POPULATION, f"hydra.run.dir={tmp_path}", timeout=550)
     assert r.returncode == 0, r.stderr[-3000:]
-    events = [json.loads(line) for line in (tmp_path / "pbt" / STATE).read_text().splitlines()]
+    events = [json.loads(line) for line in (tmp_path / STATE_FILE).read_text().splitlines()]
     runs = {e["member"]: Path(e["run_dir"]) for e in events if e["event"] == "start" and e["life"] == 0}
     records = [e for e in events if e["event"] == "record"]
     assert {(e["member"], e["interval"]) for e in records} == {(m, k) for m in range(3) for k in (1, 2)}

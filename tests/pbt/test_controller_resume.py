@@ -15,7 +15,7 @@ from gmitest import FAST, compose_config, popen_cli, processes_naming, run_cli
 
 from gmiexp.app import run
 from gmiexp.pbt import state, views
-from gmiexp.pbt.controller import STATE
+from gmiexp.pbt.state import STATE_FILE
 from gmiexp.pbt.trainers import checkpoint_at, last_checkpoint
 from gmiexp.rl.rlgames.checkpoint import CHECKSUM_SUFFIX
 from gmiexp.status import read_history
@@ -28,7 +28,7 @@ POPULATION = [*BASE, "pbt.population=4"]
 
 
 def events(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "pbt" / STATE).read_text().splitlines()]
+    return [json.loads(line) for line in (run_dir / STATE_FILE).read_text().splitlines()]
 
 
 def wait_for(what, timeout: float, proc) -> None:
@@ -148,7 +148,7 @@ def test_kill_9_of_the_controller_stops_every_member_and_the_same_command_goes_o
 
 def write_population(run_dir: Path, **head) -> None:
     (run_dir / "pbt").mkdir(parents=True)
-    (run_dir / "pbt" / STATE).write_text(json.dumps({"event": "population", **head}) + "\n")
+    (run_dir / STATE_FILE).write_text(json.dumps({"event": "population", **head}) + "\n")
 
 
 @pytest.mark.parametrize(("given", "head", "finished", "named"), [
@@ -162,7 +162,7 @@ def test_a_run_dir_the_population_cannot_go_on_in_exits_2_before_any_member_star
         given: list[str], head: dict, finished: bool, named: str, tmp_path: Path, capsys) -> None:
     write_population(tmp_path, **head)
     if finished:
-        with (tmp_path / "pbt" / STATE).open("a") as f:
+        with (tmp_path / STATE_FILE).open("a") as f:
             f.write(json.dumps({"event": "finished", "status": "ok"}) + "\n")
     assert run(compose_config(*BASE, "pbt.population=2", *given), tmp_path) == 2
     err = capsys.readouterr().err

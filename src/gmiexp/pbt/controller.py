@@ -72,7 +72,7 @@ from gmiexp.pbt.members import place as place_members
 from gmiexp.pbt.mutation import mutate
 from gmiexp.pbt.nodes import say
 from gmiexp.pbt.rules import Record, Rules, decide, member_rng, member_seed, start_values, table_at
-from gmiexp.pbt.state import MemberState, Replayed, events, replay, rewind
+from gmiexp.pbt.state import STATE_FILE, MemberState, Replayed, refuse_never, resumable, rewind
 from gmiexp.pbt.trainers import checkpoint_at, copy_for_another_run, last_checkpoint, life_checkpoint, member_training
 from gmiexp.planner.build import build_plan
 from gmiexp.planner.nodes import resolve_nodes
@@ -81,7 +81,7 @@ from gmiexp.rl.rlgames.record import RECORD
 from gmiexp.signals import sigterm_raises
 from gmiexp.status import append_jsonl, read_history
 
-STATE = "state.jsonl"
+
 @dataclass
 class Population:
     """The controller: the run's config, its members' lives, the records and the state file."""
@@ -139,7 +139,7 @@ class Population:
         refuse_unbuilt(self.cfg)
         p = self.cfg.pbt
         assert p is not None
-        self.refuse_never()
+        refuse_never(self.run_dir, self.cfg.launch.resume)
         self.place = place = nodes.placement(self.cfg, self.overrides)
         self.where = place_members(p.population, int(self.cfg.launch.nnodes))
         self.pool = [place.pool[i] for _, i in self.where]
@@ -152,48 +152,10 @@ class Population:
                 self.frames_per_epoch, values = member_training(self.cfg, plan, values)  # rsl_rl: its recipe's
                 self.key = training_key(plan)
         self.epochs_per_interval = max(1, round(p.interval_steps / self.frames_per_epoch))
-        self.previous = self.resumable()
-        return values
-
-    def holds_population(self) -> bool:
-        return (self.run_dir / "members").exists() or (self.pbt_dir / STATE).exists()
-
-    def refuse_never(self) -> None:
-        """``launch.resume=never`` in a run dir that holds a population: exit 2 (a new one would mix with it)."""
-        if self.holds_population() and self.cfg.launch.resume == "never":
-            raise ConfigError(f"invalid launch.resume=never for run dir {self.run_dir}: it holds a population "
-                              f"({self.pbt_dir / STATE}), which a new one would mix with; valid: launch.resume=auto "
-                              "(the same command goes on with it), or a new run dir (hydra.run.dir=...)")
-
-    def resumable(self) -> Replayed | None:
-        """The population this run dir holds, to go on with (``launch.resume=auto``); exit 2 if it cannot be.
-
-        As :func:`gmiexp.launch.requeue.resume` for a plain run: the same training (members, interval, what the
-        checkpoints' numbers depend on) goes on, ``max_iterations`` may grow; another is refused, and so is a
-        population that finished with nothing left to train.
-        """
-        if not self.holds_population():
-            return None
-        prev = replay(events(self.run_dir)) if (self.pbt_dir / STATE).is_file() else None
-        where = f"run dir {self.run_dir} for launch.resume=auto"
-        if prev is None:
-            raise ConfigError(f"invalid {where}: it holds members/ but no population log ({self.pbt_dir / STATE}) "
-                              "says how they were started; valid: a new run dir (hydra.run.dir=...)")
-        assert self.cfg.pbt is not None
-        here = {"population": self.cfg.pbt.population, "epochs_per_interval": self.epochs_per_interval,
+        here = {"population": p.population, "epochs_per_interval": self.epochs_per_interval,
                 "frames_per_epoch": self.frames_per_epoch, "key": self.key}
-        differ = [f"{k} {prev.head[k]} there, {v} here" for k, v in here.items()
-                  if prev.head.get(k) is not None and prev.head[k] != v]
-        if differ:
-            raise ConfigError(f"invalid {where}: its population trained otherwise ({'; '.join(differ)}; key: what "
-                              "the checkpoints' numbers depend on, launch.requeue.SAME_TRAINING); valid: the same "
-                              "command as the population that wrote it, or a new run dir (hydra.run.dir=...)")
-        done = prev.max_iterations or 0
-        if prev.finished and self.cfg.max_iterations <= done:
-            raise ConfigError(f"invalid max_iterations={self.cfg.max_iterations} in run dir {self.run_dir}: the "
-                              f"population there finished ({done} epochs); valid: max_iterations > {done} to train "
-                              "on, or a new run dir (hydra.run.dir=...)")
-        return prev
+        self.previous = resumable(self.run_dir, here, self.cfg.max_iterations)
+        return values
 
     def member_dir(self, member: int, life: int) -> Path:
         return self.run_dir / "members" / str(member) / f"life{life}"
@@ -201,7 +163,7 @@ class Population:
     def log(self, event: str, **fields: Any) -> None:
         """Append one event to ``<run>/pbt/state.jsonl`` (the lineage)."""
         self.pbt_dir.mkdir(parents=True, exist_ok=True)
-        append_jsonl(self.pbt_dir / STATE, {"event": event, "time": time.time(), **fields}, default=str)
+        append_jsonl(self.run_dir / STATE_FILE, {"event": event, "time": time.time(), **fields}, default=str)
 
     def start(self, member: int, values: dict[str, Any], slot: slots.Slot, source: Path | None = None,
               started_frames: int = 0, source_values: dict[str, Any] | None = None, *, own: bool = False,
@@ -318,7 +280,7 @@ class Population:
         say(f"pbt: {p.population} members, {self.place.per_gpu} per GPU on GPUs {self.place.gpus}"
             + (f" of each of {nnodes} nodes" if nnodes > 1 else "") + f"; every "
             f"{self.epochs_per_interval} epochs ({self.epochs_per_interval * self.frames_per_epoch} env steps), "
-            f"rule {p.replace_rule}, exploit {p.exploit}; state {self.pbt_dir / STATE}")
+            f"rule {p.replace_rule}, exploit {p.exploit}; state {self.run_dir / STATE_FILE}")
         started = time.monotonic()
         with sigterm_raises(lambda signum: KeyboardInterrupt(f"signal {signum}")), self.place.shared_daemons():
             try:
@@ -492,7 +454,7 @@ class Population:
             named = "\n  ".join(f"member {f['member']} life {f['life']} (exit {f['code']}): {f['run_dir']}"
                                 for f in self.failures)
             raise LaunchError(f"pbt: {len(self.failures)} member failures, past pbt.max_failures={p.max_failures}; "
-                              f"the population stopped (its state: {self.pbt_dir / STATE}):\n  {named}\n  last "
+                              f"the population stopped (its state: {self.run_dir / STATE_FILE}):\n  {named}\n  last "
                               f"stderr of member {m}:\n    " + "\n    ".join(tail))
         own = life_checkpoint(life.job.run_dir, life.source, life.copy)
         again = own is not None and life.cause == "failed" and not life.copy and life.source == own[0]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gmiexp.errors import ConfigError
 from gmiexp.pbt.rules import Record
 from gmiexp.status import read_jsonl
 
@@ -24,6 +25,47 @@ CAUSES = ("new", "exploit", "resume", "failed")
 
 def is_population(run_dir: Path) -> bool:
     return (run_dir / STATE_FILE).is_file()
+
+
+def holds_population(run_dir: Path) -> bool:
+    """The run dir holds a population's members or log (a population started there, or a part of one)."""
+    return (run_dir / "members").exists() or (run_dir / STATE_FILE).exists()
+
+
+def refuse_never(run_dir: Path, resume: str) -> None:
+    """``launch.resume=never`` in a run dir that holds a population: exit 2 (a new one would mix with it)."""
+    if holds_population(run_dir) and resume == "never":
+        raise ConfigError(f"invalid launch.resume=never for run dir {run_dir}: it holds a population "
+                          f"({run_dir / STATE_FILE}), which a new one would mix with; valid: launch.resume=auto "
+                          "(the same command goes on with it), or a new run dir (hydra.run.dir=...)")
+
+
+def resumable(run_dir: Path, here: dict[str, Any], max_iterations: int) -> Replayed | None:
+    """The population the run dir holds, to go on with (``launch.resume=auto``); exit 2 if it cannot be.
+
+    As :func:`gmiexp.launch.requeue.resume` for a plain run: the same training (``here``: members, interval, what
+    the checkpoints' numbers depend on, against the log's ``population`` event) goes on, ``max_iterations`` may
+    grow; another is refused, and so is a population that finished with nothing left to train.
+    """
+    if not holds_population(run_dir):
+        return None
+    prev = replay(events(run_dir)) if is_population(run_dir) else None
+    where = f"run dir {run_dir} for launch.resume=auto"
+    if prev is None:
+        raise ConfigError(f"invalid {where}: it holds members/ but no population log ({run_dir / STATE_FILE}) "
+                          "says how they were started; valid: a new run dir (hydra.run.dir=...)")
+    differ = [f"{k} {prev.head[k]} there, {v} here" for k, v in here.items()
+              if prev.head.get(k) is not None and prev.head[k] != v]
+    if differ:
+        raise ConfigError(f"invalid {where}: its population trained otherwise ({'; '.join(differ)}; key: what "
+                          "the checkpoints' numbers depend on, launch.requeue.SAME_TRAINING); valid: the same "
+                          "command as the population that wrote it, or a new run dir (hydra.run.dir=...)")
+    done = prev.max_iterations or 0
+    if prev.finished and max_iterations <= done:
+        raise ConfigError(f"invalid max_iterations={max_iterations} in run dir {run_dir}: the population there "
+                          f"finished ({done} epochs); valid: max_iterations > {done} to train on, or a new run dir "
+                          "(hydra.run.dir=...)")
+    return prev
 
 
 def events(run_dir: Path) -> list[dict[str, Any]]:

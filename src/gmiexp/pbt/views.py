@@ -1,6 +1,6 @@
 """What a population did, read back from ``<run>/pbt/state.jsonl``: each member's curve, the lineage, TensorBoard.
 
-The controller writes every event of a population to one file (:data:`gmiexp.pbt.controller.STATE`); everything a
+The controller writes every event of a population to one file (:data:`gmiexp.pbt.state.STATE_FILE`); everything a
 user looks at is derived from it afterwards, so a stopped or failed population shows as far as it went:
 
 * :func:`curves`: each member's objective against frames along its lineage. A restart exploit starts the member's
