@@ -10,11 +10,11 @@ import pytest
 import torch
 import yaml
 from gmitest import FAST, compose_config, gmiexp_workers, processes_naming, run_cli
+from pbt_checks import events
 
 from gmiexp.app import run
 from gmiexp.pbt import views
 from gmiexp.pbt.members import member_overrides, value_overrides
-from gmiexp.pbt.state import STATE_FILE
 from gmiexp.rl.rlgames.checkpoint import RUN_KEY
 from gmiexp.rl.state import state_digest
 
@@ -22,10 +22,6 @@ EPOCH_FRAMES = 32 * 16  # FAST: 32 environments x horizon 16, one GMI
 POPULATION = [*FAST, "num_gpus=1", "gmis_per_gpu=1", "max_iterations=3", "pbt=default", "pbt.population=4",
               "pbt.exploit=restart", f"pbt.interval_steps={EPOCH_FRAMES}", "pbt.threshold_std=0",
               "pbt.threshold_abs=0", "+pbt.init={train.learning_rate:[1e-5,1e-2]}"]
-
-
-def events(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / STATE_FILE).read_text().splitlines()]
 
 
 @pytest.fixture(scope="module")

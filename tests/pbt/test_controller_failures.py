@@ -3,7 +3,6 @@ past ``pbt.max_failures`` the population stops with exit 1, naming every failed 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
@@ -13,13 +12,13 @@ from types import SimpleNamespace
 import crash_simulator
 import pytest
 from gmitest import FAST, compose_config, popen_cli, run_cli
+from pbt_checks import events
 
 from gmiexp.errors import RefusedInGmi
 from gmiexp.pack import runner
 from gmiexp.pbt import views
 from gmiexp.pbt.controller import Population
 from gmiexp.pbt.rules import Record
-from gmiexp.pbt.state import STATE_FILE
 from gmiexp.pbt.trainers import checkpoint_at
 from gmiexp.rl.rlgames.checkpoint import CHECKSUM_SUFFIX
 from gmiexp.status import gmi_pids, read_history
@@ -28,10 +27,6 @@ EPOCH_FRAMES = 32 * 16  # FAST: 32 environments x horizon 16, one GMI
 BASE = [*FAST, "num_gpus=1", "gmis_per_gpu=1", "pbt=default",
               f"pbt.interval_steps={EPOCH_FRAMES}", "pbt.threshold_std=0", "pbt.threshold_abs=0",
               "+pbt.init={train.learning_rate:[1e-5,1e-2]}", "launch.inprocess=true"]
-
-
-def events(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / STATE_FILE).read_text().splitlines()]
 
 
 def whole(life: Path, epoch: int) -> bool:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from gmitest import FAST, compose_config, popen_cli, processes_naming, run_cli
+from pbt_checks import events
 
 from gmiexp.app import run
 from gmiexp.pbt import state, views
@@ -25,10 +26,6 @@ BASE = [*FAST, "num_gpus=1", "gmis_per_gpu=1", "max_iterations=3", "pbt=default"
         "pbt.threshold_std=0", "pbt.threshold_abs=0", "+pbt.init={train.learning_rate:[1e-5,1e-2]}",
         "launch.inprocess=true"]
 POPULATION = [*BASE, "pbt.population=4"]
-
-
-def events(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / STATE_FILE).read_text().splitlines()]
 
 
 def wait_for(what, timeout: float, proc) -> None:

@@ -17,8 +17,8 @@ With ``pbt.exploit=inplace`` (the default) no member stops: each publishes its s
 every interval's end and waits there for its verdict, which names, for an underperformer, its source's segment and
 the values to go on with; its GMIs take them at that boundary and acknowledge (:mod:`gmiexp.rl.exploit`). The
 controller's side of that exchange, the segments, verdicts, acknowledgements and relays between nodes, is
-:mod:`gmiexp.pbt.exchange`; a member's overrides and lives are :mod:`gmiexp.pbt.members`', where its checkpoints lie
-:mod:`gmiexp.pbt.trainers`'.
+:mod:`gmiexp.pbt.exchange`. A member's overrides and lives are in :mod:`gmiexp.pbt.members`, where its checkpoints
+lie in :mod:`gmiexp.pbt.trainers`.
 
 Everything that happened goes to ``<run>/pbt/state.jsonl`` (starts, records, decisions with the values taken, the
 in-place exploits taken); at the end the best member's last checkpoint is copied with its policy record into
