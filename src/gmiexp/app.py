@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import sys
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 
 from gmiexp.comm.reduction.calibrate import calibrate
 from gmiexp.config import Config
 from gmiexp.config.compose import to_config
 from gmiexp.config.enums import Mode
 from gmiexp.costmodel.reductions import format_cost, reduction_cost
-from gmiexp.errors import ConfigError, GmiexpError, Interrupted, LaunchError, RefusedInGmi, fs_problem
+from gmiexp.errors import ConfigError, GmiexpError, Interrupted, LaunchError, RefusedInGmi, by_member, fs_problem
 from gmiexp.launch import lifeline, warm
 from gmiexp.launch.elastic import reshaper_for
 from gmiexp.launch.launcher import launch, node_run_dir
@@ -249,6 +251,25 @@ def check_job(cfg: DictConfig | Config) -> Config:
     if Mode(c.mode) in (Mode.train, Mode.plan, Mode.search):
         check_config(c)
     return c
+
+
+def check_members(cfgs: Sequence[DictConfig], first: int, done: str) -> None:
+    """:func:`check_job` for every member of a sweep before any starts (``first``: the first member's number).
+
+    One ConfigError names each reason once with the members that hold it (:func:`gmiexp.errors.by_member`).
+    """
+    reasons: dict[str, list[int]] = {}
+    for k, cfg in enumerate(cfgs):
+        job = copy.deepcopy(cfg)
+        with open_dict(job):
+            job.pop("hydra", None)  # as Hydra hands a job its config
+        try:
+            check_job(job)
+        except ConfigError as e:
+            for reason in e.reasons:
+                reasons.setdefault(reason, []).append(first + k)
+    if reasons:
+        raise by_member(reasons, done)
 
 
 def run_job(cfg: DictConfig | Config, run_dir: Path) -> tuple[int, dict | None]:

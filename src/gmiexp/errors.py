@@ -41,6 +41,16 @@ def listed(header: str, lines: list[str], prefix: str = "") -> ConfigError:
     return ConfigError(f"{header}:\n  " + "\n  ".join(lines), reasons)
 
 
+def by_member(reasons: dict[str, list[int]], done: str) -> ConfigError:
+    """A sweep's refusals: each reason once, naming every member that holds it (``(members #0, #2; <done>)``).
+
+    The message is one CLI error line a reason, as a sweep prints it; ``reasons`` holds the lines.
+    """
+    lines = [f"{reason} (member{'s' * (len(ms) > 1)} {', '.join(f'#{m}' for m in ms)}; {done})"
+             for reason, ms in reasons.items()]
+    return ConfigError(f"\n{REFUSAL_PREFIX}".join(lines), lines)
+
+
 class RefusedInGmi(ConfigError):
     """Bad input only a GMI could see (a module it imports, a checkpoint's tensors): it exited 2, the run stopped.
 

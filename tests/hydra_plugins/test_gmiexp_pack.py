@@ -114,11 +114,36 @@ def test_a_bad_launcher_setting_exits_2_before_anything_starts(tmp_path: Path, b
     assert not (tmp_path / "0").exists()
 
 
-def test_a_bad_member_exits_2_before_any_member_starts(tmp_path: Path) -> None:
-    r = run_cli(*PACK, "max_iterations=2,0", f"hydra.sweep.dir={tmp_path}", timeout=120)
+def test_bad_members_exit_2_before_any_member_starts_each_reason_once_with_its_members(tmp_path: Path) -> None:
+    """Before, the sweep stopped at its first bad member's first reason and named no member."""
+    r = run_cli(*PACK, "max_iterations=2,0", "train.gamma=0.99,2", f"hydra.sweep.dir={tmp_path / 'sweep'}",
+                timeout=120)
     assert r.returncode == 2, r.stderr[-2000:]
-    assert "invalid max_iterations: 0" in r.stderr
-    assert not (tmp_path / "0" / "summary.json").exists()
+    errors = [line for line in r.stderr.splitlines() if line.startswith("gmiexp: error:")]
+    assert errors == ["gmiexp: error: invalid train.gamma: 2.0; valid: 0..1 (members #1, #3; nothing was launched)",
+                      "gmiexp: error: invalid max_iterations: 0; valid: >= 1 (members #2, #3; nothing was launched)"], \
+        r.stderr[-3000:]
+    assert not (tmp_path / "sweep").exists()  # no sweep dir left
+
+
+def test_members_this_host_cannot_run_are_named_before_any_member_starts(tmp_path: Path) -> None:
+    """What only the host's plan refuses (a member planned on its slot) names its members too; before, the first."""
+    r = run_cli(*PACK, "hardware=cpu", "train.device=cpu,cuda,cuda", f"hydra.sweep.dir={tmp_path / 'sweep'}",
+                timeout=120)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert re.search(r"^gmiexp: error: invalid train.device: 'cuda'; valid: auto, cpu, lazy\..* \(members #1, #2; "
+                     r"nothing was launched\)$", r.stderr, re.M), r.stderr[-3000:]
+    assert not (tmp_path / "sweep").exists()
+
+
+def test_a_members_unknown_key_exits_2_before_any_member_starts(tmp_path: Path) -> None:
+    """``+train.typo=1`` passes Hydra's struct flag: before, every member was started and refused it itself (exit 2
+    each, the sweep exit 1 with a table of failed members)."""
+    r = run_cli(*PACK, "+train.typoo=1", "seed=1,2", f"hydra.sweep.dir={tmp_path / 'sweep'}", timeout=120)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert re.search(r"^gmiexp: error: invalid key: 'train.typoo'; valid: .* \(members #0, #1; nothing was launched\)$",
+                     r.stderr, re.M), r.stderr[-3000:]
+    assert not (tmp_path / "sweep").exists()  # no sweep dir left: no member ran
 
 
 @pytest.mark.slow

@@ -21,7 +21,7 @@ from gmiexp import multirun
 from gmiexp.backends import mps_daemon, mps_session
 from gmiexp.backends.common import visible_device
 from gmiexp.config import Config
-from gmiexp.errors import invalid
+from gmiexp.errors import ConfigError, by_member, invalid
 from gmiexp.hardware import Hardware, resolve
 from gmiexp.launch.elastic import REQUEST_FILE, read_log, request
 from gmiexp.launch.live import HistoryTail
@@ -84,6 +84,7 @@ class PackedSweep:
     configs: list[DictConfig]
     prefix: list[str]  # CLI arguments before the overrides (--config-dir ...)
     compose: Callable[[list[str]], DictConfig]
+    first: int = 0  # the first member's number (Hydra's job num)
     hw: Hardware | None = None
     gpus: list[int] = field(default_factory=list)
     members: list[Member] = field(default_factory=list)
@@ -115,10 +116,17 @@ class PackedSweep:
         per_gpu = 1 if self.per_gpu == AUTO else int(self.per_gpu)
         first = slots.make_slots(self.hw, self.gpus, per_gpu)[0]
 
-        for o, m, d in zip(self.overrides, self.members, self.run_dirs, strict=True):
+        reasons: dict[str, list[int]] = {}
+        for k, (o, m, d) in enumerate(zip(self.overrides, self.members, self.run_dirs, strict=True)):
             cfg = task_config(self.compose([*o, *self.slot_overrides(first, m, per_gpu)]))
-            plan, _ = build_plan(cfg, d, hardware=copy.deepcopy(self.hw))
-            resume(plan, d, cfg.launch.resume)  # a finished or foreign run dir exits 2 before any member starts
+            try:
+                plan, _ = build_plan(cfg, d, hardware=copy.deepcopy(self.hw))
+                resume(plan, d, cfg.launch.resume)  # a finished or foreign run dir exits 2 before any member starts
+            except ConfigError as e:  # every member's, each reason once with its members
+                for reason in e.reasons:
+                    reasons.setdefault(reason, []).append(self.first + k)
+        if reasons:
+            raise by_member(reasons, "nothing was launched")
 
     def slot_overrides(self, slot: Slot, member: Member, per_gpu: int | None = None) -> list[str]:
         grows = slot.cpus or slots.on_mps(slot, member)  # a core set or an MPS share can grow; a MIG instance not

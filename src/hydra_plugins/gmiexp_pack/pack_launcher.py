@@ -34,7 +34,8 @@ class PackLauncher(Launcher):
         self.config, self.hydra_context = config, hydra_context  # members run the CLI, not task_function
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        from gmiexp.errors import GmiexpError
+        from gmiexp.app import check_members
+        from gmiexp.errors import REFUSAL_PREFIX, GmiexpError
         from gmiexp.launch.ownership import discard_refused_sweep
         from gmiexp.pack import launch as pack
 
@@ -43,14 +44,16 @@ class PackLauncher(Launcher):
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         configs = [self.member_config(list(o), initial_job_idx + i) for i, o in enumerate(job_overrides)]
         try:
+            check_members(configs, initial_job_idx, "nothing was launched")  # each config, as its job would
             sweep = pack.PackedSweep(
                 params=self.params, sweep_dir=Path(str(self.config.hydra.sweep.dir)),
                 overrides=[list(filter_overrides(o)) for o in job_overrides],
                 run_dirs=[self.run_dir(c) for c in configs], configs=configs, prefix=self.cli_prefix(),
-                compose=lambda o: self.hydra_context.config_loader.load_sweep_config(self.config, o))
+                compose=lambda o: self.hydra_context.config_loader.load_sweep_config(self.config, o),
+                first=initial_job_idx)
             sweep.check()
         except GmiexpError as e:
-            print(f"gmiexp: error: {e}", file=sys.stderr, flush=True)
+            print(f"{REFUSAL_PREFIX}{e}", file=sys.stderr, flush=True)
             if e.exit_code == 2:  # type: ignore[attr-defined]  # refused before any member ran: no sweep dir
                 discard_refused_sweep(Path(str(self.config.hydra.sweep.dir)), f"{self.config.hydra.job.name}.log")
             sys.exit(e.exit_code)  # type: ignore[attr-defined]

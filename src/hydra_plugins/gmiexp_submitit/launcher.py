@@ -83,29 +83,18 @@ class GmiexpSubmititMixin:
         What a job can check before it knows its node (:func:`gmiexp.app.check_job`); a refusal that needs the
         node (its rank, its GPUs) still comes from the job. A sweep dir this command created is removed.
         """
-        from omegaconf import open_dict
-
-        from gmiexp.app import check_job
-        from gmiexp.errors import ConfigError
+        from gmiexp.app import check_members
+        from gmiexp.errors import REFUSAL_PREFIX, ConfigError
         from gmiexp.launch.ownership import discard_refused_sweep
 
-        reasons: dict[str, list[int]] = {}
-        for k, overrides in enumerate(job_overrides):
-            cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))  # type: ignore
-            with open_dict(cfg):
-                del cfg["hydra"]  # as Hydra hands a job its config
-            try:
-                check_job(cfg)
-            except ConfigError as e:
-                for reason in e.reasons:  # one line a reason, naming every member that holds it
-                    reasons.setdefault(reason, []).append(first + k)
-        if not reasons:
-            return
-        for reason, members in reasons.items():
-            print(f"gmiexp: error: {reason} (member{'s' * (len(members) > 1)} "
-                  f"{', '.join(f'#{m}' for m in members)}; nothing was submitted)", file=sys.stderr, flush=True)
-        discard_refused_sweep(sweep_dir, f"{self.config.hydra.job.name}.log")  # type: ignore[attr-defined]
-        sys.exit(2)
+        cfgs = [self.hydra_context.config_loader.load_sweep_config(self.config, list(o))  # type: ignore[union-attr]
+                for o in job_overrides]
+        try:
+            check_members(cfgs, first, "nothing was submitted")
+        except ConfigError as e:
+            print(f"{REFUSAL_PREFIX}{e}", file=sys.stderr, flush=True)
+            discard_refused_sweep(sweep_dir, f"{self.config.hydra.job.name}.log")  # type: ignore[attr-defined]
+            sys.exit(2)
 
     def _collect(self, job: Any, overrides: list[str], idx: int) -> JobReturn:
         """The member's JobReturn; a failed one rebuilt from its run dir and exit code; its summary printed."""
