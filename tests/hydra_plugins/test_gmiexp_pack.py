@@ -126,13 +126,17 @@ def test_bad_members_exit_2_before_any_member_starts_each_reason_once_with_its_m
     assert not (tmp_path / "sweep").exists()  # no sweep dir left
 
 
-def test_members_this_host_cannot_run_are_named_before_any_member_starts(tmp_path: Path) -> None:
-    """What only the host's plan refuses (a member planned on its slot) names its members too; before, the first."""
-    r = run_cli(*PACK, "hardware=cpu", "train.device=cpu,cuda,cuda", f"hydra.sweep.dir={tmp_path / 'sweep'}",
-                timeout=120)
+@pytest.mark.parametrize(("sweep", "says"), [
+    ("train.device=cpu,cuda,cuda", r"invalid train.device: 'cuda'; valid: auto, cpu, lazy\..* \(members #1, #2; "),
+    ("mode=train,plan,plan", r"invalid mode: 'plan'; valid: train \(a packed sweep runs training jobs\) \(members "
+                             r"#1, #2; ")])
+def test_members_this_host_or_launcher_cannot_run_are_named_before_any_member_starts(
+        tmp_path: Path, sweep: str, says: str) -> None:
+    """What only the host's plan (a member planned on its slot) or the launcher refuses names its members too;
+    before, the first member's reason alone."""
+    r = run_cli(*PACK, "hardware=cpu", sweep, f"hydra.sweep.dir={tmp_path / 'sweep'}", timeout=120)
     assert r.returncode == 2, r.stderr[-2000:]
-    assert re.search(r"^gmiexp: error: invalid train.device: 'cuda'; valid: auto, cpu, lazy\..* \(members #1, #2; "
-                     r"nothing was launched\)$", r.stderr, re.M), r.stderr[-3000:]
+    assert re.search(rf"^gmiexp: error: {says}nothing was launched\)$", r.stderr, re.M), r.stderr[-3000:]
     assert not (tmp_path / "sweep").exists()
 
 

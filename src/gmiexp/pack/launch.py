@@ -21,6 +21,7 @@ from gmiexp import multirun
 from gmiexp.backends import mps_daemon, mps_session
 from gmiexp.backends.common import visible_device
 from gmiexp.config import Config
+from gmiexp.config.enums import Mode
 from gmiexp.errors import ConfigError, by_member, invalid
 from gmiexp.hardware import Hardware, resolve
 from gmiexp.launch.elastic import REQUEST_FILE, read_log, request
@@ -104,9 +105,13 @@ class PackedSweep:
         self.per_gpu = slots.jobs_per_gpu(self.params["jobs_per_gpu"])
         check_params(self.params)
         typed = [task_config(c) for c in self.configs]
-        for cfg in typed:
-            if cfg.mode != "train":
-                raise invalid("mode", cfg.mode, "train (a packed sweep runs training jobs)")
+        modes: dict[str, list[int]] = {}  # each mode refused, with its members
+        for k, cfg in enumerate(typed):
+            if Mode(cfg.mode) != Mode.train:  # its value: the enum's repr is not what the user typed
+                modes.setdefault(str(invalid("mode", Mode(cfg.mode).value, "train (a packed sweep runs training "
+                                             "jobs)")), []).append(self.first + k)
+        if modes:
+            raise by_member(modes, "nothing was launched")
         self.hw = resolve(typed[0].hardware.name)
         if self.hw.is_preset:
             raise invalid("hardware", typed[0].hardware.name, "auto or cpu (presets only plan; a sweep runs)")
