@@ -42,8 +42,9 @@ def test_a_published_state_is_kept_until_its_interval_is_decided_and_no_exploit_
     exchange.drop_segments({1}, complete=lambda interval: True)  # a record of interval 1 is still to decide
     assert exploit.published(exchange.segment(0, 1))
     taker = life(tmp_path, 2, {"train.gamma": 0.99})
-    exchange.verdicts = 4
-    exchange.take(taker, 100, 0, 1, exchange.segments[(0, 1)], {"train.gamma": 0.98}, {"train.gamma": 0.97})
+    exchange.verdicts = 3
+    exchange.take(exchange.next_id(), taker, 100, 0, 1, exchange.segments[(0, 1)], {"train.gamma": 0.98},
+                  {"train.gamma": 0.97})
     exchange.drop_segments(set(), complete=lambda interval: True)  # member 2 has not taken member 0's state yet
     assert exploit.published(exchange.segment(0, 1))
     assert exploit.take_control(taker.job.run_dir) == exploit.Control(4, 0, 1, exchange.segment(0, 1),
@@ -56,8 +57,9 @@ def test_a_published_state_is_kept_until_its_interval_is_decided_and_no_exploit_
 
 def test_an_acknowledged_exploit_gives_the_member_its_values_and_logs_its_cost(exchange, tmp_path):
     taker = life(tmp_path, 1, {"train.learning_rate": 3e-4})
-    exchange.verdicts = 7
-    exchange.take(taker, 1000, 0, 2, "seg", {"train.learning_rate": 6e-4}, {"train.learning_rate": 5e-4})
+    exchange.verdicts = 6
+    exchange.take(exchange.next_id(), taker, 1000, 0, 2, "seg", {"train.learning_rate": 6e-4},
+                  {"train.learning_rate": 5e-4})
     control = exploit.take_control(taker.job.run_dir)
     exchange.collect_acks(ended=lambda life: False)
     assert 1 in exchange.in_place and taker.values == {"train.learning_rate": 3e-4}  # not taken yet

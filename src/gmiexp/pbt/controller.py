@@ -589,15 +589,14 @@ class Population:
         bounds = {k: (PBT_KEYS[k].lo, PBT_KEYS[k].hi) for k in taken if k in PBT_KEYS}
         new = mutate(taken, p.mutation, p.mutation_rate, (p.change_range[0], p.change_range[1]), rng, bounds)
         self.exploits += 1
-        if ex is not None:
-            ex.verdicts += 1
+        verdict = ex.next_id() if ex is not None else None
         self.log("decision", member=life.member, interval=interval, frames=frames, source=d.source,
                  source_interval=source.iteration, source_frames=source.frames, reason=d.reason, copies=d.copies,
                  values_before=own, values_taken=taken, values=new, exploit=p.exploit,
-                 **({"segment": segment, "id": ex.verdicts} if ex is not None else {"checkpoint": str(ckpt_from)}))
+                 **({"segment": segment, "id": verdict} if ex is not None else {"checkpoint": str(ckpt_from)}))
         if ex is not None:
-            assert segment is not None
-            ex.take(life, frames, d.source, source.iteration, segment, new, source_values)
+            assert segment is not None and verdict is not None
+            ex.take(verdict, life, frames, d.source, source.iteration, segment, new, source_values)
             life.started_frames = source.frames  # DexPBT's grace counts from the exploit
             say(f"pbt: member {life.member} at interval {interval}: {d.reason}; takes member {d.source}'s state "
                 f"({source.frames} frames) in place with {value_overrides(new)}")

@@ -75,15 +75,22 @@ class Exchange:
         if self.published(member, run_dir, interval):
             self.segments[(member, interval)] = self.segment(member, interval)
 
+    def next_id(self) -> int:
+        """A new verdict's id: one more than the last sent (a member's run dir must never see an id twice)."""
+        self.verdicts += 1
+        return self.verdicts
+
     def go_on(self, run_dir: Path, interval: int) -> None:
         """The verdict that the member goes on as it is (it waits for one at every interval's end)."""
-        self.verdicts += 1
-        exploit.post_control(run_dir, exploit.go_on(interval, self.verdicts))
+        exploit.post_control(run_dir, exploit.go_on(interval, self.next_id()))
 
-    def take(self, life: Life, frames: int, source: int, interval: int, segment: str, values: dict[str, Any],
-             source_values: dict[str, Any]) -> None:
-        """Post the member the verdict to take ``source``'s state of ``interval`` and go on with ``values``."""
-        control = exploit.Control(self.verdicts, source, interval, segment, values, dict(source_values))
+    def take(self, verdict: int, life: Life, frames: int, source: int, interval: int, segment: str,
+             values: dict[str, Any], source_values: dict[str, Any]) -> None:
+        """Post the member the verdict to take ``source``'s state of ``interval`` and go on with ``values``.
+
+        ``verdict`` is its id, from :meth:`next_id`: the one the decision logged.
+        """
+        control = exploit.Control(verdict, source, interval, segment, values, dict(source_values))
         self.relay(control, life.member, life)
         self.in_place[life.member] = InPlace(control, life, time.time(), frames)
 
