@@ -24,8 +24,9 @@ from gmiexp.launch.launcher import launch, node_run_dir
 from gmiexp.launch.live import LiveLog
 from gmiexp.launch.ownership import LOCK_NAME, own_run_dir
 from gmiexp.launch.summary import one_line, run_config, write_summary
-from gmiexp.pbt.members import describe as describe_population
-from gmiexp.pbt.members import refuse_unavailable, with_values
+from gmiexp.pbt.members import refuse_unavailable, starting_values
+from gmiexp.pbt.placement import describe as describe_population
+from gmiexp.pbt.placement import member_config, placement
 from gmiexp.planner.build import build_plan, check_config, replanner
 from gmiexp.planner.commands import format_commands, node_commands
 from gmiexp.planner.resources import MIB, check_resources, disk_need, free_bytes, shm_need
@@ -168,14 +169,17 @@ def run_plan(cfg: Config, run_dir: Path, overrides: list[str] | None = None) -> 
     """Print the Plan (YAML on stdout; the cost model, the reduction and the per-node commands on stderr).
 
     ``overrides``: the user's command line for the per-node commands; None = Hydra's, when Hydra runs this.
-    Launches nothing. A population on several nodes prints one member's plan (a run of one node) and the nodes'
-    commands.
+    Launches nothing. A population prints member 0's plan on its slot (a run of one node, as its process will
+    compose it), then every member's node, slot and starting values; on several nodes the nodes' commands too.
     """
+    given = _hydra_overrides() if overrides is None else overrides
     plan, _backend = build_plan(cfg, run_dir)
     population_nodes = cfg.pbt is not None and plan.nnodes > 1
-    cmds = node_commands(plan, _hydra_overrides() if overrides is None else overrides) if plan.nnodes > 1 else None
-    if population_nodes:  # its members are runs of one node, started by their node's agent (gmiexp.pbt.nodes)
-        plan, _backend = build_plan(with_values(cfg, {}), run_dir)
+    cmds = node_commands(plan, given) if plan.nnodes > 1 else None
+    place = placement(cfg, given, planning=True) if cfg.pbt is not None else None
+    if place is not None:  # member 0 as its process will run: a run of one node on its slot, with its values
+        member = member_config(cfg, given, place.overrides(place.pool[0]), 0, starting_values(cfg)[0])
+        plan, _backend = build_plan(member, run_dir, hardware=copy.deepcopy(place.hw))
     try:
         n_params: int | None = policy_param_count(plan)
     except Exception:  # noqa: BLE001 - a task whose sizes are unknown: Table 7's sizes instead
@@ -191,17 +195,19 @@ def run_plan(cfg: Config, run_dir: Path, overrides: list[str] | None = None) -> 
         plan.notes["node_commands"] = cmds
     print(plan.to_yaml(), end="", flush=True)
     per_node = len(plan.local_gmis)
-    print(("plan (each member of the population): " if population_nodes else "plan: ") +
+    print((f"plan (member 0 on its slot {place.pool[0].name}; each member alike on its own): " if place is not None
+           else "plan: ") +
           f"{plan.world_size} GMIs on {plan.nnodes} node{'s' if plan.nnodes > 1 else ''} "
           f"({per_node} per node on {len(plan.devices)} GPU{'s' if len(plan.devices) != 1 else ''}); "
           f"reduction {plan.reduction}: {plan.reduction_reason}", file=sys.stderr, flush=True)
     print(format_cost(cost), file=sys.stderr, flush=True)
-    print(f"space (this node, estimated): {shm_need(plan).format()}; {disk_need(plan).format()}",
+    here = "this node" if place is None else f"each member, {place.members_here(cfg)} on this node"
+    print(f"space ({here}, estimated): {shm_need(plan).format()}; {disk_need(plan).format()}",
           file=sys.stderr, flush=True)
     if cmds:
         print(format_commands(cmds, torchrun=not population_nodes), file=sys.stderr, flush=True)
-    if cfg.pbt is not None:
-        print(describe_population(cfg), file=sys.stderr, flush=True)
+    if place is not None:
+        print(describe_population(cfg, place), file=sys.stderr, flush=True)
     return {"status": "ok", "plan_id": plan.plan_id}
 
 

@@ -193,11 +193,11 @@ def test_mode_plan_of_a_population_on_two_nodes_shows_a_member_s_plan_and_each_m
                          "launch.nnodes=2", f"launch.rdzv_endpoint=127.0.0.1:{free_port()}")
     assert run_plan(cfg, tmp_path, overrides=["task=Cartpole", "pbt=default", "pbt.population=3"])["status"] == "ok"
     err = capsys.readouterr().err
-    assert "plan (each member of the population): 2 GMIs on 1 node" in err
+    assert "plan (member 0 on its slot gpu0/0; each member alike on its own): 2 GMIs on 1 node" in err
     assert "  node 1: python -m gmiexp task=Cartpole pbt=default pbt.population=3 launch.nnodes=2 " in err
     assert "torchrun" not in err  # a population's nodes run agents, not torchrun's workers
     assert [line.split(":")[0] for line in err.splitlines() if line.startswith("  member ")] == [
-        "  member 0 (node 0)", "  member 1 (node 0)", "  member 2 (node 1)"]
+        "  member 0 (node 0, gpu0/0", "  member 1 (node 0, gpu0/1", "  member 2 (node 1, gpu0/0"]
 
 
 def test_an_agent_that_fails_stops_the_population_naming_why(tmp_path: Path) -> None:

@@ -53,9 +53,13 @@ def compose_config(*overrides: str) -> Config:
     Unknown keys and a bad ``train.file`` raise here; value ranges are checked when the config is planned or run.
     """
     from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
 
     register_configs()
     check_task_override(overrides, conf_dir())
-    with initialize_config_dir(config_dir=conf_dir(), version_base="1.3"):
+    if GlobalHydra.instance().is_initialized():  # inside ``python -m gmiexp``'s job: its Hydra, our search path
         cfg = compose(config_name="config", overrides=list(overrides))
+    else:
+        with initialize_config_dir(config_dir=conf_dir(), version_base="1.3"):
+            cfg = compose(config_name="config", overrides=list(overrides))
     return to_config(cfg, check=False)

@@ -71,6 +71,7 @@ from gmiexp.pbt.members import (
 from gmiexp.pbt.members import place as place_members
 from gmiexp.pbt.mutation import mutate
 from gmiexp.pbt.nodes import say
+from gmiexp.pbt.placement import Placement, member_config, placement
 from gmiexp.pbt.rules import Record, Rules, decide, member_rng, member_seed, start_values, table_at
 from gmiexp.pbt.state import STATE_FILE, MemberState, Replayed, refuse_never, resumable, rewind
 from gmiexp.pbt.trainers import checkpoint_at, copy_for_another_run, last_checkpoint, life_checkpoint, member_training
@@ -98,7 +99,7 @@ class Population:
     checkpoints: dict[tuple[int, int], Path] = field(default_factory=dict)  # (member, interval) -> its checkpoint
     values_at: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)  # (member, interval) -> values
     pool: list[slots.Slot] = field(default_factory=list)  # each member's slot (on its node: ``where``)
-    place: nodes.Placement | None = None  # this node's slots
+    place: Placement | None = None  # this node's slots
     where: list[tuple[int, int]] = field(default_factory=list)  # each member's (node, slot index there)
     link: nodes.Link | None = None  # several nodes: node 0's side of the agents (gmiexp.pbt.nodes)
     exchange: Exchange | None = None  # pbt.exploit=inplace: the states published and the verdicts posted
@@ -140,12 +141,15 @@ class Population:
         p = self.cfg.pbt
         assert p is not None
         refuse_never(self.run_dir, self.cfg.launch.resume)
-        self.place = place = nodes.placement(self.cfg, self.overrides)
+        self.place = place = placement(self.cfg, self.overrides)
         self.where = place_members(p.population, int(self.cfg.launch.nnodes))
         self.pool = [place.pool[i] for _, i in self.where]
         values = starting_values(self.cfg)
+        # as its process will compose it, on this node's first slot (as the pack launcher checks a sweep's)
+        on_slot = member_config(self.cfg, self.overrides, place.overrides(place.pool[0]), 0, {})
         for m, v in enumerate(values):
-            plan, _ = build_plan(with_values(self.cfg, v), self.member_dir(m, 0), hardware=copy.deepcopy(place.hw))
+            member = replace(with_values(on_slot, v), seed=member_seed(self.cfg.seed, m))
+            plan, _ = build_plan(member, self.member_dir(m, 0), hardware=copy.deepcopy(place.hw))
             if plan.role != "ppo" or plan.layout != "tcg_ex":
                 refuse_unbuilt(replace(self.cfg, role=plan.role))  # train=rslrl sets its role in the plan
             if m == 0:

@@ -38,26 +38,6 @@ def starting_values(cfg: Config) -> list[dict[str, Any]]:
     return initial_values(base_values(cfg), init, cfg.pbt.population, cfg.seed)
 
 
-def describe(cfg: Config) -> str:
-    """The population in a few lines (``mode=plan`` prints it on stderr)."""
-    assert cfg.pbt is not None
-    p = cfg.pbt
-    lines = [f"pbt: {p.population} members, rule {p.replace_rule}, every {p.interval_steps} env steps, objective "
-             f"{p.objective}, exploit {p.exploit}; mutating {', '.join(p.mutation)} (rate {p.mutation_rate})"]
-    where = place(p.population, int(cfg.launch.nnodes))
-    for m, values in enumerate(starting_values(cfg)):
-        shown = ", ".join(f"{k}={_fmt(v)}" for k, v in values.items())
-        node = f" (node {where[m][0]})" if cfg.launch.nnodes > 1 else ""
-        lines.append(f"  member {m}{node}: {shown}")
-    trainer = "rsl_rl's PPO" if cfg.role == RSLRL else "rl-games' PPO"
-    lines.append(f"  (mode=train runs them as {trainer} in tcg_ex, exploiting {p.exploit}; docs/pbt.md)")
-    return "\n".join(lines)
-
-
-def _fmt(value: Any) -> str:
-    return "recipe" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
-
-
 def refuse_unavailable(cfg: Config) -> None:
     """Exit 2 before anything starts: a ``pbt`` group is a population to train (what is built) or to plan."""
     if cfg.pbt is not None and Mode(cfg.mode) not in (Mode.train, Mode.plan, Mode.doctor):

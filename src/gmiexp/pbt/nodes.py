@@ -5,7 +5,7 @@ Every node runs the same command (``launch.nnodes=N``, its own ``launch.node_ran
 ``launch.rdzv_endpoint``; node r runs :func:`serve_members`, an agent that starts, stops and watches the members
 placed on its slots on the controller's word and posts their exits. Members are placed in blocks
 (:func:`gmiexp.pbt.members.place`): ``ceil(population / nnodes)`` per node, each node's on its own pack slots
-(:func:`placement`).
+(:func:`gmiexp.pbt.placement.placement`).
 
 The run dir is shared, as the anchors share their workspace across nodes: the controller reads every member's
 history and checkpoints and writes its verdicts into the member's run dir as on one node. Node 0 leaves a random
@@ -25,28 +25,23 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import secrets
 import socket
 import sys
 import time
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from torch.distributed import DistError
 
-from gmiexp.backends import mps_daemon, mps_session
-from gmiexp.backends.common import visible_device
 from gmiexp.config import Config
 from gmiexp.errors import ConfigError, LaunchError
-from gmiexp.hardware import Hardware, resolve
 from gmiexp.launch.rendezvous import NodeStore, join, native_stderr_to, serve
-from gmiexp.pack import runner, slots
+from gmiexp.pack import runner
 from gmiexp.pack.runner import Job
-from gmiexp.pbt.members import per_node
+from gmiexp.pbt.placement import Placement, placement
 from gmiexp.rl import exploit
 from gmiexp.shm.cleanup import cleanup_run
 from gmiexp.shm.names import launcher_tag, segment_name
@@ -56,40 +51,6 @@ TOKEN_FILE = "nodes.token"  # in <run>/pbt/: node 0's token, which every agent m
 POLL_S = 0.05  # an agent's loop: commands, relayed states and its members' exits (a store check is ~0.1 ms)
 END_WAIT_S = 30.0
 STOP_GRACE_S = 20.0  # a stopped member's time to write its checkpoint after SIGINT, then SIGKILL (every node's)
-
-
-@dataclass
-class Placement:
-    """One node's slots for its members: the GPUs, slots per GPU, the slots, what a member needs of a slot."""
-
-    hw: Hardware
-    gpus: list[int]
-    per_gpu: int
-    pool: list[slots.Slot]
-    member_of: slots.Member
-
-    def overrides(self, slot: slots.Slot) -> list[str]:
-        return slots.slot_overrides(slot, self.member_of, self.per_gpu)
-
-    def shared_daemons(self) -> AbstractContextManager[None]:
-        """An MPS GPU's one shared daemon for the node's members (as the pack launcher holds it for a sweep)."""
-        gpus = slots.mps_gpus(self.hw, self.gpus, [self.member_of])
-        if not gpus:
-            return nullcontext()
-        return mps_session.running([mps_daemon.shared_daemon(visible_device(self.hw, g)) for g in gpus])
-
-
-def placement(cfg: Config, overrides: list[str]) -> Placement:
-    """The slots of this node for its share of the population (every node builds its own on its own hardware)."""
-    assert cfg.pbt is not None
-    hw = resolve(cfg.hardware.name)
-    if hw.is_preset:
-        raise ConfigError(f"invalid hardware={cfg.hardware.name} for a pbt run: presets only plan; valid: auto, cpu")
-    gpus = slots.choose_gpus(hw, None)
-    here = per_node(cfg.pbt.population, int(cfg.launch.nnodes))
-    per_gpu = math.ceil(here / len(gpus))  # every member at once: they compare at intervals
-    backend = next((o.split("=", 1)[1] for o in reversed(overrides) if o.startswith("backend=")), None)
-    return Placement(hw, gpus, per_gpu, slots.make_slots(hw, gpus, per_gpu), slots.Member(backend, cfg.gmis_per_gpu))
 
 
 def relayed_segment(tag: str, source: int, interval: int, member: int) -> str:

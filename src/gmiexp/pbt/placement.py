@@ -1,0 +1,125 @@
+"""Where a population's members run: this node's pack slots, a member's config on its slot, ``mode=plan``'s view.
+
+Members are placed in blocks of nodes (:func:`gmiexp.pbt.members.place`) and, on each node, on the pack launcher's
+slots (:mod:`gmiexp.pack.slots`): ``ceil(members here / GPUs)`` per GPU, all at once (they compare at intervals),
+each a core set on a CPU host, an MPS share of the GPU's one shared daemon or a MIG instance. A member's process
+composes the user's overrides with its slot's, so the controller and ``mode=plan`` plan it the same way
+(:func:`member_config`) before any member starts.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+
+from gmiexp.backends import mps_daemon, mps_session
+from gmiexp.backends.common import visible_device
+from gmiexp.config import Config
+from gmiexp.config.compose import compose_config
+from gmiexp.errors import ConfigError
+from gmiexp.hardware import Hardware, resolve
+from gmiexp.pack import slots
+from gmiexp.pbt.members import (
+    member_overrides,
+    objective_overrides,
+    per_node,
+    place,
+    starting_values,
+    with_values,
+)
+from gmiexp.pbt.rules import member_seed
+from gmiexp.rl.rslrl.config import ROLE as RSLRL
+
+
+@dataclass
+class Placement:
+    """One node's slots for its members: the GPUs, slots per GPU, the slots, what a member needs of a slot."""
+
+    hw: Hardware
+    gpus: list[int]
+    per_gpu: int
+    pool: list[slots.Slot]
+    member_of: slots.Member
+
+    def overrides(self, slot: slots.Slot) -> list[str]:
+        return slots.slot_overrides(slot, self.member_of, self.per_gpu)
+
+    def members_here(self, cfg: Config) -> int:
+        """How many of the population's members this node (``launch.node_rank``) runs."""
+        assert cfg.pbt is not None
+        node = int(cfg.launch.node_rank or 0)
+        return sum(1 for n, _ in place(cfg.pbt.population, int(cfg.launch.nnodes)) if n == node)
+
+    def shared_daemons(self) -> AbstractContextManager[None]:
+        """An MPS GPU's one shared daemon for the node's members (as the pack launcher holds it for a sweep)."""
+        gpus = slots.mps_gpus(self.hw, self.gpus, [self.member_of])
+        if not gpus:
+            return nullcontext()
+        return mps_session.running([mps_daemon.shared_daemon(visible_device(self.hw, g)) for g in gpus])
+
+
+def placement(cfg: Config, overrides: list[str], *, planning: bool = False) -> Placement:
+    """The slots of this node for its share of the population (every node builds its own on its own hardware).
+
+    ``planning``: ``mode=plan``, where a hardware preset stands for the node (a population to run needs the host's).
+    """
+    assert cfg.pbt is not None
+    hw = resolve(cfg.hardware.name)
+    if hw.is_preset and not planning:
+        raise ConfigError(f"invalid hardware={cfg.hardware.name} for a pbt run: presets only plan; valid: auto, cpu")
+    gpus = slots.choose_gpus(hw, None)
+    here = per_node(cfg.pbt.population, int(cfg.launch.nnodes))
+    per_gpu = math.ceil(here / len(gpus))  # every member at once: they compare at intervals
+    backend = next((o.split("=", 1)[1] for o in reversed(overrides) if o.startswith("backend=")), None)
+    return Placement(hw, gpus, per_gpu, slots.make_slots(hw, gpus, per_gpu), slots.Member(backend, cfg.gmis_per_gpu))
+
+
+def member_config(cfg: Config, overrides: list[str], slot_overrides: list[str], member: int,
+                  values: dict) -> Config:
+    """Member ``member``'s Config as its process composes it on a slot (a run of one node).
+
+    The user's overrides less what the controller sets, its objective's, the slot's, its seed, then its values.
+    """
+    assert cfg.pbt is not None
+    composed = compose_config(*member_overrides(overrides), *objective_overrides(cfg.pbt.objective),
+                              *slot_overrides, f"seed={member_seed(cfg.seed, member)}")
+    return with_values(composed, values)
+
+
+def describe(cfg: Config, place_here: Placement) -> str:
+    """The population in a few lines (``mode=plan`` prints it on stderr): each member's node, slot and values.
+
+    A member on another node is shown on the slot of its index there as this node's hardware would give it.
+    """
+    assert cfg.pbt is not None
+    p = cfg.pbt
+    lines = [f"pbt: {p.population} members, rule {p.replace_rule}, every {p.interval_steps} env steps, objective "
+             f"{p.objective}, exploit {p.exploit}; mutating {', '.join(p.mutation)} (rate {p.mutation_rate})",
+             f"  slots: {_slots(place_here)}" + (" on each node (as this node's hardware gives them)"
+                                                   if cfg.launch.nnodes > 1 else "")]
+    where = place(p.population, int(cfg.launch.nnodes))
+    for m, values in enumerate(starting_values(cfg)):
+        node, index = where[m]
+        slot = place_here.pool[index]
+        shown = ", ".join(f"{k}={_fmt(v)}" for k, v in values.items())
+        at = f"node {node}, " if cfg.launch.nnodes > 1 else ""
+        lines.append(f"  member {m} ({at}{slot.name}: {' '.join(place_here.overrides(slot))}): {shown}")
+    trainer = "rsl_rl's PPO" if cfg.role == RSLRL else "rl-games' PPO"
+    lines.append(f"  (mode=train runs them as {trainer} in tcg_ex, exploiting {p.exploit}; docs/pbt.md)")
+    return "\n".join(lines)
+
+
+def _slots(place_here: Placement) -> str:
+    n = len(place_here.gpus)
+    gpus = f"GPU{'s' if n > 1 else ''} {', '.join(map(str, place_here.gpus))}" if place_here.hw.has_gpu else \
+        f"{n} logical GPU{'s' if n > 1 else ''} (CPU cores {', '.join(map(str, sorted(set(_cores(place_here)))))})"
+    return f"{place_here.per_gpu} per GPU on {gpus}"
+
+
+def _cores(place_here: Placement) -> list[int]:
+    return [c for slot in place_here.pool for c in slot.cpus]
+
+
+def _fmt(value: object) -> str:
+    return "recipe" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)

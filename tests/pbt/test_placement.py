@@ -1,0 +1,55 @@
+"""Where members run: a member's config on its slot (the controller's check and ``mode=plan`` share it) and the
+plan's view of a population, each member's node, slot and values."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+from gmitest import FAST, compose_config
+
+from gmiexp.app import run_plan
+from gmiexp.pbt.controller import Population
+from gmiexp.pbt.placement import member_config
+from gmiexp.pbt.rules import member_seed
+
+POP = [*FAST, "num_gpus=1", "gmis_per_gpu=1", "pbt=default", "pbt.population=2"]
+
+
+def test_a_member_is_composed_as_its_process_composes_it_on_its_slot() -> None:
+    """The user's overrides less the controller's own, the objective's info key, the slot's, its seed, its values."""
+    given = [*POP, "seed=7", "checkpoint=/x.pth", "launch.nnodes=2", "pbt.objective=x_velocity"]
+    cfg = compose_config(*given)
+    c = member_config(cfg, given, ["hardware.cpus=[1]"], 3, {"train.learning_rate": 1e-3})
+    assert c.pbt is None and c.checkpoint == "" and (c.launch.nnodes, c.launch.node_rank) == (1, 0)
+    assert c.seed == member_seed(7, 3) != 7 and c.hardware.cpus == [1] and c.train.learning_rate == 1e-3
+    assert c.train.info_key == "x_velocity" and c.num_envs == 32  # its objective recorded; the user's own kept
+
+
+def test_the_controller_checks_what_its_members_run_the_command_on_a_slot_not_the_typed_config(
+        tmp_path: Path) -> None:
+    """Members compose the command's overrides: the check plans that (before: the typed config, with the values)."""
+    pop = Population(compose_config(*POP), tmp_path, [*POP, "num_envs=24"])
+    pop.check()
+    assert pop.frames_per_epoch == 24 * 16  # 24 environments x horizon 16, one GMI: what every member runs
+    assert not (tmp_path / "members").exists()
+
+
+def test_mode_plan_shows_member_0_s_plan_on_its_slot_and_where_every_member_runs(tmp_path: Path, capsys) -> None:
+    """16 members on a DGX A100: 2 per GPU, each an MPS share of its GPU's one daemon (before: one run's plan,
+    backend=direct on all 8 GPUs' first, and no member's place)."""
+    given = ["hardware=dgx_a100", "task=Cartpole", "pbt=default", "pbt.population=16"]
+    assert run_plan(compose_config("mode=plan", *given), tmp_path, overrides=given)["status"] == "ok"
+    out, err = capsys.readouterr()
+    plan = yaml.safe_load(out)
+    assert plan["backend"] == "mps" and [g["device"] for g in plan["gmis"]] == [0, 0]
+    assert [g["share"] for g in plan["gmis"]] == ["25%", "25%"]  # 2 members x 2 GMIs on a GPU
+    assert "plan (member 0 on its slot gpu0/0; each member alike on its own): 2 GMIs on 1 node" in err
+    assert "space (each member, 16 on this node, estimated): " in err
+    assert "  slots: 2 per GPU on GPUs 0, 1, 2, 3, 4, 5, 6, 7" in err
+    members = re.findall(r"^  member (\d+) \((gpu\d/\d): (.*?)\): ", err, re.M)
+    assert [int(m) for m, _, _ in members] == list(range(16))
+    assert [s for _, s, _ in members] == [f"gpu{m % 8}/{m // 8}" for m in range(16)]  # GPUs first, then shares
+    assert members[9][2] == ("hardware.gpus=[1] backend=mps backend.sm_percent=[25,25] backend.daemon=shared")
+    assert not (tmp_path / "members").exists()
