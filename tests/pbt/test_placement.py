@@ -6,10 +6,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 from gmitest import FAST, compose_config
 
 from gmiexp.app import run_plan
+from gmiexp.errors import ConfigError
 from gmiexp.pbt.controller import Population
 from gmiexp.pbt.placement import member_config
 from gmiexp.pbt.rules import member_seed
@@ -53,3 +55,38 @@ def test_mode_plan_shows_member_0_s_plan_on_its_slot_and_where_every_member_runs
     assert [s for _, s, _ in members] == [f"gpu{m % 8}/{m // 8}" for m in range(16)]  # GPUs first, then shares
     assert members[9][2] == ("hardware.gpus=[1] backend=mps backend.sm_percent=[25,25] backend.daemon=shared")
     assert not (tmp_path / "members").exists()
+
+
+def test_the_command_s_hardware_gpus_bound_where_the_population_runs(tmp_path: Path, capsys) -> None:
+    """Before: every GPU of the host, whatever hardware.gpus said (a shared server's other GPUs included)."""
+    given = ["hardware=dgx_a100", "hardware.gpus=[2,3]", "task=Cartpole", "pbt=default", "pbt.population=4"]
+    assert run_plan(compose_config("mode=plan", *given), tmp_path, overrides=given)["status"] == "ok"
+    err = capsys.readouterr().err
+    assert "  slots: 2 per GPU on GPUs 2, 3" in err
+    assert re.findall(r"^  member \d+ \((gpu\d/\d): hardware.gpus=\[(\d)\] ", err, re.M) == [
+        ("gpu2/0", "2"), ("gpu3/0", "3"), ("gpu2/1", "2"), ("gpu3/1", "3")]
+
+
+def test_the_command_s_hardware_cpus_bound_where_the_population_runs_on_a_cpu_host(tmp_path: Path) -> None:
+    """Before: the controller split every core of its process between the members, whatever hardware.cpus said."""
+    given = ["hardware=cpu", "hardware.cpus=[1]", *POP]
+    pop = Population(compose_config(*given), tmp_path, given)
+    pop.check()
+    assert [slot.cpus for slot in pop.pool] == [(1,), (1,)]
+    assert pop.place is not None and pop.place.overrides(pop.pool[0]) == ["hardware.cpus=[1]"]
+
+
+def test_cores_the_population_cannot_have_exit_2_before_any_member_starts(tmp_path: Path) -> None:
+    """Before: both members started and the first to plan its slot refused it (the population's exit 2 after)."""
+    given = [*POP, "hardware.cpus=[7]"]
+    pop = Population(compose_config(*given), tmp_path, given)
+    with pytest.raises(ConfigError, match=re.escape("invalid hardware.cpus: [7]; valid: a non-empty subset of "
+                                                    "this process's cores")):
+        pop.check()
+    assert not (tmp_path / "members").exists()
+
+
+def test_a_gpu_the_host_lacks_exits_2_naming_it_and_the_valid_ones(tmp_path: Path, capsys) -> None:
+    given = ["hardware=dgx_a100", "hardware.gpus=[2,9]", "task=Cartpole", "pbt=default", "pbt.population=4"]
+    with pytest.raises(ConfigError, match=re.escape("invalid hardware.gpus entry: 9; valid: 0, 1, 2, 3, 4, 5, 6, 7")):
+        run_plan(compose_config("mode=plan", *given), tmp_path, overrides=given)

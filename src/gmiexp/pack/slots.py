@@ -69,25 +69,31 @@ def jobs_per_gpu(value: object) -> int | str:
     raise invalid("hydra.launcher.jobs_per_gpu", value, "an integer >= 1, or auto")
 
 
-def choose_gpus(hw: Hardware, wanted: list[int] | None) -> list[int]:
-    """The GPUs to pack onto: the listed ones (checked against the host), else all (one logical GPU on CPU)."""
+def choose_gpus(hw: Hardware, wanted: list[int] | None, key: str = "hydra.launcher.gpus") -> list[int]:
+    """The GPUs to pack onto: the listed ones (checked against the host), else all (one logical GPU on CPU).
+
+    ``key``: the setting ``wanted`` came from, which an error names.
+    """
     valid = [g.index for g in hw.gpus]
     if wanted is None:
         return valid or [0]
     gpus = list(wanted)
     if not gpus or len(set(gpus)) != len(gpus):
-        raise invalid("hydra.launcher.gpus", gpus, f"distinct GPU indices from {valid or 'logical GPUs 0, 1, ...'}")
+        raise invalid(key, gpus, f"distinct GPU indices from {valid or 'logical GPUs 0, 1, ...'}")
     for g in gpus:
         if (hw.has_gpu and g not in valid) or g < 0:
-            raise invalid("hydra.launcher.gpus entry", g, valid or "logical GPU indices >= 0")
+            raise invalid(f"{key} entry", g, valid or "logical GPU indices >= 0")
     if not hw.has_gpu and len(gpus) > len(os.sched_getaffinity(0)):
-        raise invalid("hydra.launcher.gpus", gpus, f"at most {len(os.sched_getaffinity(0))} logical GPUs "
+        raise invalid(key, gpus, f"at most {len(os.sched_getaffinity(0))} logical GPUs "
                       "(one core each at least) on this CPU host")
     return gpus
 
 
-def make_slots(hw: Hardware, gpus: list[int], per_gpu: int) -> list[Slot]:
-    """``per_gpu`` slots on each GPU, ordered so that consecutive members go to different GPUs."""
+def make_slots(hw: Hardware, gpus: list[int], per_gpu: int, cores: list[int] | None = None) -> list[Slot]:
+    """``per_gpu`` slots on each GPU, ordered so that consecutive members go to different GPUs.
+
+    ``cores``: a CPU host's cores to split (None: every core this process may run on).
+    """
     if hw.has_gpu:
         by_index = {g.index: g for g in hw.gpus}
         out = []
@@ -100,7 +106,7 @@ def make_slots(hw: Hardware, gpus: list[int], per_gpu: int) -> list[Slot]:
                                       "or create instances (nvidia-smi mig -cgi ... -C, admin rights)")
                 out.append(Slot(d, k, mig_uuid=migs[k].uuid if migs else ""))
         return out
-    cores = sorted(os.sched_getaffinity(0))
+    cores = sorted(cores or os.sched_getaffinity(0))
     shares = split_cores(len(cores), len(gpus))  # each logical GPU: its positions in ``cores``
     out = []
     for k in range(per_gpu):

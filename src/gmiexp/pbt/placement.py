@@ -10,6 +10,7 @@ composes the user's overrides with its slot's, so the controller and ``mode=plan
 from __future__ import annotations
 
 import math
+import os
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
@@ -17,7 +18,7 @@ from gmiexp.backends import mps_daemon, mps_session
 from gmiexp.backends.common import visible_device
 from gmiexp.config import Config
 from gmiexp.config.compose import compose_config
-from gmiexp.errors import ConfigError
+from gmiexp.errors import ConfigError, invalid
 from gmiexp.hardware import Hardware, resolve
 from gmiexp.pack import slots
 from gmiexp.pbt.members import (
@@ -68,11 +69,18 @@ def placement(cfg: Config, overrides: list[str], *, planning: bool = False) -> P
     hw = resolve(cfg.hardware.name)
     if hw.is_preset and not planning:
         raise ConfigError(f"invalid hardware={cfg.hardware.name} for a pbt run: presets only plan; valid: auto, cpu")
-    gpus = slots.choose_gpus(hw, None)
+    # the command's hardware.gpus (a GPU host) or hardware.cpus (a CPU host) bound where the population runs
+    gpus = slots.choose_gpus(hw, cfg.hardware.gpus if hw.has_gpu else None, key="hardware.gpus")
     here = per_node(cfg.pbt.population, int(cfg.launch.nnodes))
     per_gpu = math.ceil(here / len(gpus))  # every member at once: they compare at intervals
     backend = next((o.split("=", 1)[1] for o in reversed(overrides) if o.startswith("backend=")), None)
-    return Placement(hw, gpus, per_gpu, slots.make_slots(hw, gpus, per_gpu), slots.Member(backend, cfg.gmis_per_gpu))
+    cores = None if hw.has_gpu else cfg.hardware.cpus
+    have = sorted(os.sched_getaffinity(0))
+    if cores is not None and (not cores or not set(cores) <= set(have)):
+        raise invalid("hardware.cpus", list(cores), f"a non-empty subset of this process's cores {have} (the cores "
+                      "the population's members share)")
+    pool = slots.make_slots(hw, gpus, per_gpu, cores)
+    return Placement(hw, gpus, per_gpu, pool, slots.Member(backend, cfg.gmis_per_gpu))
 
 
 def member_config(cfg: Config, overrides: list[str], slot_overrides: list[str], member: int,
