@@ -8,7 +8,7 @@ same code with an NVML stand-in that has the same function names.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from types import ModuleType
 from typing import Any
 
@@ -179,8 +179,50 @@ def mig_devices(nvml: ModuleType, handle: Any, gpu_index: int) -> list[MigDevice
     return out
 
 
-def discover(nvml: ModuleType | None = None) -> Hardware:
-    """Read the GPUs through NVML; fall back to CPU-only when no driver answers."""
+def visible(gpus: list[GPUInfo], value: str | None) -> tuple[list[GPUInfo], str]:
+    """The GPUs an inherited ``CUDA_VISIBLE_DEVICES`` leaves this process, in its order, and a note on what it cut.
+
+    A scheduler's allocation (Slurm's gres without device cgroups) or a user's choice: NVML lists every GPU of the
+    host whatever the variable says, so without this a run would place GMIs on GPUs it was not given. CUDA's rules:
+    unset, every GPU; a comma-separated list of indices or UUIDs (``GPU-...``, ``MIG-...``; a unique prefix is
+    enough), read up to the first entry that names no device; empty, none. An index is NVML's (PCI bus order, as
+    Slurm numbers GPUs and ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` does); a UUID is exact. A MIG entry keeps its GPU with
+    the listed instances only.
+    """
+    if value is None:
+        return gpus, ""
+    kept: list[GPUInfo] = []
+    migs: dict[int, list[MigDevice]] = {}
+    for token in (t.strip() for t in value.split(",")):
+        gpu = next((g for g in gpus if token.isdigit() and g.index == int(token)), None) or \
+            next((g for g in gpus if token.startswith("GPU-") and g.uuid.startswith(token)), None)
+        mig = next((d for g in gpus for d in g.mig_devices if token.startswith("MIG-") and
+                    (d.uuid if d.uuid.startswith("MIG-") else f"MIG-{d.uuid}").startswith(token)), None)
+        if gpu is None and mig is None:
+            note = "" if not token and not kept else \
+                f"CUDA_VISIBLE_DEVICES={value}: {token!r} names no GPU here; CUDA ignores it and what follows"
+            break
+        if mig is not None:
+            gpu = next(g for g in gpus if g.index == mig.gpu_index)
+            migs.setdefault(gpu.index, []).append(mig)
+        if gpu not in kept:
+            kept.append(gpu)
+    else:
+        note = ""
+    kept = [replace(g, mig_devices=migs[g.index]) if g.index in migs else g for g in kept]
+    cut = len(gpus) - len(kept)
+    said = f"CUDA_VISIBLE_DEVICES={value}: {len(kept)} of the host's {len(gpus)} GPUs" if cut else ""
+    return kept, "; ".join(x for x in (said, note) if x)
+
+
+def discover(nvml: ModuleType | None = None, cuda_visible_devices: str | None = None) -> Hardware:
+    """Read the GPUs through NVML; fall back to CPU-only when no driver answers.
+
+    The GPUs are those ``cuda_visible_devices`` leaves (:func:`visible`); None: this process's
+    ``CUDA_VISIBLE_DEVICES`` when ``nvml`` is the real library, every GPU when it is a stand-in for another host.
+    """
+    if cuda_visible_devices is None and nvml is None:
+        cuda_visible_devices = os.environ.get("CUDA_VISIBLE_DEVICES")
     if nvml is None:
         try:
             import pynvml as nvml  # nvidia-ml-py
@@ -217,8 +259,11 @@ def discover(nvml: ModuleType | None = None) -> Hardware:
             pass
     if not gpus:
         return cpu_only(note="NVML found no GPUs")
+    gpus, note = visible(gpus, cuda_visible_devices)
+    if not gpus:
+        return cpu_only(note=note or "CUDA_VISIBLE_DEVICES is empty: no GPU visible")
     return Hardware(source="nvml", cpu_count=cpu_count(), gpus=gpus, driver_version=driver, cuda_version=cuda,
-                    cpu_ids=cpu_ids())
+                    cpu_ids=cpu_ids(), note=note)
 
 
 def resolve(name: str, nvml: ModuleType | None = None) -> Hardware:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gmiexp.backends.backend import BACKENDS, Backend
-from gmiexp.backends.common import core_ids, device_cores, split_cores, thread_budget
+from gmiexp.backends.common import core_ids, device_cores, gpu_of, split_cores, thread_budget, visible_device
 from gmiexp.config.schema import DirectBackendConfig
 from gmiexp.errors import ConfigError
 from gmiexp.plan import GMI, Plan
@@ -37,17 +37,19 @@ class DirectBackend(Backend):
                     )
         pinned = self.cfg.pin_cores or self.cfg.pin_devices
         for g, cs, t in zip(plan.gmis, cores, budget, strict=True):
-            self._realise_gmi(g, core_ids(hw, cs), t, hw.has_gpu, pinned)
+            # a GPU by its UUID on a real host: an index would be read in CUDA's order, not NVML's
+            self._realise_gmi(g, core_ids(hw, cs), t, visible_device(hw, gpu_of(hw, g)) if hw.has_gpu else None,
+                              pinned)
         plan.backend = self.name
         plan.backend_reason = plan.backend_reason or "backend=direct (plain time-sharing of each device)"
         return plan
 
-    def _realise_gmi(self, g: GMI, cores: list[int], threads: int, gpu: bool, pinned: bool) -> None:
+    def _realise_gmi(self, g: GMI, cores: list[int], threads: int, gpu: str | None, pinned: bool) -> None:
         g.torch_threads = threads
         g.sim_threads = threads
         g.env.update({"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)})
-        if gpu:
-            g.env["CUDA_VISIBLE_DEVICES"] = str(g.device)
+        if gpu is not None:
+            g.env["CUDA_VISIBLE_DEVICES"] = gpu
             g.share = "shared"
         else:
             g.env["CUDA_VISIBLE_DEVICES"] = ""  # a logical GPU on CPU: never touch a real one

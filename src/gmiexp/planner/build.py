@@ -129,9 +129,16 @@ def narrow_cpus(cpus: list[int]) -> None:
 
 
 def place_devices(plan: Plan, gpus: list[int] | None, hw: Hardware) -> None:
-    """``hardware.gpus``: move the layout's devices 0..n-1 onto the listed GPUs (a packed member's GPU)."""
+    """``hardware.gpus``: move the layout's devices 0..n-1 onto the listed GPUs (a packed member's GPU).
+
+    Unset, onto the host's first GPUs: those ``CUDA_VISIBLE_DEVICES`` left it (:func:`gmiexp.hardware.visible`),
+    whose indices need not start at 0.
+    """
     if gpus is None:
-        return
+        indices = [g.index for g in hw.gpus]
+        if indices == list(range(len(indices))):
+            return
+        gpus = indices
     used = sorted({g.device for g in plan.gmis})
     valid = [g.index for g in hw.gpus] if hw.has_gpu else "logical GPU indices >= 0"
     if len(gpus) < len(used) or len(set(gpus)) != len(gpus):
