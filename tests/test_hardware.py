@@ -130,3 +130,11 @@ def test_the_command_line_honours_the_variable_it_inherits(tmp_path) -> None:
     plan = yaml.safe_load(r.stdout)
     assert [g["device"] for g in plan["gmis"]] == [2, 2, 3, 3]
     assert plan["hardware"]["note"] == "CUDA_VISIBLE_DEVICES=2,3: 2 of the host's 8 GPUs"
+
+
+def test_compute_modes_are_read_from_nvml() -> None:
+    gpus = [fake_nvml.h100_80gb(i) for i in range(4)]
+    for g, mode in zip(gpus, (0, 1, 2, 3), strict=True):
+        g.compute_mode = mode
+    hw = hardware.discover(fake_nvml.make(gpus))
+    assert [g.compute_mode for g in hw.gpus] == ["default", "exclusive_thread", "prohibited", "exclusive_process"]

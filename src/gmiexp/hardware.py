@@ -37,6 +37,9 @@ class GPUInfo:
     memory_mb: int = 0
     mig_mode: bool | None = None  # None: MIG not supported on this product
     mig_devices: list[MigDevice] = field(default_factory=list)
+    # NVML's compute mode: "default" (any processes), "exclusive_process" (one process: MPS's daemon can be it),
+    # "prohibited" (none); clusters often set exclusive_process in their job prologue
+    compute_mode: str = "default"
 
     @property
     def cc(self) -> float:
@@ -148,6 +151,17 @@ def _text(v: str | bytes) -> str:
     return v.decode() if isinstance(v, bytes) else v
 
 
+#: NVML's compute modes by value (``NVML_COMPUTEMODE_*``; exclusive_thread is no longer supported by drivers)
+COMPUTE_MODES = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
+
+
+def _compute_mode(nvml: ModuleType, handle: Any) -> str:
+    try:
+        return COMPUTE_MODES.get(int(nvml.nvmlDeviceGetComputeMode(handle)), "default")
+    except nvml.NVMLError:  # a driver that cannot tell: as if default (a real exclusive GPU refuses at start)
+        return "default"
+
+
 def _mig_mode(nvml: ModuleType, handle: Any) -> bool | None:
     try:
         current, _pending = nvml.nvmlDeviceGetMigMode(handle)
@@ -251,6 +265,7 @@ def discover(nvml: ModuleType | None = None, cuda_visible_devices: str | None = 
                 memory_mb=int(nvml.nvmlDeviceGetMemoryInfo(h).total // (1024 * 1024)),
                 mig_mode=mig,
                 mig_devices=mig_devices(nvml, h, i) if mig else [],
+                compute_mode=_compute_mode(nvml, h),
             ))
     finally:
         try:

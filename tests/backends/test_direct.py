@@ -1,11 +1,17 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import pytest
+from backend_helpers import nvml_host, realise
+
+from fakes import nvml as fake_nvml
 from gmiexp.backends.common import split_cores, thread_budget
 from gmiexp.backends.direct import DirectBackend
 from gmiexp.config import LayoutConfig
 from gmiexp.config.schema import DirectBackendConfig
+from gmiexp.errors import ConfigError
 from gmiexp.hardware import Hardware, preset
 from gmiexp.layouts import get
 from gmiexp.layouts.layout import LayoutRequest
@@ -54,3 +60,28 @@ def test_pin_devices_gives_each_logical_gpu_its_own_cores() -> None:
     small = DirectBackend(DirectBackendConfig(pin_devices=True), two).realise(plan, Path("/tmp/run"))
     assert [g.cpus for g in small.gmis] == [[0]] * 3 + [[1]] * 3
     assert all(g.torch_threads == 1 for g in small.gmis)
+
+
+def _exclusive_h100s(mode: int, n: int = 2) -> Hardware:
+    gpus = [fake_nvml.h100_80gb(i) for i in range(n)]
+    gpus[0].compute_mode = mode  # NVML's value: 3 EXCLUSIVE_PROCESS, 2 PROHIBITED
+    return nvml_host(*gpus)
+
+
+def test_several_gmis_on_a_gpu_that_admits_one_process_exit_2_naming_it_and_mps(tmp_path: Path) -> None:
+    """A cluster's EXCLUSIVE_PROCESS GPU: before, the plan passed and the second GMI failed at its first CUDA call."""
+    hw = _exclusive_h100s(3)
+    assert [g.compute_mode for g in hw.gpus] == ["exclusive_process", "default"]
+    with pytest.raises(ConfigError, match=re.escape(
+            "invalid backend=direct with 4 GMI(s) on GPU 0: 2 processes, but its compute mode is EXCLUSIVE_PROCESS, "
+            "one process a GPU; valid: backend=mps (its daemon is the one process), one process a GPU, or "
+            "nvidia-smi -i 0 -c DEFAULT (admin rights)")):
+        realise(hw, tmp_path, num_gpus=2, gmis_per_gpu=2)
+    plan, _ = realise(hw, tmp_path, num_gpus=2, gmis_per_gpu=1)  # one process each: fine
+    assert [g.device for g in plan.gmis] == [0, 1]
+
+
+def test_a_prohibited_gpu_is_refused_even_to_one_gmi(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"invalid GPU 0 for backend=direct with 1 GMI\(s\): its compute mode is "
+                                          r"PROHIBITED, no process may use it; valid: another GPU \(hardware.gpus\)"):
+        realise(_exclusive_h100s(2), tmp_path, num_gpus=1, gmis_per_gpu=1)

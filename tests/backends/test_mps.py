@@ -95,6 +95,17 @@ def test_refuses_host_without_control_binary(tmp_path, monkeypatch):
         realise(nvml_host(fake_nvml.a100_40gb()), tmp_path, name="mps")
 
 
+def test_an_exclusive_gpu_takes_every_gmi_through_its_one_daemon_and_a_prohibited_one_none(tmp_path, fake_mps):
+    """EXCLUSIVE_PROCESS admits one process: MPS's daemon is it, so its clients share the GPU (NVIDIA's advice)."""
+    gpus = [fake_nvml.h100_80gb(0), fake_nvml.h100_80gb(1)]
+    gpus[0].compute_mode, gpus[1].compute_mode = 3, 2
+    hw = nvml_host(*gpus)
+    plan, _ = realise(hw, tmp_path, num_gpus=1, gmis_per_gpu=4, name="mps")
+    assert [g.device for g in plan.gmis] == [0, 0, 0, 0]
+    with pytest.raises(ConfigError, match=r"invalid GPU 1 for backend=mps: its compute mode is PROHIBITED"):
+        realise(hw, tmp_path, num_gpus=2, gmis_per_gpu=2, name="mps")
+
+
 def test_refuses_mig_enabled_gpu(tmp_path, fake_mps):
     hw = nvml_host(fake_nvml.a100_40gb(mig=1, migs=fake_nvml.a100_migs()))
     with pytest.raises(ConfigError, match=r"MIG is enabled on it.*valid here: backend=mig backend.mps_in_mig=true"):

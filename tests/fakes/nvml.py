@@ -48,6 +48,7 @@ class FakeGPU:
     procs: list[tuple[int, int]] = field(default_factory=list)
     mps_procs: list[tuple[int, int]] = field(default_factory=list)
     proc_util: list[tuple[int, int]] = field(default_factory=list)  # (pid, SM %) samples, oldest first
+    compute_mode: int = 0  # pynvml.NVML_COMPUTEMODE_*: 0 default, 2 prohibited, 3 exclusive process
 
 
 def a100_40gb(i: int = 0, mig: int | None = 0, migs: list[FakeMig] | None = None) -> FakeGPU:
@@ -213,6 +214,10 @@ def make(gpus: list[FakeGPU], driver: str = "550.54.15", cuda: int = 12040,
     @api
     def nvmlDeviceGetUUID(h):
         return thing(h).uuid
+
+    @api
+    def nvmlDeviceGetComputeMode(h):
+        return gpu_of(h).compute_mode
 
     @api
     def nvmlDeviceGetCudaComputeCapability(h):

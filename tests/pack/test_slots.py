@@ -93,3 +93,15 @@ def test_what_recycling_hands_over_is_a_slot_s_cores_or_its_mps_share() -> None:
     assert not slots.on_mps(cpu, Member(None))
     # two of four slots, one GMI: half the SMs; two GMIs: a quarter each
     assert slots.sm_percent(2, 4, 1) == 50 and slots.sm_percent(2, 4, 2) == 25 and slots.sm_percent(1, 3, 1) == 33
+
+
+def test_members_packed_off_mps_on_a_gpu_that_admits_one_process_are_refused() -> None:
+    """Two backend=direct members a GPU on an EXCLUSIVE_PROCESS GPU: two processes; on its shared daemon: one."""
+    hw = gpu_host(2)
+    hw.gpus[1].compute_mode = "exclusive_process"
+    with pytest.raises(ConfigError, match=r"invalid 2 members a GPU with backend=direct on GPU 1: 2 processes, but "
+                                          r"its compute mode is EXCLUSIVE_PROCESS"):
+        slots.check_sharing(hw, [0, 1], 2, [Member("direct", 1)])
+    slots.check_sharing(hw, [0, 1], 2, [Member(None, 2), Member("mps", 1)])  # one daemon a GPU
+    slots.check_sharing(hw, [0, 1], 1, [Member("direct", 1)])  # one member a GPU
+    slots.check_sharing(hw, [0], 2, [Member("direct", 1)])  # GPU 1 not used

@@ -3,13 +3,17 @@ plan's view of a population, each member's node, slot and values."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from gmitest import FAST, compose_config
+from gmitest import FAST, cli_env, compose_config
 
+from fakes import mps as fake_mps
 from gmiexp.app import run_plan
 from gmiexp.errors import ConfigError
 from gmiexp.pbt.controller import Population
@@ -90,3 +94,21 @@ def test_a_gpu_the_host_lacks_exits_2_naming_it_and_the_valid_ones(tmp_path: Pat
     given = ["hardware=dgx_a100", "hardware.gpus=[2,9]", "task=Cartpole", "pbt=default", "pbt.population=4"]
     with pytest.raises(ConfigError, match=re.escape("invalid hardware.gpus entry: 9; valid: 0, 1, 2, 3, 4, 5, 6, 7")):
         run_plan(compose_config("mode=plan", *given), tmp_path, overrides=given)
+
+
+def test_a_population_packed_off_mps_on_an_exclusive_gpu_exits_2_before_any_member_starts(tmp_path: Path,
+                                                                                          monkeypatch) -> None:
+    """A (fake) H100 in EXCLUSIVE_PROCESS mode: 2 members on direct would be 2 processes there (before: both started,
+    the second failed at its first CUDA call); on the GPU's one MPS daemon they plan."""
+    fake_mps.install(tmp_path, monkeypatch)  # the control binary on PATH (mode=plan starts no daemon)
+    env = {**cli_env(), "FAKE_NVML_GPUS": "1", "FAKE_NVML_COMPUTE_MODE": "3"}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parents[1] / "fakes" / "gpu_host"), env["PYTHONPATH"]])
+    r = subprocess.run([sys.executable, "-m", "gmiexp", *POP, "backend=direct", f"hydra.run.dir={tmp_path / 'd'}"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert "gmiexp: error: invalid 2 members a GPU with backend=direct on GPU 0: 2 processes, but its compute " \
+           "mode is EXCLUSIVE_PROCESS, one process a GPU; valid: backend=mps" in r.stderr, r.stderr[-3000:]
+    assert not (tmp_path / "d" / "members").exists()
+    r = subprocess.run([sys.executable, "-m", "gmiexp", *POP, "mode=plan", f"hydra.run.dir={tmp_path / 'p'}"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0 and "member 1 (gpu0/1: hardware.gpus=[0] backend=mps " in r.stderr, r.stderr[-3000:]

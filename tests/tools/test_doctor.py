@@ -93,3 +93,15 @@ def test_doctor_on_a_cpu_host_recommends_envpool_and_says_mjlab_is_slow_here(tmp
     r = doctor(nvml=fake_nvml.make([], no_driver=True), which=lambda _n: None, pipe_dir=str(tmp_path),
                have=lambda m: m != "mjlab")
     assert not r["simulators"]["mjlab"]["ok"] and "gmiexp[mjlab]" in r["simulators"]["mjlab"]["reason"]
+
+
+def test_doctor_names_a_compute_mode_that_admits_one_process_or_none(tmp_path):
+    gpus = [fake_nvml.h100_80gb(0), fake_nvml.h100_80gb(1), fake_nvml.h100_80gb(2)]
+    gpus[1].compute_mode, gpus[2].compute_mode = 3, 2
+    r = doctor(nvml=fake_nvml.make(gpus), which=fake_which, nccl=nccl_ok, pipe_dir=str(tmp_path))
+    assert [g["compute_mode"] for g in r["gpus"]] == ["default", "exclusive_process", "prohibited"]
+    text = format_doctor(r)
+    assert "GPU 0: NVIDIA H100 80GB HBM3, cc 9.0, 81559 MiB, MIG disabled\n" in text
+    assert "GPU 1: NVIDIA H100 80GB HBM3, cc 9.0, 81559 MiB, MIG disabled, compute mode EXCLUSIVE_PROCESS (one " \
+           "process: several GMIs through MPS only)" in text
+    assert "GPU 2: NVIDIA H100 80GB HBM3, cc 9.0, 81559 MiB, MIG disabled, compute mode PROHIBITED (no process)" in text

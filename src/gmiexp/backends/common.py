@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from gmiexp.errors import ConfigError, invalid
+from gmiexp.errors import ConfigError, invalid, refusal
 from gmiexp.hardware import GPUInfo, Hardware
 from gmiexp.plan import GMI, Plan
 
@@ -64,6 +64,28 @@ def gpu_of(hw: Hardware, gmi: GMI) -> GPUInfo:
             return g
     raise invalid(f"device of GMI {gmi.id}", gmi.device, [g.index for g in hw.gpus],
                   f"lower num_gpus to at most {len(hw.gpus)}")
+
+
+def check_compute_modes(hw: Hardware, processes: dict[int, int], what: str) -> None:
+    """Exit 2 when a GPU's compute mode refuses the processes planned on it.
+
+    ``processes``: GPU index -> the CUDA processes that open a context there (an MPS daemon's clients count as
+    its one). ``EXCLUSIVE_PROCESS`` (clusters often set it in their job prologue) admits one process a GPU, which
+    MPS's daemon can be; ``PROHIBITED`` admits none. Unchecked, the second GMI fails at its first CUDA call ("all
+    CUDA-capable devices are busy or unavailable") after the first has started.
+    """
+    reasons = []
+    for g in hw.gpus:
+        n, reset = processes.get(g.index, 0), f"nvidia-smi -i {g.index} -c DEFAULT (admin rights)"
+        if n and g.compute_mode == "prohibited":
+            reasons.append(f"invalid GPU {g.index} for {what}: its compute mode is PROHIBITED, no process may use "
+                           f"it; valid: another GPU (hardware.gpus), or {reset}")
+        elif n > 1 and g.compute_mode in ("exclusive_process", "exclusive_thread"):
+            reasons.append(f"invalid {what} on GPU {g.index}: {n} processes, but its compute mode is "
+                           f"{g.compute_mode.upper()}, one process a GPU; valid: backend=mps (its daemon is the "
+                           f"one process), one process a GPU, or {reset}")
+    if reasons:
+        raise refusal(reasons, "GPUs for their compute mode")
 
 
 def by_device(plan: Plan) -> dict[int, list[GMI]]:

@@ -5,7 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from gmiexp.backends.backend import BACKENDS, Backend
-from gmiexp.backends.common import core_ids, device_cores, gpu_of, split_cores, thread_budget, visible_device
+from gmiexp.backends.common import (
+    by_device,
+    check_compute_modes,
+    core_ids,
+    device_cores,
+    gpu_of,
+    split_cores,
+    thread_budget,
+    visible_device,
+)
 from gmiexp.config.schema import DirectBackendConfig
 from gmiexp.errors import ConfigError
 from gmiexp.plan import GMI, Plan
@@ -35,6 +44,8 @@ class DirectBackend(Backend):
                         f"GMI {g.id} wants GPU {g.device} but this host has GPUs {known}; "
                         f"lower num_gpus to at most {len(known)}"
                     )
+            check_compute_modes(hw, {d: len(gs) for d, gs in by_device(plan).items()},
+                                f"backend=direct with {len(plan.gmis)} GMI(s)")
         pinned = self.cfg.pin_cores or self.cfg.pin_devices
         for g, cs, t in zip(plan.gmis, cores, budget, strict=True):
             # a GPU by its UUID on a real host: an index would be read in CUDA's order, not NVML's

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from gmiexp.backends import mps_daemon
 from gmiexp.backends.backend import BACKENDS, Backend
-from gmiexp.backends.common import by_device, cpu_budget, gpu_of, memory_mb, visible_device
+from gmiexp.backends.common import by_device, check_compute_modes, cpu_budget, gpu_of, memory_mb, visible_device
 from gmiexp.backends.mps_clients import check_host, client_env, daemon_commands, mps_session, shares
 from gmiexp.config.schema import MpsBackendConfig
 from gmiexp.errors import ConfigError, invalid
@@ -70,6 +70,7 @@ class MPSBackend(Backend):
         for gpu in gpus:
             check_cc(gpu)
             check_mig_off(gpu)
+        check_compute_modes(hw, {g.index: 1 for g in gpus}, "backend=mps")  # the daemon: one process a GPU
         mode = self.cfg.daemon
         visible = ",".join(visible_device(hw, g) for g in gpus)  # the daemon serves the plan's GPUs only
         daemon = mps_daemon.for_mode(mode, run_dir, visible, private_visible=visible)

@@ -119,6 +119,8 @@ class PackedSweep:
         self.members = [Member(group_choice(o, "backend"), c.gmis_per_gpu) for o, c in zip(self.overrides, typed,
                                                                                           strict=True)]
         per_gpu = 1 if self.per_gpu == AUTO else int(self.per_gpu)
+        # auto packs 2 or more a GPU as soon as it profiles: a GPU that admits one process is refused as for 2
+        slots.check_sharing(self.hw, self.gpus, 2 if self.per_gpu == AUTO else per_gpu, self.members)
         first = slots.make_slots(self.hw, self.gpus, per_gpu)[0]
 
         reasons: dict[str, list[int]] = {}

@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from gmiexp.backends.common import split_cores
+from gmiexp.backends.common import check_compute_modes, split_cores
 from gmiexp.errors import ConfigError, invalid
 from gmiexp.hardware import GPUInfo, Hardware
 
@@ -131,6 +131,20 @@ def slot_overrides(slot: Slot, member: Member, per_gpu: int) -> list[str]:
         out += ["backend=mps", f"backend.sm_percent=[{','.join([str(pct)] * member.gmis_per_gpu)}]",
                 "backend.daemon=shared"]  # one daemon (one MPS server) per GPU for every member on it
     return out
+
+
+def check_sharing(hw: Hardware, gpus: list[int], per_gpu: int, members: list[Member]) -> None:
+    """Exit 2 when ``per_gpu`` members a GPU would put several processes on one that admits one process.
+
+    A member on the GPU's one shared MPS daemon is one process with the others there; one with backend=direct is
+    its GMIs. MIG instances are apart.
+    """
+    direct = [m for m in members if m.backend not in (None, "mps", "auto", "mig")]
+    if per_gpu < 2 or not direct:
+        return
+    worst = per_gpu * max(m.gmis_per_gpu for m in direct)
+    check_compute_modes(hw, {g.index: worst for g in hw.gpus if g.index in gpus and not g.mig_mode},
+                        f"{per_gpu} members a GPU with backend={direct[0].backend}")
 
 
 def on_mps(slot: Slot, member: Member) -> bool:

@@ -80,7 +80,9 @@ def placement(cfg: Config, overrides: list[str], *, planning: bool = False) -> P
         raise invalid("hardware.cpus", list(cores), f"a non-empty subset of this process's cores {have} (the cores "
                       "the population's members share)")
     pool = slots.make_slots(hw, gpus, per_gpu, cores)
-    return Placement(hw, gpus, per_gpu, pool, slots.Member(backend, cfg.gmis_per_gpu))
+    member = slots.Member(backend, cfg.gmis_per_gpu)
+    slots.check_sharing(hw, gpus, per_gpu, [member])
+    return Placement(hw, gpus, per_gpu, pool, member)
 
 
 def member_config(cfg: Config, overrides: list[str], slot_overrides: list[str], member: int,

@@ -159,8 +159,16 @@ def _gpu_row(g: Any) -> dict[str, Any]:
     return {"index": g.index, "name": g.name, "uuid": g.uuid,
             "compute_capability": ".".join(map(str, g.compute_capability)), "memory_mb": g.memory_mb,
             "mig_mode": {None: "unsupported", True: "enabled", False: "disabled"}[g.mig_mode],
+            "compute_mode": g.compute_mode,
             "mig_devices": [{"index": d.index, "profile": d.profile, "uuid": d.uuid, "memory_mb": d.memory_mb}
                             for d in g.mig_devices]}
+
+
+def _mode_note(mode: str) -> str:
+    """A compute mode other than default, with what it admits (``backends.common.check_compute_modes``)."""
+    says = {"exclusive_process": "one process: several GMIs through MPS only",
+            "exclusive_thread": "one process: several GMIs through MPS only", "prohibited": "no process"}
+    return f", compute mode {mode.upper()} ({says[mode]})" if mode in says else ""
 
 
 def format_doctor(report: dict[str, Any]) -> str:
@@ -175,7 +183,7 @@ def format_doctor(report: dict[str, Any]) -> str:
         lines.append("  GPUs: none")
     for g in report["gpus"]:
         lines.append(f"  GPU {g['index']}: {g['name']}, cc {g['compute_capability']}, {g['memory_mb']} MiB, "
-                     f"MIG {g['mig_mode']}")
+                     f"MIG {g['mig_mode']}" + _mode_note(g["compute_mode"]))
         for d in g["mig_devices"]:
             lines.append(f"    MIG {d['index']}: {d['profile']} {d['memory_mb']} MiB {d['uuid']}")
     for tool, path in report["tools"].items():
