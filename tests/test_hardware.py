@@ -138,3 +138,17 @@ def test_compute_modes_are_read_from_nvml() -> None:
         g.compute_mode = mode
     hw = hardware.discover(fake_nvml.make(gpus))
     assert [g.compute_mode for g in hw.gpus] == ["default", "exclusive_thread", "prohibited", "exclusive_process"]
+
+
+def test_a_gpu_nvml_cannot_open_is_left_out_not_fatal() -> None:
+    """A job's device cgroup can refuse a handle (NO_PERMISSION): before, discover raised and every run, plan and
+    doctor on that host stopped with NVML's traceback."""
+    gpus = [fake_nvml.h100_80gb(i) for i in range(4)]
+    gpus[1].readable = False
+    hw = hardware.discover(fake_nvml.make(gpus))
+    assert [g.index for g in hw.gpus] == [0, 2, 3] and hw.source == "nvml"
+    assert "GPU 1 left out: NVML cannot read it (Insufficient Permissions)" in hw.note
+    for g in gpus:
+        g.readable = False
+    hw = hardware.discover(fake_nvml.make(gpus))
+    assert not hw.has_gpu and hw.note.startswith("GPU 0 left out: NVML cannot read it")

@@ -253,28 +253,32 @@ def discover(nvml: ModuleType | None = None, cuda_visible_devices: str | None = 
             cuda = f"{cv // 1000}.{(cv % 1000) // 10}"
         except nvml.NVMLError:
             cuda = ""
-        gpus = []
+        gpus, unread = [], []
         for i in range(nvml.nvmlDeviceGetCount()):
-            h = nvml.nvmlDeviceGetHandleByIndex(i)
-            mig = _mig_mode(nvml, h)
-            gpus.append(GPUInfo(
-                index=i,
-                name=_text(nvml.nvmlDeviceGetName(h)),
-                uuid=_text(nvml.nvmlDeviceGetUUID(h)),
-                compute_capability=tuple(nvml.nvmlDeviceGetCudaComputeCapability(h)),
-                memory_mb=int(nvml.nvmlDeviceGetMemoryInfo(h).total // (1024 * 1024)),
-                mig_mode=mig,
-                mig_devices=mig_devices(nvml, h, i) if mig else [],
-                compute_mode=_compute_mode(nvml, h),
-            ))
+            try:  # a GPU this process may not open (a job's device cgroup) or that fell off the bus: left out
+                h = nvml.nvmlDeviceGetHandleByIndex(i)
+                mig = _mig_mode(nvml, h)
+                gpus.append(GPUInfo(
+                    index=i,
+                    name=_text(nvml.nvmlDeviceGetName(h)),
+                    uuid=_text(nvml.nvmlDeviceGetUUID(h)),
+                    compute_capability=tuple(nvml.nvmlDeviceGetCudaComputeCapability(h)),
+                    memory_mb=int(nvml.nvmlDeviceGetMemoryInfo(h).total // (1024 * 1024)),
+                    mig_mode=mig,
+                    mig_devices=mig_devices(nvml, h, i) if mig else [],
+                    compute_mode=_compute_mode(nvml, h),
+                ))
+            except nvml.NVMLError as e:
+                unread.append(f"GPU {i} left out: NVML cannot read it ({e})")
     finally:
         try:
             nvml.nvmlShutdown()
         except Exception:  # noqa: BLE001 - shutdown failure is harmless
             pass
     if not gpus:
-        return cpu_only(note="NVML found no GPUs")
+        return cpu_only(note="; ".join(unread) or "NVML found no GPUs")
     gpus, note = visible(gpus, cuda_visible_devices)
+    note = "; ".join(x for x in (note, *unread) if x)
     if not gpus:
         return cpu_only(note=note or "CUDA_VISIBLE_DEVICES is empty: no GPU visible")
     return Hardware(source="nvml", cpu_count=cpu_count(), gpus=gpus, driver_version=driver, cuda_version=cuda,

@@ -49,6 +49,7 @@ class FakeGPU:
     mps_procs: list[tuple[int, int]] = field(default_factory=list)
     proc_util: list[tuple[int, int]] = field(default_factory=list)  # (pid, SM %) samples, oldest first
     compute_mode: int = 0  # pynvml.NVML_COMPUTEMODE_*: 0 default, 2 prohibited, 3 exclusive process
+    readable: bool = True  # False: a handle is refused (NO_PERMISSION), as under a job's device cgroup
 
 
 def a100_40gb(i: int = 0, mig: int | None = 0, migs: list[FakeMig] | None = None) -> FakeGPU:
@@ -204,6 +205,8 @@ def make(gpus: list[FakeGPU], driver: str = "550.54.15", cuda: int = 12040,
     def nvmlDeviceGetHandleByIndex(index):
         if not 0 <= index < len(gpus):
             raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        if not gpus[index].readable:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NO_PERMISSION)
         return ("gpu", index)
 
     @api
