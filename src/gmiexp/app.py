@@ -26,7 +26,7 @@ from gmiexp.launch.ownership import LOCK_NAME, own_run_dir
 from gmiexp.launch.summary import one_line, run_config, write_summary
 from gmiexp.pbt.members import refuse_unavailable, starting_values
 from gmiexp.pbt.placement import describe as describe_population
-from gmiexp.pbt.placement import member_config, placement
+from gmiexp.pbt.placement import member_config, members_here, placement
 from gmiexp.planner.build import build_plan, check_config, replanner
 from gmiexp.planner.commands import format_commands, node_commands
 from gmiexp.planner.resources import MIB, check_resources, disk_need, free_bytes, shm_need
@@ -201,7 +201,7 @@ def run_plan(cfg: Config, run_dir: Path, overrides: list[str] | None = None) -> 
           f"({per_node} per node on {len(plan.devices)} GPU{'s' if len(plan.devices) != 1 else ''}); "
           f"reduction {plan.reduction}: {plan.reduction_reason}", file=sys.stderr, flush=True)
     print(format_cost(cost), file=sys.stderr, flush=True)
-    here = "this node" if place is None else f"each member, {place.members_here(cfg)} on this node"
+    here = "this node" if place is None else f"each member, {members_here(cfg)} on this node"
     print(f"space ({here}, estimated): {shm_need(plan).format()}; {disk_need(plan).format()}",
           file=sys.stderr, flush=True)
     if cmds:

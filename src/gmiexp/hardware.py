@@ -198,7 +198,7 @@ def visible(gpus: list[GPUInfo], value: str | None) -> tuple[list[GPUInfo], str]
 
     A scheduler's allocation (Slurm's gres without device cgroups) or a user's choice: NVML lists every GPU of the
     host whatever the variable says, so without this a run would place GMIs on GPUs it was not given. CUDA's rules:
-    unset, every GPU; a comma-separated list of indices or UUIDs (``GPU-...``, ``MIG-...``; a unique prefix is
+    unset, every GPU; a comma-separated list of indices or UUIDs (``GPU-...``, ``MIG-...``; a prefix is
     enough), read up to the first entry that names no device; empty, none. An index is NVML's (PCI bus order, as
     Slurm numbers GPUs and ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` does); a UUID is exact. A MIG entry keeps its GPU with
     the listed instances only.
@@ -207,22 +207,20 @@ def visible(gpus: list[GPUInfo], value: str | None) -> tuple[list[GPUInfo], str]
         return gpus, ""
     kept: list[GPUInfo] = []
     migs: dict[int, list[MigDevice]] = {}
+    note = ""
     for token in (t.strip() for t in value.split(",")):
-        gpu = next((g for g in gpus if token.isdigit() and g.index == int(token)), None) or \
-            next((g for g in gpus if token.startswith("GPU-") and g.uuid.startswith(token)), None)
         mig = next((d for g in gpus for d in g.mig_devices if token.startswith("MIG-") and
                     (d.uuid if d.uuid.startswith("MIG-") else f"MIG-{d.uuid}").startswith(token)), None)
-        if gpu is None and mig is None:
-            note = "" if not token and not kept else \
-                f"CUDA_VISIBLE_DEVICES={value}: {token!r} names no GPU here; CUDA ignores it and what follows"
+        gpu = next((g for g in gpus if (token.isdigit() and g.index == int(token)) or (mig and g.index ==
+                    mig.gpu_index) or (token.startswith("GPU-") and g.uuid.startswith(token))), None)
+        if gpu is None:
+            if token or kept:  # an empty value is no GPU, said by the caller
+                note = f"CUDA_VISIBLE_DEVICES={value}: {token!r} names no GPU here; CUDA ignores it and what follows"
             break
         if mig is not None:
-            gpu = next(g for g in gpus if g.index == mig.gpu_index)
             migs.setdefault(gpu.index, []).append(mig)
         if gpu not in kept:
             kept.append(gpu)
-    else:
-        note = ""
     kept = [replace(g, mig_devices=migs[g.index]) if g.index in migs else g for g in kept]
     cut = len(gpus) - len(kept)
     said = f"CUDA_VISIBLE_DEVICES={value}: {len(kept)} of the host's {len(gpus)} GPUs" if cut else ""

@@ -46,12 +46,6 @@ class Placement:
     def overrides(self, slot: slots.Slot) -> list[str]:
         return slots.slot_overrides(slot, self.member_of, self.per_gpu)
 
-    def members_here(self, cfg: Config) -> int:
-        """How many of the population's members this node (``launch.node_rank``) runs."""
-        assert cfg.pbt is not None
-        node = int(cfg.launch.node_rank or 0)
-        return sum(1 for n, _ in place(cfg.pbt.population, int(cfg.launch.nnodes)) if n == node)
-
     def shared_daemons(self) -> AbstractContextManager[None]:
         """An MPS GPU's one shared daemon for the node's members (as the pack launcher holds it for a sweep)."""
         gpus = slots.mps_gpus(self.hw, self.gpus, [self.member_of])
@@ -83,6 +77,13 @@ def placement(cfg: Config, overrides: list[str], *, planning: bool = False) -> P
     member = slots.Member(backend, cfg.gmis_per_gpu)
     slots.check_sharing(hw, gpus, per_gpu, [member])
     return Placement(hw, gpus, per_gpu, pool, member)
+
+
+def members_here(cfg: Config) -> int:
+    """How many of the population's members this node (``launch.node_rank``) runs."""
+    assert cfg.pbt is not None
+    node = int(cfg.launch.node_rank or 0)
+    return sum(1 for n, _ in place(cfg.pbt.population, int(cfg.launch.nnodes)) if n == node)
 
 
 def member_config(cfg: Config, overrides: list[str], slot_overrides: list[str], member: int,
