@@ -38,6 +38,7 @@ def fake_gpu_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, private_tmp: 
     monkeypatch.setenv("FAKE_NVML_GPUS", "1")
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.delenv("FAKE_NVML_NOT_MPS", raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)  # the fake host's GPUs, not this process's share
     yield fake_nvml.make([fake_nvml.h100_80gb(0, mig=0)], mps_from_proc=True)
     left = fake_mps_mod.live_daemons(tmp_path)
     fake_mps_mod.kill(left)

@@ -34,7 +34,7 @@ from gmiexp.launch.affinity import move_cores
 from gmiexp.launch.coordinator import Coordinator
 from gmiexp.launch.elastic import STOP_TEXT, Reshaped
 from gmiexp.launch.failure import Failure, log_tail, process_failures, run_error, where
-from gmiexp.launch.gmi_env import apply_gmi_environment
+from gmiexp.launch.gmi_env import gmi_environment
 from gmiexp.launch.live import RunRows
 from gmiexp.launch.monitor import Monitor
 from gmiexp.launch.summary import build_summary, merge_nodes
@@ -372,9 +372,8 @@ def _inprocess(plan: Plan) -> None:
     What the GMI prints (rl-games' own lines) goes to stderr, as a worker's goes to its log: stdout is the
     program's output (the one-line summary).
     """
-    apply_gmi_environment(plan.gmis[0])
     try:
-        with contextlib.redirect_stdout(sys.stderr):
+        with gmi_environment(plan.gmis[0]), contextlib.redirect_stdout(sys.stderr):
             run_gmi(plan, 0)
     except ConfigError as e:  # as a worker's: bad input only the GMI saw, named as the launcher names a worker's
         raise RefusedInGmi(f"{e} (GMI 0 refused it at start, in the launcher's process)") from None
