@@ -10,7 +10,6 @@ composes the user's overrides with its slot's, so the controller and ``mode=plan
 from __future__ import annotations
 
 import math
-import os
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
@@ -18,7 +17,7 @@ from gmiexp.backends import mps_daemon, mps_session
 from gmiexp.backends.common import visible_device
 from gmiexp.config import Config
 from gmiexp.config.compose import compose_config
-from gmiexp.errors import ConfigError, invalid
+from gmiexp.errors import ConfigError
 from gmiexp.hardware import Hardware, resolve
 from gmiexp.pack import slots
 from gmiexp.pbt.members import (
@@ -30,6 +29,7 @@ from gmiexp.pbt.members import (
     with_values,
 )
 from gmiexp.pbt.rules import member_seed
+from gmiexp.planner.build import check_cpus
 from gmiexp.rl.rslrl.config import ROLE as RSLRL
 
 
@@ -69,10 +69,8 @@ def placement(cfg: Config, overrides: list[str], *, planning: bool = False) -> P
     per_gpu = math.ceil(here / len(gpus))  # every member at once: they compare at intervals
     backend = next((o.split("=", 1)[1] for o in reversed(overrides) if o.startswith("backend=")), None)
     cores = None if hw.has_gpu else cfg.hardware.cpus
-    have = sorted(os.sched_getaffinity(0))
-    if cores is not None and (not cores or not set(cores) <= set(have)):
-        raise invalid("hardware.cpus", list(cores), f"a non-empty subset of this process's cores {have} (the cores "
-                      "the population's members share)")
+    if cores is not None:  # the cores the members share, as a run's own hardware.cpus
+        check_cpus(cores)
     pool = slots.make_slots(hw, gpus, per_gpu, cores)
     member = slots.Member(backend, cfg.gmis_per_gpu)
     slots.check_sharing(hw, gpus, per_gpu, [member])

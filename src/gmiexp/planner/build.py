@@ -116,15 +116,19 @@ def host(cfg: Config) -> Hardware:
 STARTING_CPUS = sorted(os.sched_getaffinity(0))  # before any hardware.cpus: a re-shape may widen back to them
 
 
+def check_cpus(cpus: list[int]) -> None:
+    """``hardware.cpus`` is any non-empty subset of the cores the process started with (exit 2 otherwise)."""
+    if not cpus or not set(cpus) <= set(STARTING_CPUS):
+        raise invalid("hardware.cpus", list(cpus), f"a non-empty subset of this process's cores {STARTING_CPUS}")
+
+
 def narrow_cpus(cpus: list[int]) -> None:
     """``hardware.cpus``: this process (and so its elastic agent and GMIs) runs on these cores only.
 
     Any subset of the cores the process started with: a re-shaping packed member grows into a finished
     member's cores.
     """
-    have = STARTING_CPUS
-    if not cpus or not set(cpus) <= set(have):
-        raise invalid("hardware.cpus", list(cpus), f"a non-empty subset of this process's cores {have}")
+    check_cpus(cpus)
     os.sched_setaffinity(0, set(cpus))
 
 
