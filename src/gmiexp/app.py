@@ -27,6 +27,7 @@ from gmiexp.launch.summary import one_line, run_config, write_summary
 from gmiexp.pbt.members import refuse_unavailable, starting_values
 from gmiexp.pbt.placement import describe as describe_population
 from gmiexp.pbt.placement import member_config, members_here, placement
+from gmiexp.pbt.placement import space as population_space
 from gmiexp.planner.build import build_plan, check_config, replanner
 from gmiexp.planner.commands import format_commands, node_commands
 from gmiexp.planner.resources import MIB, check_resources, disk_need, free_bytes, shm_need
@@ -201,9 +202,12 @@ def run_plan(cfg: Config, run_dir: Path, overrides: list[str] | None = None) -> 
           f"({per_node} per node on {len(plan.devices)} GPU{'s' if len(plan.devices) != 1 else ''}); "
           f"reduction {plan.reduction}: {plan.reduction_reason}", file=sys.stderr, flush=True)
     print(format_cost(cost), file=sys.stderr, flush=True)
-    here = "this node" if place is None else f"each member, {members_here(cfg)} on this node"
-    print(f"space ({here}, estimated): {shm_need(plan).format()}; {disk_need(plan).format()}",
-          file=sys.stderr, flush=True)
+    if place is None:
+        here, (shm, disk) = "this node", (shm_need(plan), disk_need(plan))
+    else:  # every member of this node alike
+        n = members_here(cfg)
+        here, (shm, disk) = f"this node's {n} member{'s' if n != 1 else ''}", population_space(cfg, [plan] * n)
+    print(f"space ({here}, estimated): {shm.format()}; {disk.format()}", file=sys.stderr, flush=True)
     if cmds:
         print(format_commands(cmds, torchrun=not population_nodes), file=sys.stderr, flush=True)
     if place is not None:

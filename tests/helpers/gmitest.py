@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,6 +33,27 @@ def cli_env() -> dict[str, str]:
     env["WANDB_MODE"] = "offline"
     env.pop("CUDA_VISIBLE_DEVICES", None)
     return env
+
+
+def _can_unshare() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    return subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0
+
+
+#: a test that mounts in a private mount namespace (a small tmpfs over /dev/shm or a run dir, gone with it)
+needs_unshare = pytest.mark.skipif(not _can_unshare(), reason="needs unshare -m (root or user namespaces)")
+
+
+def in_namespace(script: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    """Run ``script`` (sh) in a private mount namespace, where mounts vanish with it."""
+    return subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=timeout,
+                          env=cli_env())
+
+
+def gmiexp_cmd(*args: str) -> str:
+    """``python -m gmiexp args`` as one shell word list (for :func:`in_namespace`)."""
+    return shlex.join([sys.executable, "-m", "gmiexp", *args])
 
 
 def fresh_caches(root: Path) -> dict[str, str]:

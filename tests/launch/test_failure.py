@@ -91,3 +91,22 @@ def test_elastic_failures_are_classified_by_exit_code_and_by_who_killed_them(
     assert (f.gmi, f.node, f.secondary) == (3, 1, secondary)
     assert f.head == f"GMI 3 on node 1 failed (exit code {exitcode})"
     assert "boom" in f.tail  # the tail of its LOCAL rank's log
+
+
+def test_a_failed_gmis_head_names_the_exception_its_last_traceback_ended_with(tmp_path: Path) -> None:
+    """The log's tail is the trainer's prints after the traceback (rl-games'): the head says what was raised."""
+    log = tmp_path / "logs" / "run_x" / "attempt_0" / "0"
+    log.mkdir(parents=True)
+    (log / "stderr.log").write_text(
+        "Traceback (most recent call last):\n  File \"a.py\", line 1, in f\n    g()\nKeyError: 'x'\n\n"
+        "During handling of the above exception, another exception occurred:\n\n"
+        "Traceback (most recent call last):\n  File \"a.py\", line 3, in h\n    raise ShmFull(...)\n"
+        "gmiexp.shm.segment.ShmFull: [Errno 28] /dev/shm has 4.0 KiB free\n"
+        + "".join(f"=> saving checkpoint {i}\n" for i in range(30)))
+    err = SimpleNamespace(failures={0: SimpleNamespace(local_rank=0, pid=7, exitcode=1, timestamp=10)})
+    [f] = process_failures(err, {0: 0}, node=0, nnodes=1, run_dir=tmp_path, killed=set())  # type: ignore[arg-type]
+    assert f.head == ("GMI 0 failed (exit code 1, pid 7): gmiexp.shm.segment.ShmFull: [Errno 28] /dev/shm has 4.0 "
+                      "KiB free")
+    (log / "stderr.log").write_text("no traceback\n")
+    [f] = process_failures(err, {0: 0}, node=0, nnodes=1, run_dir=tmp_path, killed=set())  # type: ignore[arg-type]
+    assert f.head == "GMI 0 failed (exit code 1, pid 7)"

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import shutil
 import signal
 import socket
 import subprocess
@@ -23,7 +22,7 @@ from pathlib import Path
 import psutil
 import pytest
 import torch
-from gmitest import FAST, cli_env, compose_config, popen_cli, run_cli
+from gmitest import FAST, compose_config, gmiexp_cmd, in_namespace, needs_unshare, popen_cli, run_cli
 
 from gmiexp.launch.requeue import latest_checkpoint
 from gmiexp.launch.watchdog import Watchdog
@@ -31,25 +30,6 @@ from gmiexp.rl.rlgames import checkpoint
 from gmiexp.status import read_status
 
 ONE = ["num_gpus=1", "gmis_per_gpu=1"]
-
-
-def _can_unshare() -> bool:
-    if shutil.which("unshare") is None:
-        return False
-    return subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0
-
-
-needs_unshare = pytest.mark.skipif(not _can_unshare(), reason="needs unshare -m (root or user namespaces)")
-
-
-def in_namespace(script: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    """Run ``script`` (sh) in a private mount namespace, where mounts vanish with it."""
-    return subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=timeout,
-                          env=cli_env())
-
-
-def gmiexp_cmd(*args: str) -> str:
-    return shlex.join([sys.executable, "-m", "gmiexp", *args])
 
 
 def wait_for(pred, timeout: float) -> bool:

@@ -11,6 +11,9 @@ import pytest
 from gmitest import FAST, gmiexp_workers, processes_naming, run_cli
 from pbt_checks import events, exploits_in_place
 
+from gmiexp.plan import Plan
+from gmiexp.planner.resources import full_state_bytes, pages
+from gmiexp.rl import exploit
 from gmiexp.shm.cleanup import leftovers
 from gmiexp.status import read_history
 
@@ -53,3 +56,13 @@ def test_no_member_process_is_left_behind_in_place(population) -> None:
     run_dir, _ = population
     assert gmiexp_workers(run_dir) == []
     assert processes_naming(run_dir) == []
+
+
+def test_a_published_state_takes_no_more_than_the_space_the_check_counts_for_it(population) -> None:
+    """The population's /dev/shm check counts each state as a checkpoint's size (weights, normalisers, Adam's
+    moments): every published state fits it, and it is no more than twice the real one."""
+    run_dir, _ = population
+    lives = sorted((run_dir / "members").glob("*/life*"))
+    counted = pages(full_state_bytes(Plan.load(lives[0] / "plan.yaml")))
+    sizes = [pages(int(r["bytes"])) for life in lives for r in exploit.published_records(life)]
+    assert len(sizes) >= 4 * 2 and all(counted / 2 <= b <= counted for b in sizes), (counted, sizes)

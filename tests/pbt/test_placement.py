@@ -11,14 +11,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-from gmitest import FAST, cli_env, compose_config
+from gmitest import FAST, cli_env, compose_config, gmiexp_cmd, in_namespace, needs_unshare
 
 from fakes import mps as fake_mps
 from gmiexp.app import run_plan
 from gmiexp.errors import ConfigError
 from gmiexp.pbt.controller import Population
-from gmiexp.pbt.placement import member_config
+from gmiexp.pbt.placement import STATES_PER_MEMBER, member_config, space
 from gmiexp.pbt.rules import member_seed
+from gmiexp.planner.build import build_plan
+from gmiexp.planner.resources import disk_need, full_state_bytes, pages
 
 POP = [*FAST, "num_gpus=1", "gmis_per_gpu=1", "pbt=default", "pbt.population=2"]
 
@@ -52,7 +54,7 @@ def test_mode_plan_shows_member_0_s_plan_on_its_slot_and_where_every_member_runs
     assert plan["backend"] == "mps" and [g["device"] for g in plan["gmis"]] == [0, 0]
     assert [g["share"] for g in plan["gmis"]] == ["25%", "25%"]  # 2 members x 2 GMIs on a GPU
     assert "plan (member 0 on its slot gpu0/0; each member alike on its own): 2 GMIs on 1 node" in err
-    assert "space (each member, 16 on this node, estimated): " in err
+    assert "space (this node's 16 members, estimated): /dev/shm: " in err and "published states" in err
     assert "  slots: 2 per GPU on GPUs 0, 1, 2, 3, 4, 5, 6, 7" in err
     members = re.findall(r"^  member (\d+) \((gpu\d/\d): (.*?)\): ", err, re.M)
     assert [int(m) for m, _, _ in members] == list(range(16))
@@ -112,3 +114,27 @@ def test_a_population_packed_off_mps_on_an_exclusive_gpu_exits_2_before_any_memb
     r = subprocess.run([sys.executable, "-m", "gmiexp", *POP, "mode=plan", f"hydra.run.dir={tmp_path / 'p'}"],
                        capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0 and "member 1 (gpu0/1: hardware.gpus=[0] backend=mps " in r.stderr, r.stderr[-3000:]
+
+
+def test_a_nodes_members_need_their_runs_and_in_place_two_published_states_each(tmp_path: Path) -> None:
+    """Each member's own check sees the space free when it starts: the population's counts them all."""
+    plan, _ = build_plan(compose_config(*FAST, "num_gpus=1", "gmis_per_gpu=1"), tmp_path)
+    shm, disk = space(compose_config(*POP, "pbt.population=4"), [plan] * 4)
+    assert shm.items == {"published states": 4 * STATES_PER_MEMBER * pages(full_state_bytes(plan))}
+    assert disk.items["checkpoints"] == 4 * disk_need(plan).items["checkpoints"]
+    shm, _ = space(compose_config(*POP, "pbt.population=4", "pbt.exploit=restart"), [plan] * 4)
+    assert shm.total == 0  # states go through checkpoint files
+
+
+@needs_unshare
+def test_a_dev_shm_too_small_for_the_members_published_states_is_refused_before_any_starts(
+        tmp_path: Path, no_orphans: None) -> None:
+    """Before: 4 members started, each failed at its first publish (ShmFull), and the population stopped past
+    pbt.max_failures with exit 1 after every member had trained an interval."""
+    r = in_namespace("mount -t tmpfs -o size=64k tmpfs /dev/shm && " + gmiexp_cmd(
+        *POP, "pbt.population=4", "max_iterations=3", f"hydra.run.dir={tmp_path}"))
+    assert r.returncode == 2, r.stderr[-3000:]
+    (line,) = [ln for ln in r.stderr.splitlines() if ln.startswith("gmiexp: error:")]
+    assert "/dev/shm has 64.0 KiB free; this node's 4 members need about /dev/shm: " in line
+    assert "published states" in line and "pbt.exploit=restart" in line and "--shm-size" in line
+    assert not (tmp_path / "members").exists()

@@ -21,7 +21,7 @@ from typing import Any
 from gmiexp.errors import REFUSAL_PREFIX, REFUSED_EXIT_CODE, LaunchError, RefusedInGmi
 from gmiexp.launch import lifeline
 from gmiexp.shm.names import SHM_DIR
-from gmiexp.shm.segment import free_shm_bytes
+from gmiexp.shm.segment import amount, free_shm_bytes
 
 COMM_EXIT_CODE = 71  # the worker failed in a collective or a store call: a consequence of another failure
 SECONDARY_EXIT_CODES = (COMM_EXIT_CODE, lifeline.EXIT_CODE, -signal.SIGTERM)
@@ -75,6 +75,20 @@ def log_tail(run_dir: Path, local_rank: int, lines: int = 25) -> str:
     return "\n".join(chunks) or "(no log output)"
 
 
+def exception(run_dir: Path, local_rank: int, limit: int = 400) -> str:
+    """The exception a GMI's last traceback ended with (``ShmFull: [Errno 28] ...``), "" if it printed none.
+
+    Its log's tail is mostly the trainer's own prints after it (rl-games' stdout), so the failure's head names it.
+    """
+    for p in sorted((run_dir / "logs").glob(f"*/attempt_*/{local_rank}/stderr.log")):
+        lines = p.read_text(errors="replace").splitlines()
+        starts = [i for i, ln in enumerate(lines) if ln.startswith("Traceback (most recent call last):")]
+        if starts:
+            raised = next((ln for ln in lines[starts[-1] + 1:] if ln and not ln[0].isspace()), "")
+            return raised if len(raised) <= limit else raised[:limit] + " ..."
+    return ""
+
+
 def refusal(run_dir: Path, local_rank: int) -> str:
     """The reason a GMI that exited 2 printed last (:data:`gmiexp.errors.REFUSAL_PREFIX`), "" if none."""
     for p in sorted((run_dir / "logs").glob(f"*/attempt_*/{local_rank}/stderr.log")):
@@ -92,6 +106,8 @@ def process_failures(err: Exception, gmi_of_local_rank: dict[int, int], node: in
         gmi = gmi_of_local_rank.get(f.local_rank, f.local_rank)
         pid = f", pid {f.pid}" if nnodes == 1 else ""
         why = f": {bus_error()}" if f.exitcode == -signal.SIGBUS else ""
+        if f.exitcode == 1 and (raised := exception(run_dir, f.local_rank)):
+            why = f": {raised}"
         out.append(Failure(node=node, gmi=gmi,
                            head=f"{where(gmi, node, nnodes)} failed (exit code {f.exitcode}{pid}){why}",
                            tail=log_tail(run_dir, f.local_rank), time=float(f.timestamp),
@@ -104,7 +120,7 @@ def process_failures(err: Exception, gmi_of_local_rank: dict[int, int], node: in
 def bus_error() -> str:
     """What a SIGBUS in a GMI means here: a page of a shared-memory segment that /dev/shm could not supply."""
     try:
-        free = f"{free_shm_bytes(SHM_DIR) / 2**20:.1f} MiB free now"
+        free = f"{amount(free_shm_bytes(SHM_DIR))} free now"
     except OSError:
         free = "its free space unknown"
     return (f"bus error: {SHM_DIR} ran out of space under a shared-memory segment ({free}); give the run more "

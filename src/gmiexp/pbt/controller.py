@@ -71,7 +71,7 @@ from gmiexp.pbt.members import (
 from gmiexp.pbt.members import place as place_members
 from gmiexp.pbt.mutation import mutate
 from gmiexp.pbt.nodes import say
-from gmiexp.pbt.placement import Placement, member_config, placement
+from gmiexp.pbt.placement import Placement, check_space_here, member_config, placement
 from gmiexp.pbt.rules import Record, Rules, decide, member_rng, member_seed, start_values, table_at
 from gmiexp.pbt.state import STATE_FILE, MemberState, Replayed, refuse_never, resumable, rewind
 from gmiexp.pbt.trainers import checkpoint_at, copy_for_another_run, last_checkpoint, life_checkpoint, member_training
@@ -147,6 +147,7 @@ class Population:
         values = starting_values(self.cfg)
         # as its process will compose it, on this node's first slot (as the pack launcher checks a sweep's)
         on_slot = member_config(self.cfg, self.overrides, place.overrides(place.pool[0]), 0, {})
+        node, here = int(self.cfg.launch.node_rank or 0), []
         for m, v in enumerate(values):
             member = replace(with_values(on_slot, v), seed=member_seed(self.cfg.seed, m))
             plan, _ = build_plan(member, self.member_dir(m, 0), hardware=copy.deepcopy(place.hw))
@@ -155,6 +156,9 @@ class Population:
             if m == 0:
                 self.frames_per_epoch, values = member_training(self.cfg, plan, values)  # rsl_rl: its recipe's
                 self.key = training_key(plan)
+            if self.where[m][0] == node:
+                here.append(plan)
+        check_space_here(self.cfg, here, self.run_dir)
         self.epochs_per_interval = max(1, round(p.interval_steps / self.frames_per_epoch))
         here = {"population": p.population, "epochs_per_interval": self.epochs_per_interval,
                 "frames_per_epoch": self.frames_per_epoch, "key": self.key}
@@ -440,9 +444,12 @@ class Population:
         assert p is not None and life.job.slot is not None
         m, slot = life.member, life.job.slot
         try:
-            tail = (life.job.run_dir / runner.STDERR).read_text().strip().splitlines()[-5:]
+            lines = (life.job.run_dir / runner.STDERR).read_text(errors="replace").strip().splitlines()
         except OSError:
-            tail = []
+            lines = []
+        # its launcher's error line names the failure (a GMI's exception); its last lines are often the trainer's
+        tail = lines[-5:]
+        tail = [ln for ln in lines[:-5] if ln.startswith(REFUSAL_PREFIX)][-1:] + tail
         frames = max((r.frames for r in self.records if r.member == m), default=0)
         where = {"member": m, "life": life.index, "code": code, "run_dir": str(life.job.run_dir), "frames": frames,
                  "stderr": tail}

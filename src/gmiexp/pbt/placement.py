@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from pathlib import Path
 
 from gmiexp.backends import mps_daemon, mps_session
 from gmiexp.backends.common import visible_device
@@ -29,7 +30,9 @@ from gmiexp.pbt.members import (
     with_values,
 )
 from gmiexp.pbt.rules import member_seed
+from gmiexp.plan import Plan
 from gmiexp.planner.build import check_cpus
+from gmiexp.planner.resources import MORE_SHM, Need, check_space, disk_need, full_state_bytes, pages, shm_need
 from gmiexp.rl.rslrl.config import ROLE as RSLRL
 
 
@@ -94,6 +97,41 @@ def member_config(cfg: Config, overrides: list[str], slot_overrides: list[str], 
     composed = compose_config(*member_overrides(overrides), *objective_overrides(cfg.pbt.objective),
                               *slot_overrides, f"seed={member_seed(cfg.seed, member)}")
     return with_values(composed, values)
+
+
+#: a member's states in /dev/shm at once in place: the one it published last (held until every decision on its
+#: interval is made and every exploit of it taken) and the next, or a leader's state relayed from another node
+STATES_PER_MEMBER = 2
+
+
+def space(cfg: Config, plans: list[Plan]) -> tuple[Need, Need]:
+    """What this node's members (``plans``: each as it runs) need at once in ``/dev/shm`` and in the run dir.
+
+    Each member's own run, and in place its published states. A restart exploit's new life writes its own
+    checkpoints besides: the run dir's figure is the first lives'.
+    """
+    assert cfg.pbt is not None
+    shm, disk = Need("/dev/shm"), Need("run directory")
+    for plan in plans:
+        shm.include(shm_need(plan))
+        disk.include(disk_need(plan))
+        if cfg.pbt.exploit == "inplace":
+            shm.add("published states", STATES_PER_MEMBER * pages(full_state_bytes(plan)))
+    if plans:
+        disk.add("the population's best policy", full_state_bytes(plans[0]))
+    return shm, disk
+
+
+def check_space_here(cfg: Config, plans: list[Plan], run_dir: Path) -> None:
+    """Refuse (exit 2) a node whose members together do not fit its ``/dev/shm`` or run dir, before any starts.
+
+    Each member's own check sees the space free when it starts, not what the others take after.
+    """
+    shm, disk = space(cfg, plans)
+    fixes = (f"{MORE_SHM}, fewer members a node (pbt.population, launch.nnodes) or pbt.exploit=restart (states "
+             "through checkpoint files)")
+    members = f"this node's {len(plans)} member{'s' if len(plans) != 1 else ''}"
+    check_space(shm, disk, run_dir, who=(f"{members} need", f"{members} will write"), shm_fixes=fixes)
 
 
 def describe(cfg: Config, place_here: Placement) -> str:

@@ -23,6 +23,7 @@ from gmiexp.rl.rlgames.params import policy_param_count
 from gmiexp.shm.board_layout import board_bytes
 from gmiexp.shm.names import SHM_DIR
 from gmiexp.shm.ring_layout import aligned_rows, ring_bytes
+from gmiexp.shm.segment import amount
 
 MIB = 1 << 20
 PAGE = 4096
@@ -48,31 +49,29 @@ class Need:
         if nbytes > 0:
             self.items[what] = self.items.get(what, 0) + int(nbytes)
 
+    def include(self, other: Need) -> None:
+        """Add ``other``'s items to these (several runs in one place: a population's members on one node)."""
+        for what, nbytes in other.items.items():
+            self.add(what, nbytes)
+
     def format(self) -> str:
-        parts = ", ".join(f"{k} {size(v)}" for k, v in self.items.items()) or "nothing"
-        return f"{self.where}: {size(self.total)} ({parts})"
+        parts = ", ".join(f"{k} {amount(v)}" for k, v in self.items.items()) or "nothing"
+        return f"{self.where}: {amount(self.total)} ({parts})"
 
 
-def size(nbytes: float) -> str:
-    """``848.4 MiB``, ``12.0 KiB``, ``1.2 GiB``."""
-    for unit, scale in (("GiB", 1 << 30), ("MiB", MIB), ("KiB", 1 << 10)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.1f} {unit}"
-    return f"{int(nbytes)} B"
-
-
-def _round(x: int, to: int) -> int:
-    return (x + to - 1) // to * to
+def pages(nbytes: int) -> int:
+    """What tmpfs gives a segment of ``nbytes``: whole pages."""
+    return (nbytes + PAGE - 1) // PAGE * PAGE
 
 
 def ring_segment(n_slots: int, slot_bytes: int) -> int:
     """What a slot ring takes in ``/dev/shm``: its segment (the ring's own layout), in whole pages."""
-    return _round(ring_bytes(n_slots, slot_bytes), PAGE)
+    return pages(ring_bytes(n_slots, slot_bytes))
 
 
 def board_segment(nbytes: int) -> int:
     """What a weight board of ``nbytes`` states takes in ``/dev/shm``: its segment, in whole pages."""
-    return _round(board_bytes(nbytes), PAGE)
+    return pages(board_bytes(nbytes))
 
 
 def _row_bytes(plan: Plan) -> dict[str, int]:
@@ -91,6 +90,14 @@ def state_bytes(plan: Plan) -> int:
     """The policy's state_dict: parameters and the observation/value normalisers, float32."""
     obs, _ = task_dims(plan.task)
     return 4 * (policy_param_count(plan) + 2 * obs + 8)
+
+
+def full_state_bytes(plan: Plan) -> int:
+    """A policy's whole learning state in torch's container: weights and normalisers, Adam's two moments.
+
+    What a checkpoint holds, and what a population's member publishes at each interval's end to exploit in place.
+    """
+    return 3 * state_bytes(plan) + CHECKPOINT_OVERHEAD
 
 
 def shm_need(plan: Plan) -> Need:
@@ -129,14 +136,14 @@ def shm_need(plan: Plan) -> Need:
                 need.add("TDG rings", ring_segment(2, n * (4 * act if plan.task.continuous else 8)))
     trainers = [t for t in plan.trainer_group if t in local]
     if str(plan.reduction) in ("mpr", "har") and len(trainers) > 1:
-        grad = _round(state_bytes(plan), PAGE)
+        grad = pages(state_bytes(plan))
         key = (lambda g: g.node) if str(plan.reduction) == "mpr" else (lambda g: (g.node, g.device))
         groups: dict[object, int] = {}
         for t in trainers:
             groups[key(plan.gmi(t))] = groups.get(key(plan.gmi(t)), 0) + 1
         for n in groups.values():
             if n > 1:
-                need.add("reduction arenas", _round(64 * (1 + n), PAGE) + (n + 1) * grad)
+                need.add("reduction arenas", pages(64 * (1 + n)) + (n + 1) * grad)
     return need
 
 
@@ -145,7 +152,7 @@ def disk_need(plan: Plan) -> Need:
     need = Need("run directory")
     epochs = int(plan.max_iterations)
     if plan.node_rank == 0:
-        ckpt = 3 * state_bytes(plan) + CHECKPOINT_OVERHEAD  # weights and normalisers, Adam's two moments
+        ckpt = full_state_bytes(plan)
         freq = int(plan.train.save_frequency)
         count = 2 + (epochs // freq if freq > 0 else 0)  # rl-games: best and last, plus every save_frequency
         need.add("checkpoints", count * ckpt)
@@ -162,19 +169,31 @@ def free_bytes(path: Path) -> int:
     return st.f_bavail * st.f_frsize
 
 
+MORE_SHM = ("more shared memory (docker run --shm-size=1g, podman --shm-size, a Kubernetes emptyDir with medium: "
+            "Memory)")
+SHM_FIXES = f"{MORE_SHM}, or smaller channel.slots / channel.target_bytes / channel.store_capacity"
+DISK_FIXES = "a run dir with more space (hydra.run.dir=...), fewer checkpoints (train.save_frequency=0) or fewer " \
+             "max_iterations"
+
+
 def check_resources(plan: Plan, run_dir: Path, shm_dir: Path | None = None) -> None:
     """Refuse (exit 2) a plan whose shared memory or files do not fit the free space, naming both and the fixes."""
-    shm = shm_need(plan)
+    check_space(shm_need(plan), disk_need(plan), run_dir, shm_dir=shm_dir)
+
+
+def check_space(shm: Need, disk: Need, run_dir: Path, *,
+                who: tuple[str, str] = ("this plan needs", "this run will write"), shm_fixes: str = SHM_FIXES,
+                disk_fixes: str = DISK_FIXES, shm_dir: Path | None = None) -> None:
+    """Refuse (exit 2) needs that do not fit the free space of ``/dev/shm`` and of ``run_dir``'s file system.
+
+    ``who``: whose needs they are, as the two messages say it (a run's own plan by default).
+    """
     if shm.total:
         free = free_bytes(shm_dir or SHM_DIR)
         if shm.total > free:
-            raise ConfigError(
-                f"{shm_dir or SHM_DIR} has {size(free)} free; this plan needs about {shm.format()}; "
-                "valid: more shared memory (docker run --shm-size=1g, podman --shm-size, a Kubernetes emptyDir "
-                "with medium: Memory), or smaller channel.slots / channel.target_bytes / channel.store_capacity")
-    disk = disk_need(plan)
+            raise ConfigError(f"{shm_dir or SHM_DIR} has {amount(free)} free; {who[0]} about {shm.format()}; "
+                              f"valid: {shm_fixes}")
     free = free_bytes(run_dir)
     if disk.total > free:
-        raise ConfigError(f"run directory {run_dir} has {size(free)} free; this run will write about "
-                          f"{disk.format()}; valid: a run dir with more space (hydra.run.dir=...), "
-                          "fewer checkpoints (train.save_frequency=0) or fewer max_iterations")
+        raise ConfigError(f"run directory {run_dir} has {amount(free)} free; {who[1]} about {disk.format()}; "
+                          f"valid: {disk_fixes}")

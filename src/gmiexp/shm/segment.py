@@ -66,11 +66,16 @@ class Segment:
                 pass
 
 
-def create(name: str, size: int, replace: bool = False) -> Segment:
+#: what makes a run's segments smaller, for the error of a full ``/dev/shm``: most segments are its channels'
+CHANNEL_FIX = "or make channel.slots/channel.target_bytes/channel.store_capacity smaller"
+
+
+def create(name: str, size: int, replace: bool = False, fix: str = CHANNEL_FIX) -> Segment:
     """Create a zero-filled segment of ``size`` bytes, readable and writable by its owner only.
 
     ``replace`` first removes a stale segment of the same name (names peers agree on without a
-    message repeat across runs with the same tag); otherwise an existing name is an error.
+    message repeat across runs with the same tag); otherwise an existing name is an error. ``fix``: what the
+    error of a full ``/dev/shm`` suggests besides more of it.
     """
     path = SHM_DIR / name
     if replace:
@@ -81,7 +86,7 @@ def create(name: str, size: int, replace: bool = False) -> Segment:
     try:
         os.fchmod(fd, 0o600)  # umask cannot widen it, but be explicit
         os.ftruncate(fd, size)
-        reserve(fd, size, path)
+        reserve(fd, size, path, fix)
         mode = stat.S_IMODE(os.fstat(fd).st_mode)
         buf = mmap.mmap(fd, size)
     except BaseException:
@@ -97,7 +102,7 @@ class ShmFull(OSError):
     """/dev/shm cannot hold a segment: raised at creation, where a process would otherwise die of SIGBUS later."""
 
 
-def reserve(fd: int, size: int, path: Path) -> None:
+def reserve(fd: int, size: int, path: Path, fix: str = CHANNEL_FIX) -> None:
     """Give the segment its pages now (``posix_fallocate``), so a full ``/dev/shm`` fails here, not at first touch.
 
     ``ftruncate`` alone makes a sparse file: tmpfs supplies pages only when they are written, and a page it
@@ -109,10 +114,17 @@ def reserve(fd: int, size: int, path: Path) -> None:
         if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.ENOMEM):
             raise
         free = free_shm_bytes(path.parent)
-        raise ShmFull(e.errno, f"{path.parent} has {free / 2**20:.1f} MiB free, too little for a {size / 2**20:.1f} "
-                               f"MiB shared-memory segment ({path.name}); in a container raise it (docker run "
-                               "--shm-size=...), or make channel.slots/channel.target_bytes/channel.store_capacity "
-                               "smaller") from None
+        raise ShmFull(e.errno, f"{path.parent} has {amount(free)} free, too little for a {amount(size)} shared-memory "
+                               f"segment ({path.name}); in a container raise it (docker run --shm-size=...), {fix}"
+                      ) from None
+
+
+def amount(nbytes: float) -> str:
+    """``848.4 MiB``, ``12.0 KiB``, ``1.2 GiB``: a size in messages."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.1f} {unit}"
+    return f"{int(nbytes)} B"
 
 
 def free_shm_bytes(directory: Path = SHM_DIR) -> int:
