@@ -30,10 +30,9 @@ from gmiexp.pbt.placement import member_config, members_here, placement
 from gmiexp.pbt.placement import space as population_space
 from gmiexp.planner.build import build_plan, check_config, replanner
 from gmiexp.planner.commands import format_commands, node_commands
-from gmiexp.planner.resources import MIB, check_resources, disk_need, free_bytes, shm_need
+from gmiexp.planner.resources import MIB, check_resources, disk_need, free_bytes, policy_sizes, shm_need
 from gmiexp.rl.rlgames.filming import check as check_video
 from gmiexp.rl.rlgames.fit import check_checkpoint_fits
-from gmiexp.rl.rlgames.params import policy_param_count
 from gmiexp.rl.rslrl.checkpoint import check_checkpoint_fits as check_rslrl_checkpoint_fits
 from gmiexp.rl.rslrl.config import ROLE as ROLE_RSLRL
 from gmiexp.search import run_search
@@ -182,7 +181,7 @@ def run_plan(cfg: Config, run_dir: Path, overrides: list[str] | None = None) -> 
         member = member_config(cfg, given, place.overrides(place.pool[0]), 0, starting_values(cfg)[0])
         plan, _backend = build_plan(member, run_dir, hardware=copy.deepcopy(place.hw))
     try:
-        n_params: int | None = policy_param_count(plan)
+        n_params: int | None = policy_sizes(plan)[0]
     except Exception:  # noqa: BLE001 - a task whose sizes are unknown: Table 7's sizes instead
         n_params = None
     plan.notes["policy_params"] = n_params

@@ -14,6 +14,8 @@ from gmitest import compose_config, run_cli
 from pbt_checks import events, exploits_in_place
 
 from gmiexp.app import run_job
+from gmiexp.plan import Plan
+from gmiexp.planner.resources import full_state_bytes, pages
 from gmiexp.rl import exploit
 from gmiexp.shm.cleanup import leftovers
 from gmiexp.status import read_history
@@ -55,6 +57,12 @@ def test_three_rsl_rl_members_run_three_intervals_and_underperformers_take_a_lea
     assert Path(summary["best"]["checkpoint"]).name.startswith("model_")
     tag = next(e for e in ev if e["event"] == "population")["tag"]
     assert tag and leftovers(tag) == []  # every published state removed
+    # the space the population's /dev/shm check counts for a state: rsl_rl's actor and critic (before: rl-games'
+    # count of the task's network, a hundredth of it)
+    lives = [Path(s["run_dir"]) for s in starts]
+    counted = pages(full_state_bytes(Plan.load(lives[0] / "plan.yaml")))
+    sizes = [pages(int(r["bytes"])) for life in lives for r in exploit.published_records(life)]
+    assert sizes and all(counted / 2 <= b <= counted for b in sizes), (counted, sizes)
 
 
 @pytest.mark.slow

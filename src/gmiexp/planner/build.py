@@ -31,8 +31,8 @@ from gmiexp.plan.minibatch import minibatch_warning
 from gmiexp.planner.footprint import check_footprint
 from gmiexp.planner.nodes import replicate, resolve_nodes
 from gmiexp.planner.partition import apply, fits, global_batch, per_gmi, refusal
+from gmiexp.planner.resources import policy_sizes
 from gmiexp.planner.seeds import assign_seeds
-from gmiexp.rl.rlgames.params import policy_param_count
 from gmiexp.rl.rslrl.config import ROLE as RSLRL
 from gmiexp.rl.rslrl.config import check_config as check_rslrl_config
 from gmiexp.rl.rslrl.config import check_partition as check_rslrl_partition
@@ -244,9 +244,9 @@ def trainer_splits(cfg: Config, hw: Hardware, batch: GlobalBatch) -> list[int] |
 
 
 def layout_cost(plan: Plan) -> dict:
-    """The paper's layout cost model (Tables 3-5) for ``plan``, with the size of the policy rl-games builds."""
+    """The paper's layout cost model (Tables 3-5) for ``plan``, with the size of the policy its trainer builds."""
     try:
-        params: int | None = policy_param_count(plan)
+        params: int | None = policy_sizes(plan)[0]
     except Exception:  # noqa: BLE001 - an unknown task id (checked elsewhere): the paper-scale sizes
         params = None
     return cost_model(layouts.paper_families(layouts.get(plan.layout).kind), terms_for(plan, params))

@@ -20,6 +20,8 @@ from gmiexp.envs import task_dims
 from gmiexp.errors import ConfigError
 from gmiexp.plan import Plan
 from gmiexp.rl.rlgames.params import policy_param_count
+from gmiexp.rl.rslrl.config import ROLE as RSLRL
+from gmiexp.rl.rslrl.params import rslrl_sizes
 from gmiexp.shm.board_layout import board_bytes
 from gmiexp.shm.names import SHM_DIR
 from gmiexp.shm.ring_layout import aligned_rows, ring_bytes
@@ -86,10 +88,21 @@ def _row_bytes(plan: Plan) -> dict[str, int]:
     return rows
 
 
+def policy_sizes(plan: Plan) -> tuple[int, int]:
+    """(parameters, normaliser floats) of the policy a GMI trains, as its trainer builds it.
+
+    rl-games' from the task's network; rsl_rl's from its runner config's actor and critic. The parameters are
+    also what a gradient reduction moves (the cost models' gradient size).
+    """
+    if plan.role == RSLRL:
+        return rslrl_sizes(plan)
+    obs, _ = task_dims(plan.task)
+    return policy_param_count(plan), 2 * obs + 8
+
+
 def state_bytes(plan: Plan) -> int:
     """The policy's state_dict: parameters and the observation/value normalisers, float32."""
-    obs, _ = task_dims(plan.task)
-    return 4 * (policy_param_count(plan) + 2 * obs + 8)
+    return 4 * sum(policy_sizes(plan))
 
 
 def full_state_bytes(plan: Plan) -> int:
