@@ -14,7 +14,17 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
-from gmitest import FAST, TESTS_DIR, cli_env, popen_cli, processes_naming, run_cli
+from gmitest import (
+    FAST,
+    TESTS_DIR,
+    cli_env,
+    gmiexp_cmd,
+    in_namespace,
+    needs_unshare,
+    popen_cli,
+    processes_naming,
+    run_cli,
+)
 
 from fakes import mps as fake_mps
 from gmiexp.plan import Plan
@@ -314,3 +324,19 @@ def test_recycle_grows_a_running_member_into_a_finished_members_mps_share(tmp_pa
     assert len(starts) == 1  # started once for the sweep, not again for the re-shape
     table = json.loads((sweep / "pack.json").read_text())
     assert table["members"][1]["slot"].startswith("gpu0/1 +gpu0/0@") and table["members"][1]["reshapes"] == 1
+
+
+@needs_unshare
+def test_members_that_fit_dev_shm_alone_but_not_together_are_refused_before_any_starts(
+        tmp_path: Path, no_orphans: None) -> None:
+    """Two tdg_ex members of 740 KiB of channels each, packed 2 a GPU, on a 1 MiB /dev/shm (before: each checked
+    itself, both started, and the second died of ShmFull at its rings' creation)."""
+    sweep = tmp_path / "sweep"
+    r = in_namespace("mount -t tmpfs -o size=1m tmpfs /dev/shm && " + gmiexp_cmd(
+        *PACK, "layout=tdg_ex", "gmis_per_gpu=2", "channel.target_bytes=16384", "channel.slots=8",
+        "hydra.launcher.jobs_per_gpu=2", "seed=1,2", "max_iterations=300", f"hydra.sweep.dir={sweep}"))
+    assert r.returncode == 2, r.stderr[-3000:]
+    (line,) = [ln for ln in r.stderr.splitlines() if ln.startswith("gmiexp: error:")]
+    assert "/dev/shm has 1.0 MiB free; the 2 members running at once need about /dev/shm: 1.4 MiB" in line
+    assert "hydra.launcher.jobs_per_gpu" in line and "--shm-size" in line
+    assert not sweep.exists() or not any(sweep.iterdir())

@@ -33,6 +33,7 @@ from gmiexp.pack.runner import Job
 from gmiexp.pack.slots import AUTO, Member, Slot, Unit
 from gmiexp.plan import Plan
 from gmiexp.planner.build import build_plan
+from gmiexp.planner.resources import MORE_SHM, Need, check_space, disk_need, shm_need
 from gmiexp.signals import sigterm_raises
 from gmiexp.status import gmi_dir, read_history
 
@@ -121,19 +122,41 @@ class PackedSweep:
         per_gpu = 1 if self.per_gpu == AUTO else int(self.per_gpu)
         # auto packs 2 or more a GPU as soon as it profiles: a GPU that admits one process is refused as for 2
         slots.check_sharing(self.hw, self.gpus, 2 if self.per_gpu == AUTO else per_gpu, self.members)
-        first = slots.make_slots(self.hw, self.gpus, per_gpu)[0]
+        pool = slots.make_slots(self.hw, self.gpus, per_gpu)
 
         reasons: dict[str, list[int]] = {}
+        plans: list[Plan] = []
         for k, (o, m, d) in enumerate(zip(self.overrides, self.members, self.run_dirs, strict=True)):
-            cfg = task_config(self.compose([*o, *self.slot_overrides(first, m, per_gpu)]))
+            cfg = task_config(self.compose([*o, *self.slot_overrides(pool[0], m, per_gpu)]))
             try:
                 plan, _ = build_plan(cfg, d, hardware=copy.deepcopy(self.hw))
                 resume(plan, d, cfg.launch.resume)  # a finished or foreign run dir exits 2 before any member starts
+                plans.append(plan)
             except ConfigError as e:  # every member's, each reason once with its members
                 for reason in e.reasons:
                     reasons.setdefault(reason, []).append(self.first + k)
         if reasons:
             raise by_member(reasons, "nothing was launched")
+        self.check_space(plans, len(pool))
+
+    def check_space(self, plans: list[Plan], at_once: int) -> None:
+        """Members share this node's ``/dev/shm`` (those running at once) and the sweep's file system (all of them).
+
+        Each member's own check sees the space free when it starts, not what the others running beside it take.
+        ``jobs_per_gpu=auto`` is checked at one a GPU, its least; a member of its choice checks itself at start.
+        """
+        running = sorted((shm_need(p) for p in plans), key=lambda n: n.total, reverse=True)[:at_once]
+        shm, disk = Need("/dev/shm"), Need("run directory")
+        for need in running:
+            shm.include(need)
+        for plan in plans:
+            disk.include(disk_need(plan))
+        n = len(running)
+        check_space(shm, disk, self.sweep_dir,
+                    who=(f"the {n} member{'s' if n != 1 else ''} running at once need",
+                         f"the sweep's {len(plans)} member{'s' if len(plans) != 1 else ''} will write"),
+                    shm_fixes=f"{MORE_SHM}, fewer members at once (hydra.launcher.jobs_per_gpu, "
+                              "hydra.launcher.gpus) or smaller channel.slots / channel.target_bytes")
 
     def slot_overrides(self, slot: Slot, member: Member, per_gpu: int | None = None) -> list[str]:
         grows = slot.cpus or slots.on_mps(slot, member)  # a core set or an MPS share can grow; a MIG instance not
