@@ -105,3 +105,14 @@ def test_members_packed_off_mps_on_a_gpu_that_admits_one_process_are_refused() -
     slots.check_sharing(hw, [0, 1], 2, [Member(None, 2), Member("mps", 1)])  # one daemon a GPU
     slots.check_sharing(hw, [0, 1], 1, [Member("direct", 1)])  # one member a GPU
     slots.check_sharing(hw, [0], 2, [Member("direct", 1)])  # GPU 1 not used
+
+
+def test_the_tightest_slot_is_the_one_of_least_memory_the_first_of_equals() -> None:
+    hw = gpu_host(2, mig=True, migs_per_gpu=2)
+    hw.gpus[1].mig_devices[0].memory_mb = 9856  # a 1g.10gb beside the 3g.40gb ones
+    pool = slots.make_slots(hw, [0, 1], 2)
+    assert slots.tightest(hw, pool) == Slot(1, 0, mig_uuid="MIG-1-0")
+    plain = gpu_host(2)
+    plain.gpus[1].memory_mb = 40000
+    assert slots.tightest(plain, slots.make_slots(plain, [0, 1], 2)) == Slot(1, 0)
+    assert slots.tightest(gpu_host(2), slots.make_slots(gpu_host(2), [0, 1], 2)) == Slot(0, 0)

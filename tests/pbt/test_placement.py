@@ -14,6 +14,7 @@ import yaml
 from gmitest import FAST, cli_env, compose_config, gmiexp_cmd, in_namespace, needs_unshare
 
 from fakes import mps as fake_mps
+from fakes import nvml as fake_nvml
 from gmiexp.app import run_plan
 from gmiexp.errors import ConfigError
 from gmiexp.pbt.controller import Population
@@ -138,3 +139,19 @@ def test_a_dev_shm_too_small_for_the_members_published_states_is_refused_before_
     assert "/dev/shm has 64.0 KiB free; this node's 4 members need about /dev/shm: " in line
     assert "published states" in line and "pbt.exploit=restart" in line and "--shm-size" in line
     assert not (tmp_path / "members").exists()
+
+
+def test_members_are_checked_on_the_slot_of_least_memory_before_any_starts(tmp_path: Path, monkeypatch) -> None:
+    """A (fake) A100 with a 3g.20gb and a 1g.5gb instance: member 1's slot cannot hold 8M environments' rollout
+    (before: the check planned every member on the first slot, and on the whole GPU's memory, whatever the slot's
+    hardware.mig_instances said; member 1 refused at its start)."""
+    migs = [*fake_nvml.a100_migs("3g.20gb", 1, 19968),
+            fake_nvml.FakeMig("1g.5gb", "MIG-0e1f2a3b-4c5d-5e6f-8a9b-000000000001", 4864, gi=2)]
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml.make([fake_nvml.a100_40gb(mig=1, migs=migs)]))
+    given = ["task=Cartpole", "num_gpus=1", "gmis_per_gpu=1", "train.minibatch_size=1024", "pbt=default",
+             "pbt.population=2"]
+    Population(compose_config(*given, "num_envs=5000000"), tmp_path / "fits", [*given, "num_envs=5000000"]).check()
+    pop = Population(compose_config(*given, "num_envs=8000000"), tmp_path / "not", [*given, "num_envs=8000000"])
+    with pytest.raises(ConfigError, match=r"invalid num_envs: 8000000; .* on MIG instance 1g\.5gb "):
+        pop.check()
+    assert not (tmp_path / "not" / "members").exists()

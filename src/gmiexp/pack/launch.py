@@ -123,11 +123,12 @@ class PackedSweep:
         # auto packs 2 or more a GPU as soon as it profiles: a GPU that admits one process is refused as for 2
         slots.check_sharing(self.hw, self.gpus, 2 if self.per_gpu == AUTO else per_gpu, self.members)
         pool = slots.make_slots(self.hw, self.gpus, per_gpu)
+        tight = slots.tightest(self.hw, pool)  # any member may run on any slot: it must fit the least
 
         reasons: dict[str, list[int]] = {}
         plans: list[Plan] = []
         for k, (o, m, d) in enumerate(zip(self.overrides, self.members, self.run_dirs, strict=True)):
-            cfg = task_config(self.compose([*o, *self.slot_overrides(pool[0], m, per_gpu)]))
+            cfg = task_config(self.compose([*o, *self.slot_overrides(tight, m, per_gpu)]))
             try:
                 plan, _ = build_plan(cfg, d, hardware=copy.deepcopy(self.hw))
                 resume(plan, d, cfg.launch.resume)  # a finished or foreign run dir exits 2 before any member starts

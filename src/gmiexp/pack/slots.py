@@ -116,6 +116,23 @@ def make_slots(hw: Hardware, gpus: list[int], per_gpu: int, cores: list[int] | N
     return out
 
 
+def tightest(hw: Hardware, pool: list[Slot]) -> Slot:
+    """The slot of least device memory: a MIG instance's, else its GPU's; the first of equals.
+
+    A member planned there fits every slot of the pool, so a check before any start plans it on that one only.
+    """
+    by_index = {g.index: g for g in hw.gpus}
+    migs = {d.uuid: d.memory_mb for g in hw.gpus for d in g.mig_devices}
+
+    def memory(slot: Slot) -> int:
+        if slot.mig_uuid:
+            return migs.get(slot.mig_uuid, 0)
+        gpu = by_index.get(slot.gpu)
+        return gpu.memory_mb if gpu is not None and hw.has_gpu else 0
+
+    return min(pool, key=memory)
+
+
 def slot_overrides(slot: Slot, member: Member, per_gpu: int) -> list[str]:
     """The overrides that put ``member`` on ``slot`` (appended last, so they win over the member's own)."""
     if slot.cpus:

@@ -145,8 +145,8 @@ class Population:
         self.where = place_members(p.population, int(self.cfg.launch.nnodes))
         self.pool = [place.pool[i] for _, i in self.where]
         values = starting_values(self.cfg)
-        # as its process will compose it, on this node's first slot (as the pack launcher checks a sweep's)
-        on_slot = member_config(self.cfg, self.overrides, place.overrides(place.pool[0]), 0, {})
+        # as its process will compose it, on this node's slot of least memory (as the pack launcher checks a sweep's)
+        on_slot = member_config(self.cfg, self.overrides, place.overrides(slots.tightest(place.hw, place.pool)), 0, {})
         node, here = int(self.cfg.launch.node_rank or 0), []
         for m, v in enumerate(values):
             member = replace(with_values(on_slot, v), seed=member_seed(self.cfg.seed, m))

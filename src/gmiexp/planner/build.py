@@ -92,9 +92,18 @@ def check_config(cfg: Config) -> None:
 
 
 def host(cfg: Config) -> Hardware:
+    """The process's hardware as the config's ``hardware.*`` fields give it (``hardware.cpus``: its cores now)."""
     if cfg.hardware.cpus is not None:
         narrow_cpus(cfg.hardware.cpus)
-    hw = resolve(cfg.hardware.name)
+    return fitted(cfg, resolve(cfg.hardware.name))
+
+
+def fitted(cfg: Config, hw: Hardware) -> Hardware:
+    """``hw`` as the config's ``hardware.*`` fields narrow it: cores counted, MIG on or off, the instances kept.
+
+    A process's own hardware (:func:`host`), or one a launcher found for its members (a pack slot's or a
+    population's ``hardware.mig_instances``), so a member is planned before it starts on what it will see.
+    """
     if cfg.hardware.cpu_cores is not None:
         if cfg.hardware.cpu_cores < 1:
             raise invalid("hardware.cpu_cores", cfg.hardware.cpu_cores, "an integer >= 1")
@@ -256,7 +265,12 @@ def build_plan(cfg: Config, run_dir: Path, hardware: Hardware | None = None) -> 
     """Everything a launch needs, validated; raises ConfigError (exit 2) before anything starts."""
     check_config(cfg)
     resolve_nodes(cfg.launch)  # node_rank from the scheduler, rendezvous fields checked (exit 2)
-    hw = hardware or host(cfg)
+    if hardware is None:
+        hw = host(cfg)
+    else:  # a launcher's member: its cores are checked, not taken (they are the member's process's)
+        if cfg.hardware.cpus is not None:
+            check_cpus(cfg.hardware.cpus)
+        hw = fitted(cfg, hardware)
     check_device(cfg.train.device, hw)
     req = LayoutRequest(layout=cfg.layout, hardware=hw, num_gpus=cfg.num_gpus,
                         gmis_per_gpu=cfg.gmis_per_gpu, num_envs=cfg.num_envs)

@@ -36,14 +36,25 @@ def host_memory_bytes() -> int:
 
 
 def pools(plan: Plan, hw: Hardware) -> dict[str, tuple[int, int]]:
-    """Memory pool name -> (capacity bytes, environments in it): each GPU, or the host's RAM without GPUs."""
+    """Memory pool name -> (capacity bytes, environments in it): each GPU, or the host's RAM without GPUs.
+
+    A GMI on an existing MIG instance (``backend=mig``) has the instance's memory, not its GPU's.
+    """
     envs: dict[str, int] = defaultdict(int)
     capacity: dict[str, int] = {}
     gpus = {g.index: g for g in hw.gpus}
+    migs = {d.uuid: d for g in hw.gpus for d in g.mig_devices}
+    instance = {int(i["gmi"]): migs.get(str(i.get("uuid"))) for i in (plan.mig.instances if plan.mig else [])}
     for g in plan.gmis:
         gpu = gpus.get(g.device) if hw.has_gpu else None
-        name = f"GPU {gpu.index} ({gpu.name})" if gpu is not None else "host RAM"
-        capacity[name] = gpu.memory_mb << 20 if gpu is not None else host_memory_bytes()
+        mig = instance.get(g.id)
+        if mig is not None:
+            name, cap = f"MIG instance {mig.profile} {mig.uuid} of GPU {mig.gpu_index}", mig.memory_mb << 20
+        elif gpu is not None:
+            name, cap = f"GPU {gpu.index} ({gpu.name})", gpu.memory_mb << 20
+        else:
+            name, cap = "host RAM", host_memory_bytes()
+        capacity[name] = cap
         envs[name] += g.num_envs
     return {name: (capacity[name], envs[name]) for name in envs}
 
