@@ -36,7 +36,8 @@ class FakeRuns:
     """Stands in for the subprocesses: pytest -m gpu, and each run writing what a real one writes.
 
     ``bad``: what goes wrong: ``not-mps`` (NVML lists one GMI only), ``reduction`` (the GMIs build another
-    reduction than the plan's), ``exit2`` (every run exits 2), ``timeout`` (every run runs past its time).
+    reduction than the plan's), ``exit2`` (every run exits 2), ``timeout`` (every run runs past its time),
+    ``no-exploit`` (a population's exploit was not taken).
     """
 
     def __init__(self, gpu: fake_nvml.FakeGPU, bad: str = "") -> None:
@@ -53,7 +54,19 @@ class FakeRuns:
             return subprocess.CompletedProcess(cmd, 2, "", "gmiexp: error: invalid backend.profile: '9g'\n")
         args = dict(a.split("=", 1) for a in cmd[3:])
         run = Path(args["hydra.run.dir"])
-        pids = [41000, 41001]
+        if args.get("pbt") == "default":  # a population: each member a run, one exploit taken in place
+            run.mkdir(parents=True)
+            for m in (0, 1):
+                self.write_run(run / "members" / str(m) / "life0", args, [41000 + 10 * m, 41001 + 10 * m])
+            (run / "pbt").mkdir()
+            taken = {} if self.bad == "no-exploit" else {"sha256": "ab" * 32, "seconds": 0.06}
+            (run / "pbt" / "state.jsonl").write_text(json.dumps({"event": "exploited", "member": 1, "source": 0,
+                                                                 **taken}) + "\n")
+        else:
+            self.write_run(run, args, [41000, 41001])
+        return subprocess.CompletedProcess(cmd, 0, "gmiexp ok: ... env_steps/s=1,000\n", "")
+
+    def write_run(self, run: Path, args: dict[str, str], pids: list[int]) -> None:
         mig = None
         if args["backend"] == "mig":
             mig = {"instances": [{"gmi": i, "uuid": m.uuid} for i, m in enumerate(self.gpu.migs)]}
@@ -77,7 +90,6 @@ class FakeRuns:
             m.procs = []
         metrics = {"gmi/0/peak_mem_mb": 1234.0, "gmi/1/peak_mem_mb": 1300.0, "gmi/0/sm_util": 41.0}
         (run / "summary.json").write_text(json.dumps({"status": "ok", "metrics": metrics}))
-        return subprocess.CompletedProcess(cmd, 0, "gmiexp ok: ... env_steps/s=1,000\n", "")
 
 
 FAST_KIT = ["--throughput-s", "0"]
@@ -112,6 +124,8 @@ def test_mig_off_host_runs_the_kit_on_direct_and_mps(tmp_path):
     assert r["decoupled_async-mps"] == "not applicable"
     assert "| decoupled_async-mps | not applicable | layout decoupled_async needs >= 2 GPUs; this host has 1 |" in text
     assert "MIG is disabled on GPU(s) [0] (sudo nvidia-smi -i <gpu> -mig 1 enables it" in text
+    assert r["pbt-mps"] == "passed" and "exploits: 1 taken in place, 0.06s from decision to training" in text
+    assert "member 1 life0 mps_clients: 2 of 2 GMIs seen by NVML as MPS clients" in text
     assert {k: v for k, v in r.items() if k.startswith("tcg_ex-mps-")} == {
         "tcg_ex-mps-mpr": "passed", "tcg_ex-mps-har": "passed", "tcg_ex-mps-allreduce": "passed",
         "tcg_ex-mps-device-cuda": "passed", "tcg_ex-mps-MjlabCartpole": "passed"}
@@ -182,6 +196,13 @@ def test_a_gmi_not_seen_as_an_mps_client_fails_the_check(tmp_path):
     assert code == 1
     assert "| tcg_ex-mps | failed | no evidence: 1 of 2 GMIs seen by NVML as MPS clients |" in text
     assert rows(text)["tcg_ex-direct"] == "passed"
+
+
+def test_a_population_whose_members_took_no_state_in_place_fails_the_check(tmp_path):
+    code, text, _ = check(tmp_path, fake_nvml.h100_80gb(0, mig=0), "no-exploit", "--layouts", "tcg_ex")
+    assert code == 1
+    assert "| pbt-mps | failed | no evidence: no member took a leader's state in place |" in text
+    assert rows(text)["tcg_ex-mps"] == "passed"
 
 
 def test_a_gmi_that_built_another_reduction_fails_the_check(tmp_path):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -63,12 +64,24 @@ def test_the_kit_passes_on_the_fakes_and_the_stand_in(tmp_path: Path, fake_gpu_h
     assert code == 0, text
     for row in ("| tcg_ex-direct | passed |", "| tcg_ex-mps | passed |", "| tdg-mps | passed |",
                 "| tcg_ex-mps-mpr | passed |", "| tcg_ex-mps-har | passed |", "| tcg_ex-mps-allreduce | passed |",
-                "| tdg_ex-mps-device-lazy | passed |", "| tcg_ex-mps-MjlabCartpole | passed |",
+                "| tdg_ex-mps-device-lazy | passed |", "| tcg_ex-mps-MjlabCartpole | passed |", "| pbt-mps | passed |",
                 "| throughput-1-vs-2-mps | passed | 2 vs 1 GMIs per GPU: ",
                 "| tcg_ex-mig | not applicable | MIG is disabled on GPU(s) [0]"):
         assert row in text, text
     assert "mps_clients: 2 of 2 GMIs seen by NVML as MPS clients" in text
     assert "reduction: plan har; trainer GMIs built ['har']" in text
+
+
+@pytest.mark.timeout(600)
+def test_the_kit_s_population_shares_the_gpu_s_daemon_and_exploits_in_place(tmp_path: Path, fake_gpu_host,
+                                                                          no_orphans: None) -> None:
+    """2 members of 2 GMIs on the fake H100's one MPS daemon; the member behind takes the leader's state in place."""
+    code, text = rehearse(tmp_path, fake_gpu_host, "gpu-check-pbt", "--cases", "pbt-mps", "--throughput-s", "0")
+    assert code == 0, text
+    assert "| pbt-mps | passed | " in text
+    for m in (0, 1):
+        assert f"member {m} life0 mps_clients: 2 of 2 GMIs seen by NVML as MPS clients" in text, text
+    assert re.search(r"exploits: [1-9]\d* taken in place, ", text), text
 
 
 def test_the_kit_fails_when_a_gmi_is_not_an_mps_client(tmp_path: Path, fake_gpu_host, monkeypatch,

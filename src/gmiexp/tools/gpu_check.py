@@ -5,12 +5,14 @@
    * every layout x every backend (direct, mps, mig, mig with MPS inside instances), 2 GMIs per GPU;
    * every reduction that can serve tcg_ex on these GPUs (MRR and HAR build NCCL groups with > 1 GPU);
    * ``train.device=cuda``, and an mjlab task (MuJoCo Warp on the GPU);
+   * a population (``pbt=default``, 2 members packed on the GPUs) whose underperformer takes the leader's state
+     in place every interval: the state of a GPU-trained policy through shared memory into a live member;
    * throughput: tcg_ex with 1, then 2 GMIs per GPU, ``--throughput-s`` seconds each (2 minutes), as a ratio;
 3. a run passes only on evidence: it exited 0, NVML saw every GMI where the plan put it (an MPS client of
    its GPU's daemon; a process inside its MIG instance), and every trainer GMI built the reduction the plan
-   chose (its ``status.json``). Any other exit, 2 included, and a run past ``--timeout`` fail, with their
-   message; "not applicable" is only what this host cannot have (MIG on a GPU without MIG, a layout that
-   needs more GPUs), and says why.
+   chose (its ``status.json``); a population's members each so, and an exploit taken in place. Any other exit,
+   2 included, and a run past ``--timeout`` fail, with their message; "not applicable" is only what this host
+   cannot have (MIG on a GPU without MIG, a layout that needs more GPUs), and says why.
 
 On a host without a GPU it exits 2 and says so; it exits 1 when a check failed. The report is always written.
 
@@ -42,7 +44,7 @@ from gmiexp.backends.mps_daemon import CONTROL
 from gmiexp.hardware import Hardware, discover
 from gmiexp.layouts import LAYOUTS
 from gmiexp.stats import steady_rate
-from gmiexp.status import gmi_pids, read_history, read_status
+from gmiexp.status import gmi_pids, read_history, read_jsonl, read_status
 
 ROOT = Path(__file__).resolve().parents[3]  # the repository (tests/ lives there)
 Runner = Callable[..., subprocess.CompletedProcess]
@@ -61,6 +63,7 @@ class Case:
     overrides: list[str] = field(default_factory=list)
     not_applicable: str | None = None
     backend: str = "direct"
+    population: bool = False  # a pbt run: its members' run dirs are the evidence (members/<m>/life<k>)
 
     @property
     def layout(self) -> str:
@@ -122,6 +125,11 @@ def kit(hw: Hardware, args: argparse.Namespace, which: Callable[[str], str | Non
               for r in reductions_for(n, 2, main)]
     cases.append(Case(f"{args.device_layout}-{main}-device-{args.device}",
                       [f"layout={args.device_layout}", *over, f"train.device={args.device}"], None, main))
+    # every interval an epoch, thresholds 0: the member behind takes the leader's state at each interval's end,
+    # from the first with a return (a member's objective); 6 epochs at least, so some episodes have ended
+    cases.append(Case(f"pbt-{main}", ["layout=tcg_ex", *over, "num_gpus=1", f"max_iterations={max(6, args.iterations)}",
+                                      "pbt=default", "pbt.population=2", "pbt.interval_steps=1",
+                                      "pbt.threshold_std=0", "pbt.threshold_abs=0"], None, main, population=True))
     if args.mjlab_task:
         cases.append(Case(f"tcg_ex-{main}-{args.mjlab_task}", ["layout=tcg_ex", *over, f"task={args.mjlab_task}"],
                           None, main))
@@ -213,6 +221,28 @@ def evidence(run_dir: Path, watch: NVMLWatch, backend: str) -> tuple[dict[str, A
     return out, missing
 
 
+def population_evidence(run_dir: Path, watch: NVMLWatch, backend: str) -> tuple[dict[str, Any], list[str]]:
+    """Each member's run as :func:`evidence` reads a run, and the exploits its members took in place."""
+    lives = sorted((run_dir / "members").glob("*/life*"))
+    if not lives:
+        return {}, ["no member ran (no members/<m>/life<k> in the run dir)"]
+    out: dict[str, Any] = {}
+    missing: list[str] = []
+    for life in lives:
+        name = f"member {life.parent.name} {life.name}"
+        ev, miss = evidence(life, watch, backend)
+        out.update({f"{name} {k}": v for k, v in ev.items()})
+        missing += [f"{name}: {m}" for m in miss]
+    taken = [e for e in read_jsonl(run_dir / "pbt" / "state.jsonl") if e.get("event") == "exploited"
+             and e.get("sha256")]  # acknowledged by the member's GMI 0 with the bytes it read
+    out["exploits"] = (f"{len(taken)} taken in place, " +
+                       ", ".join(f"{float(e['seconds']):.2f}s" for e in taken) + " from decision to training"
+                       if taken else "none taken in place")
+    if not taken:
+        missing.append("no member took a leader's state in place")
+    return out, missing
+
+
 def _in_mig(pid: int | None, watch: NVMLWatch) -> bool:
     """Inside a MIG instance NVML lists an MPS client among the instance's compute processes."""
     return pid is not None and any(pid in pids for pids in watch.mig.values())
@@ -231,7 +261,7 @@ def run_case(case: Case, runs: Path, common: list[str], nvml: ModuleType | None,
         except subprocess.TimeoutExpired:
             res = None
     wall = time.perf_counter() - t0
-    ev, missing = evidence(run_dir, watch, case.backend)
+    ev, missing = (population_evidence if case.population else evidence)(run_dir, watch, case.backend)
     if res is None:
         return Outcome(case, "failed", f"timed out after {timeout_s:g} s (--timeout)", ev)
     if res.returncode != 0:
