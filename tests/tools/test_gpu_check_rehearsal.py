@@ -72,6 +72,7 @@ def test_the_kit_passes_on_the_fakes_and_the_stand_in(tmp_path: Path, fake_gpu_h
     assert "reduction: plan har; trainer GMIs built ['har']" in text
 
 
+@pytest.mark.slow  # 30-60 s of a real population; the kit's evidence rules are tested on FakeRuns by default
 @pytest.mark.timeout(600)
 def test_the_kit_s_population_shares_the_gpu_s_daemon_and_exploits_in_place(tmp_path: Path, fake_gpu_host,
                                                                           no_orphans: None) -> None:
