@@ -147,3 +147,20 @@ def test_replan_plans_a_typed_partition_of_the_running_plan_s_global_batch(tmp_p
     with pytest.raises(ConfigError, match="invalid re-shape override train.gamma; valid: hardware.cpus, "
                                           "backend.sm_percent, layout.trainers_per_gpu"):
         Partition(2).moved(2, {"train.gamma": 0.9})
+
+
+def test_a_partition_dev_shm_cannot_hold_is_refused_so_the_re_shape_rolls_back(tmp_path: Path, monkeypatch) -> None:
+    """4 GMIs of tdg_ex need twice the rings of 2 (before: the new partition started and died of ShmFull)."""
+    from gmiexp.planner import resources
+    from gmiexp.planner.build import replanner
+    from gmiexp.planner.partition import Partition
+
+    cfg = compose_config("task=Cartpole", "layout=tdg_ex", "gmis_per_gpu=2", "num_envs=8", "launch.reshape=request",
+                         "channel.target_bytes=65536")
+    plan, _ = build_plan(cfg, tmp_path)
+    need = resources.shm_need(plan).total
+    monkeypatch.setattr(resources, "free_bytes", lambda path: need + 4096)  # room for the 2 GMIs' rings, no more
+    replan = replanner(cfg, tmp_path)
+    assert gmis_per_gpu(replan(plan, Partition(2))[0]) == 2
+    with pytest.raises(ConfigError, match=r"/dev/shm has .* free; this plan needs about /dev/shm: .*channels"):
+        replan(plan, Partition(4))

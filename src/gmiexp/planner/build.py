@@ -31,7 +31,7 @@ from gmiexp.plan.minibatch import minibatch_warning
 from gmiexp.planner.footprint import check_footprint
 from gmiexp.planner.nodes import replicate, resolve_nodes
 from gmiexp.planner.partition import apply, fits, global_batch, per_gmi, refusal
-from gmiexp.planner.resources import policy_sizes
+from gmiexp.planner.resources import check_resources, policy_sizes
 from gmiexp.planner.seeds import assign_seeds
 from gmiexp.rl.rslrl.config import ROLE as RSLRL
 from gmiexp.rl.rslrl.config import check_config as check_rslrl_config
@@ -318,8 +318,8 @@ def replanner(cfg: Config, run_dir: Path) -> Replan:
     :class:`~gmiexp.planner.partition.Partition` of it; the config the run started from stays here. The new plan
     is that config at the partition's GMIs per GPU and slice (what the partition leaves None stays as the run
     started), with ``plan``'s global batch pinned, planned and realised by :func:`build_plan` in ``run_dir``
-    (ConfigError when this host cannot realise it). What a launch finds on disk (the checkpoint to resume from)
-    is the caller's, as for the first plan.
+    (ConfigError when this host cannot realise it or hold its shared memory and files). What a launch finds on
+    disk (the checkpoint to resume from) is the caller's, as for the first plan.
     """
     def replan(plan: Plan, partition: Partition) -> tuple[Plan, Backend]:
         if plan.global_batch is None:
@@ -334,6 +334,8 @@ def replanner(cfg: Config, run_dir: Path) -> Replan:
             c.hardware.cpus = partition.cpus
         if partition.sm_percent is not None:
             c.backend.sm_percent = partition.sm_percent  # the MPS backends' field (set as a request sets it)
-        return build_plan(c, run_dir)
+        new, backend = build_plan(c, run_dir)
+        check_resources(new, run_dir)  # more GMIs, more rings: a partition /dev/shm cannot hold rolls back
+        return new, backend
 
     return replan
