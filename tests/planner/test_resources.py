@@ -1,4 +1,4 @@
-"""The planner's /dev/shm sizes are the sizes of the segments the real code creates (what tmpfs gives them)."""
+"""The planner's sizes are the sizes of what the real code makes: the segments tmpfs gives, the checkpoints written."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from gmitest import cli_env, compose_config
+from gmitest import cli_env, compose_config, run_cli
 
 from gmiexp.comm.channels import make_channel_set
 from gmiexp.comm.channels.ring import SlotRing
 from gmiexp.envs import task_dims
+from gmiexp.plan import Plan
 from gmiexp.planner.build import build_plan
-from gmiexp.planner.resources import board_segment, ring_segment, shm_need
+from gmiexp.planner.resources import board_segment, checkpoint_bytes, ring_segment, shm_need
 from gmiexp.rl.experience.weights import WeightBoard
 from gmiexp.rl.rlgames.policy import Spaces, experience_fields
 from gmiexp.shm.names import SHM_DIR
@@ -75,3 +76,17 @@ def test_the_planners_sizes_import_no_torch() -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=cli_env())
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("overrides", [["task=Cartpole", "num_envs=1024"],  # the torch cart-pole saves its state
+                                       ["task=Ant", "num_envs=64"]])  # envpool saves none
+def test_a_checkpoints_estimate_is_the_size_of_the_checkpoints_a_run_writes(tmp_path: Path,
+                                                                            overrides: list[str]) -> None:
+    """tcg_ex's checkpoints hold every GMI's run record (per environment its episode and simulator state): before,
+    only the learning state was counted, a twentieth of a 4096-environment cart-pole's checkpoint."""
+    r = run_cli(*overrides, "num_gpus=1", "gmis_per_gpu=2", "max_iterations=1", "train.save_frequency=1",
+                "launch.progress=false", f"hydra.run.dir={tmp_path}", timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    sizes = [p.stat().st_size for p in tmp_path.glob("rl_games/*/nn/*.pth")]
+    estimate = checkpoint_bytes(Plan.load(tmp_path / "plan.yaml"))
+    assert sizes and all(0.9 * estimate <= s <= 1.1 * estimate for s in sizes), (estimate, sizes)

@@ -91,11 +91,21 @@ class Simulator(ABC):
         """Size of the privileged observations (``states``) it returns for a central value net; None: none."""
         return None
 
+    def saved_state_bytes(self, task: TaskConfig, num_envs: int) -> int:
+        """Bytes of the simulator's state a checkpoint holds for one GMI's ``num_envs`` environments.
+
+        Its vec env's ``get_env_state``; 0: it saves none, or its size is not known before the simulator is built.
+        """
+        return 0
+
     @abstractmethod
     def make(self, task: TaskConfig, num_envs: int, seed: int, sim_threads: int, device: str,
              states: bool) -> GMIVecEnv:
         """The vectorised environment of one GMI (imports the adapter)."""
 
+
+#: a torch CPU generator's state (``torch.Generator.get_state``, 5,056 bytes) as ``torch.save`` writes it
+TORCH_GENERATOR_BYTES = 6633
 
 #: Every simulator by name (``task.simulator``); the built-ins below register themselves.
 SIMULATORS: Registry[type[Simulator]] = Registry("task.simulator")
@@ -204,6 +214,11 @@ class TorchNative(Simulator):
         if task.env_id not in TORCH_TASKS:
             raise invalid("torch task", task.env_id, TORCH_TASKS)
         no_env_config(task)
+
+    def saved_state_bytes(self, task: TaskConfig, num_envs: int) -> int:
+        """``TorchCartpole.get_state``: its state (float32) and step counts (int64) a row, and its generator."""
+        obs, _ = self.spaces(task).dims()
+        return num_envs * (4 * obs + 8) + TORCH_GENERATOR_BYTES
 
     def make(self, task: TaskConfig, num_envs: int, seed: int, sim_threads: int, device: str,
              states: bool) -> GMIVecEnv:

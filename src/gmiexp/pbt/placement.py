@@ -32,7 +32,16 @@ from gmiexp.pbt.members import (
 from gmiexp.pbt.rules import member_seed
 from gmiexp.plan import Plan
 from gmiexp.planner.build import check_cpus
-from gmiexp.planner.resources import MORE_SHM, Need, check_space, disk_need, full_state_bytes, pages, shm_need
+from gmiexp.planner.resources import (
+    MORE_SHM,
+    Need,
+    check_space,
+    checkpoint_bytes,
+    disk_need,
+    full_state_bytes,
+    pages,
+    shm_need,
+)
 from gmiexp.rl.rslrl.config import ROLE as RSLRL
 
 
@@ -118,7 +127,7 @@ def space(cfg: Config, plans: list[Plan]) -> tuple[Need, Need]:
         if cfg.pbt.exploit == "inplace":
             shm.add("published states", STATES_PER_MEMBER * pages(full_state_bytes(plan)))
     if plans:
-        disk.add("the population's best policy", full_state_bytes(plans[0]))
+        disk.add("the population's best policy", checkpoint_bytes(plans[0]))  # a copy of its checkpoint
     return shm, disk
 
 

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gmiexp.envs import task_dims
+from gmiexp.envs import simulator, task_dims, task_spaces
 from gmiexp.errors import ConfigError
 from gmiexp.plan import Plan
 from gmiexp.rl.rlgames.params import policy_param_count
@@ -34,6 +34,11 @@ LOG_BYTES_PER_EPOCH = 1024
 LOG_BYTES_FIXED = 32 << 10  # per GMI: status, result, history and two log files, 4 KiB blocks each, and start-up
 RUN_BYTES_FIXED = 128 << 10  # per node: .hydra/, plan.yaml, summary.json, the lock
 CHECKPOINT_OVERHEAD = 16 << 10  # torch's zip container and pickled keys (a Cartpole checkpoint: 28 KiB)
+# a GMI's record of the run in a checkpoint: torch's, numpy's and random's generators (16 KiB as torch.save writes
+# them) and its counters; per environment, the episode's done flag, reward, shaped reward and length (13 bytes)
+# and its index on the whole batch (a pickled int, 3-5 bytes)
+GMI_RECORD_BYTES = 17 << 10
+EPISODE_BYTES_PER_ENV = 13 + 5
 
 
 @dataclass
@@ -160,12 +165,33 @@ def shm_need(plan: Plan) -> Need:
     return need
 
 
+def checkpoint_bytes(plan: Plan) -> int:
+    """One checkpoint: the learning state and, for PPO in tcg_ex, every GMI's record of the run.
+
+    A record (:mod:`gmiexp.rl.rlgames.runstate`, :mod:`gmiexp.rl.rslrl.runstate`) holds its generators and, per
+    environment, the current observation, the running episode's sums, its index on the whole batch and the
+    simulator's state where the simulator saves one (its size where the simulator knows it before it is built:
+    :meth:`gmiexp.envs.Simulator.saved_state_bytes`); rl-games adds GMI 0's simulator state again (``env_state``).
+    Recurrent states are not counted.
+    """
+    nbytes = full_state_bytes(plan)
+    if plan.layout != "tcg_ex" or plan.role not in ("ppo", RSLRL):  # rl-games' PPO role, rsl_rl's
+        return nbytes
+    sim = simulator(plan.task)
+    per_env = task_spaces(plan.task).obs_bytes + EPISODE_BYTES_PER_ENV
+    for g in plan.gmis:
+        nbytes += GMI_RECORD_BYTES + g.num_envs * per_env + sim.saved_state_bytes(plan.task, g.num_envs)
+    if plan.role == "ppo":
+        nbytes += sim.saved_state_bytes(plan.task, plan.gmis[0].num_envs)
+    return nbytes
+
+
 def disk_need(plan: Plan) -> Need:
     """What this node's run directory gains: GMI 0's checkpoints (node 0) and every local GMI's logs."""
     need = Need("run directory")
     epochs = int(plan.max_iterations)
     if plan.node_rank == 0:
-        ckpt = full_state_bytes(plan)
+        ckpt = checkpoint_bytes(plan)
         freq = int(plan.train.save_frequency)
         count = 2 + (epochs // freq if freq > 0 else 0)  # rl-games: best and last, plus every save_frequency
         need.add("checkpoints", count * ckpt)
