@@ -138,8 +138,8 @@ def test_bad_members_exit_2_before_any_member_starts_each_reason_once_with_its_m
 
 @pytest.mark.parametrize(("sweep", "says"), [
     ("train.device=cpu,cuda,cuda", r"invalid train.device: 'cuda'; valid: auto, cpu, lazy\..* \(members #1, #2; "),
-    ("mode=train,plan,plan", r"invalid mode: 'plan'; valid: train \(a packed sweep runs training jobs\) \(members "
-                             r"#1, #2; ")])
+    ("mode=train,plan,plan", r"invalid mode: 'plan'; valid: train \(a packed sweep runs training jobs\), or plan "
+                             r"for every member \(where each would run\) \(members #1, #2; ")])
 def test_members_this_host_or_launcher_cannot_run_are_named_before_any_member_starts(
         tmp_path: Path, sweep: str, says: str) -> None:
     """What only the host's plan (a member planned on its slot) or the launcher refuses names its members too;
@@ -340,3 +340,23 @@ def test_members_that_fit_dev_shm_alone_but_not_together_are_refused_before_any_
     assert "/dev/shm has 1.0 MiB free; the 2 members running at once need about /dev/shm: 1.4 MiB" in line
     assert "hydra.launcher.jobs_per_gpu" in line and "--shm-size" in line
     assert not sweep.exists() or not any(sweep.iterdir())
+
+
+def test_mode_plan_shows_where_each_member_would_run_and_the_space_they_need(tmp_path: Path) -> None:
+    """17 members on a DGX A100 from this host, 2 a GPU: 16 start on MPS shares, one queues (before: mode=plan and
+    the preset were refused)."""
+    sweep = tmp_path / "sweep"
+    r = run_cli("-m", "hydra/launcher=gmiexp_pack", "mode=plan", "hardware=dgx_a100", "task=Cartpole",
+                "hydra.launcher.jobs_per_gpu=2", f"seed={','.join(map(str, range(1, 18)))}",
+                f"hydra.sweep.dir={sweep}", timeout=240)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "pack plan: 17 members, 2 per GPU on GPUs [0, 1, 2, 3, 4, 5, 6, 7] (16 at a time; the rest queue)" \
+        in r.stderr
+    members = re.findall(r"^  member #(\d+) \(.*?seed=(\d+)\) -> (\S+?):? ", r.stderr, re.M)
+    assert [(int(k), s) for k, _, s in members] == [
+        *((k, f"gpu{k % 8}/{k // 8}") for k in range(16)), (16, "queued")]
+    assert "-> gpu3/1: hardware.gpus=[3] backend=mps backend.sm_percent=[25,25] backend.daemon=shared (2 GMIs, " \
+           "backend mps" in r.stderr
+    assert re.search(r"^space \(estimated\): the 16 members running at once need /dev/shm: .*; the sweep's 17 "
+                     r"members will write run directory: ", r.stderr, re.M)
+    assert not sweep.exists()  # nothing ran, nothing left

@@ -99,6 +99,8 @@ class PackedSweep:
     #   -> (mtime, (global batch, max_iterations))
     startup: dict[int, float] = field(default_factory=dict)  # recycle: member -> its start-up's work, core-s
     pool: list[Slot] = field(default_factory=list)
+    planning: bool = False  # every member mode=plan: the sweep is checked and described, nothing runs
+    checked: list[Plan] = field(default_factory=list)  # each member's plan, as check made it
     tails: dict[int, tuple[int, Any]] = field(default_factory=dict)  # recycle: member -> (inode, HistoryTail)
 
     def check(self) -> None:
@@ -106,15 +108,17 @@ class PackedSweep:
         self.per_gpu = slots.jobs_per_gpu(self.params["jobs_per_gpu"])
         check_params(self.params)
         typed = [task_config(c) for c in self.configs]
+        self.planning = all(Mode(cfg.mode) == Mode.plan for cfg in typed)  # where each would run; nothing runs
         modes: dict[str, list[int]] = {}  # each mode refused, with its members
         for k, cfg in enumerate(typed):
-            if Mode(cfg.mode) != Mode.train:  # its value: the enum's repr is not what the user typed
+            if Mode(cfg.mode) != Mode.train and not self.planning:  # its value: the enum's repr is not what was typed
                 modes.setdefault(str(invalid("mode", Mode(cfg.mode).value, "train (a packed sweep runs training "
-                                             "jobs)")), []).append(self.first + k)
+                                             "jobs), or plan for every member (where each would run)")),
+                                 []).append(self.first + k)
         if modes:
             raise by_member(modes, "nothing was launched")
         self.hw = resolve(typed[0].hardware.name)
-        if self.hw.is_preset:
+        if self.hw.is_preset and not self.planning:
             raise invalid("hardware", typed[0].hardware.name, "auto or cpu (presets only plan; a sweep runs)")
         self.gpus = slots.choose_gpus(self.hw, self.params["gpus"])
         self.members = [Member(group_choice(o, "backend"), c.gmis_per_gpu) for o, c in zip(self.overrides, typed,
@@ -131,16 +135,23 @@ class PackedSweep:
             cfg = task_config(self.compose([*o, *self.slot_overrides(tight, m, per_gpu)]))
             try:
                 plan, _ = build_plan(cfg, d, hardware=copy.deepcopy(self.hw))
-                resume(plan, d, cfg.launch.resume)  # a finished or foreign run dir exits 2 before any member starts
+                if not self.planning:  # a finished or foreign run dir exits 2 before any member starts
+                    resume(plan, d, cfg.launch.resume)
                 plans.append(plan)
             except ConfigError as e:  # every member's, each reason once with its members
                 for reason in e.reasons:
                     reasons.setdefault(reason, []).append(self.first + k)
         if reasons:
             raise by_member(reasons, "nothing was launched")
-        self.check_space(plans, len(pool))
+        self.pool, self.checked = pool, plans
+        shm, disk, who = self.space(plans, len(pool))
+        if not self.planning:
+            check_space(shm, disk, self.sweep_dir, who=who,
+                        shm_fixes=f"{MORE_SHM}, fewer members at once (hydra.launcher.jobs_per_gpu, "
+                                  "hydra.launcher.gpus) or smaller channel.slots / channel.target_bytes")
 
-    def check_space(self, plans: list[Plan], at_once: int) -> None:
+    @staticmethod
+    def space(plans: list[Plan], at_once: int) -> tuple[Need, Need, tuple[str, str]]:
         """Members share this node's ``/dev/shm`` (those running at once) and the sweep's file system (all of them).
 
         Each member's own check sees the space free when it starts, not what the others running beside it take.
@@ -153,11 +164,31 @@ class PackedSweep:
         for plan in plans:
             disk.include(disk_need(plan))
         n = len(running)
-        check_space(shm, disk, self.sweep_dir,
-                    who=(f"the {n} member{'s' if n != 1 else ''} running at once need",
-                         f"the sweep's {len(plans)} member{'s' if len(plans) != 1 else ''} will write"),
-                    shm_fixes=f"{MORE_SHM}, fewer members at once (hydra.launcher.jobs_per_gpu, "
-                              "hydra.launcher.gpus) or smaller channel.slots / channel.target_bytes")
+        return shm, disk, (f"the {n} member{'s' if n != 1 else ''} running at once need",
+                           f"the sweep's {len(plans)} member{'s' if len(plans) != 1 else ''} will write")
+
+    def describe(self) -> str:
+        """``mode=plan`` of a packed sweep: the slots, where each member starts or that it queues, the space."""
+        assert self.hw is not None
+        per_gpu = 1 if self.per_gpu == AUTO else int(self.per_gpu)
+        lines = [f"pack plan: {len(self.checked)} members, {per_gpu} per GPU on GPUs {self.gpus} ({len(self.pool)} "
+                 "at a time; the rest queue)" + ("; jobs_per_gpu=auto profiles the first member when the sweep runs "
+                                                 "and may pack more" if self.per_gpu == AUTO else "")]
+        free, busy = list(self.pool), []
+        for k, (o, m, plan) in enumerate(zip(self.overrides, self.members, self.checked, strict=True)):
+            shown = " ".join(o) or "no overrides"
+            what = (f"{len(plan.gmis)} GMI{'s' if len(plan.gmis) != 1 else ''}, backend {plan.backend}, "
+                    f"reduction {plan.reduction}")
+            if free:
+                slot = runner.pick(free, busy)
+                busy.append(slot)
+                lines.append(f"  member #{self.first + k} ({shown}) -> {slot.name}: "
+                             f"{' '.join(self.slot_overrides(slot, m, per_gpu))} ({what})")
+            else:
+                lines.append(f"  member #{self.first + k} ({shown}) -> queued: the first slot to free ({what})")
+        shm, disk, who = self.space(self.checked, len(self.pool))
+        lines.append(f"space (estimated): {who[0]} {shm.format()}; {who[1]} {disk.format()}")
+        return "\n".join(lines)
 
     def slot_overrides(self, slot: Slot, member: Member, per_gpu: int | None = None) -> list[str]:
         grows = slot.cpus or slots.on_mps(slot, member)  # a core set or an MPS share can grow; a MIG instance not

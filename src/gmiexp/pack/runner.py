@@ -97,12 +97,12 @@ def stop(jobs: list[Job], grace_s: float) -> None:
         j.status = "interrupted"
 
 
-def pick(free: list[Slot], running: list[Job]) -> Slot:
-    """The free slot on the GPU running the fewest jobs (spreads members over GPUs)."""
+def pick(free: list[Slot], busy: list[Slot]) -> Slot:
+    """The free slot on the GPU running the fewest jobs (``busy``: their slots), spreading members over GPUs."""
     load = {s.gpu: 0 for s in free}
-    for j in running:
-        if j.slot is not None and j.slot.gpu in load:
-            load[j.slot.gpu] += 1
+    for slot in busy:
+        if slot.gpu in load:
+            load[slot.gpu] += 1
     best = min(free, key=lambda s: (load[s.gpu], s.index, s.gpu))
     free.remove(best)
     return best
@@ -122,7 +122,7 @@ def run_jobs(jobs: list[Job], slots: list[Slot], prefix: list[str], poll_s: floa
         while queue or running:
             while queue and free:
                 job = queue.popleft()
-                start(job, pick(free, running), prefix)
+                start(job, pick(free, [j.slot for j in running if j.slot is not None]), prefix)
                 running.append(job)
                 on_started(job)
             time.sleep(poll_s)

@@ -52,6 +52,10 @@ class PackLauncher(Launcher):
                 compose=lambda o: self.hydra_context.config_loader.load_sweep_config(self.config, o),
                 first=initial_job_idx)
             sweep.check()
+            if sweep.planning:  # mode=plan: where each member would run and the space they need; nothing runs
+                print(sweep.describe(), file=sys.stderr, flush=True)
+                discard_refused_sweep(Path(str(self.config.hydra.sweep.dir)), f"{self.config.hydra.job.name}.log")
+                sys.exit(0)
         except GmiexpError as e:
             print(f"{REFUSAL_PREFIX}{e}", file=sys.stderr, flush=True)
             if e.exit_code == 2:  # type: ignore[attr-defined]  # refused before any member ran: no sweep dir
