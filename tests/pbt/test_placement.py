@@ -148,6 +148,7 @@ def test_members_are_checked_on_the_slot_of_least_memory_before_any_starts(tmp_p
     migs = [*fake_nvml.a100_migs("3g.20gb", 1, 19968),
             fake_nvml.FakeMig("1g.5gb", "MIG-0e1f2a3b-4c5d-5e6f-8a9b-000000000001", 4864, gi=2)]
     monkeypatch.setitem(sys.modules, "pynvml", fake_nvml.make([fake_nvml.a100_40gb(mig=1, migs=migs)]))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)  # the fake host's GPUs, not this process's share
     given = ["task=Cartpole", "num_gpus=1", "gmis_per_gpu=1", "train.minibatch_size=1024", "pbt=default",
              "pbt.population=2"]
     Population(compose_config(*given, "num_envs=5000000"), tmp_path / "fits", [*given, "num_envs=5000000"]).check()
