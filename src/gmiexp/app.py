@@ -25,8 +25,8 @@ from gmiexp.launch.live import LiveLog
 from gmiexp.launch.ownership import LOCK_NAME, own_run_dir
 from gmiexp.launch.summary import one_line, run_config, write_summary
 from gmiexp.pbt.members import refuse_unavailable, starting_values
+from gmiexp.pbt.placement import check_memory_here, member_config, members_here, placement
 from gmiexp.pbt.placement import describe as describe_population
-from gmiexp.pbt.placement import member_config, members_here, placement
 from gmiexp.pbt.placement import space as population_space
 from gmiexp.planner.build import build_plan, check_config, replanner
 from gmiexp.planner.commands import format_commands, node_commands
@@ -180,6 +180,7 @@ def run_plan(cfg: Config, run_dir: Path, overrides: list[str] | None = None) -> 
     if place is not None:  # member 0 as its process will run: a run of one node on its slot, with its values
         member = member_config(cfg, given, place.overrides(place.pool[0]), 0, starting_values(cfg)[0])
         plan, _backend = build_plan(member, run_dir, hardware=copy.deepcopy(place.hw))
+        check_memory_here([plan] * members_here(cfg), place)  # every member alike, at once
     try:
         n_params: int | None = policy_sizes(plan)[0]
     except Exception:  # noqa: BLE001 - a task whose sizes are unknown: Table 7's sizes instead

@@ -156,3 +156,31 @@ def test_members_are_checked_on_the_slot_of_least_memory_before_any_starts(tmp_p
     with pytest.raises(ConfigError, match=r"invalid num_envs: 8000000; .* on MIG instance 1g\.5gb "):
         pop.check()
     assert not (tmp_path / "not" / "members").exists()
+
+
+def test_members_sharing_a_gpu_are_held_against_its_memory_together_before_any_starts(tmp_path: Path,
+                                                                                     monkeypatch) -> None:
+    """Two members on one (fake) A100's MPS shares: 26.2 GiB of rollouts each fit its 40 GiB alone, not together
+    (before: each member was held against the whole GPU; both would start and the second run out of memory)."""
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml.make([fake_nvml.a100_40gb()]))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)  # the fake host's GPUs, not this process's share
+    fake_mps.install(tmp_path, monkeypatch)  # the control binary on PATH (a check starts no daemon)
+    given = ["task=Cartpole", "num_gpus=1", "gmis_per_gpu=1", "train.minibatch_size=1024", "pbt=default",
+             "pbt.population=2"]
+    Population(compose_config(*given, "num_envs=25000000"), tmp_path / "fits", [*given, "num_envs=25000000"]).check()
+    pop = Population(compose_config(*given, "num_envs=40000000"), tmp_path / "not", [*given, "num_envs=40000000"])
+    with pytest.raises(ConfigError, match=r"invalid num_envs: 40000000; valid: at most about 30,\d+,\d+ per GMI with 2 "
+                                          r"trainings at once on GPU 0 .*, or fewer members a node \(pbt\.population, "
+                                          r"launch\.nnodes\) or more GPUs \(hardware\.gpus\)\. this node's 2 members: "
+                                          r"2 of them run at once on GPU 0 .* need at least 52\.5 GiB"):
+        pop.check()
+    assert not (tmp_path / "not" / "members").exists()
+
+
+def test_mode_plan_refuses_members_that_overflow_their_gpu_together(tmp_path: Path, capsys) -> None:
+    """4 members on one of a DGX A100's GPUs, 13.1 GiB of rollouts each: nothing printed but the reason."""
+    given = ["task=Cartpole", "num_gpus=1", "gmis_per_gpu=1", "train.minibatch_size=1024", "pbt=default",
+             "pbt.population=4", "mode=plan", "hardware=dgx_a100", "hardware.gpus=[0]", "num_envs=20000000"]
+    with pytest.raises(ConfigError, match=r"at most about 15,\d+,\d+ per GMI with 4 trainings at once on GPU 0 "):
+        run_plan(compose_config(*given), tmp_path, given)
+    assert capsys.readouterr().out == ""

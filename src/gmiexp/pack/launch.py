@@ -33,6 +33,7 @@ from gmiexp.pack.runner import Job
 from gmiexp.pack.slots import AUTO, Member, Slot, Unit
 from gmiexp.plan import Plan
 from gmiexp.planner.build import build_plan
+from gmiexp.planner.footprint import check_together
 from gmiexp.planner.resources import MORE_SHM, Need, check_space, disk_need, shm_need
 from gmiexp.signals import sigterm_raises
 from gmiexp.status import gmi_dir, read_history
@@ -144,11 +145,23 @@ class PackedSweep:
         if reasons:
             raise by_member(reasons, "nothing was launched")
         self.pool, self.checked = pool, plans
-        shm, disk, who = self.space(plans, len(pool))
+        self.check_at_once(per_gpu)
+
+    def check_at_once(self, per_gpu: int) -> None:
+        """Exit 2 when the members running at once (``per_gpu`` a GPU) overflow what they share.
+
+        That is a GPU's memory (or the host's RAM), this node's ``/dev/shm`` and the sweep's file system. Each
+        member passed alone.
+        """
+        assert self.hw is not None
+        at_once = per_gpu * len(self.gpus)
+        fewer = "fewer members at once (hydra.launcher.jobs_per_gpu, hydra.launcher.gpus)"
+        check_together(self.checked, self.hw, per_gpu if self.hw.has_gpu else at_once, "the sweep's members",
+                       fewer)
+        shm, disk, who = self.space(self.checked, at_once)
         if not self.planning:
             check_space(shm, disk, self.sweep_dir, who=who,
-                        shm_fixes=f"{MORE_SHM}, fewer members at once (hydra.launcher.jobs_per_gpu, "
-                                  "hydra.launcher.gpus) or smaller channel.slots / channel.target_bytes")
+                        shm_fixes=f"{MORE_SHM}, {fewer} or smaller channel.slots / channel.target_bytes")
 
     @staticmethod
     def space(plans: list[Plan], at_once: int) -> tuple[Need, Need, tuple[str, str]]:
@@ -167,13 +180,17 @@ class PackedSweep:
         return shm, disk, (f"the {n} member{'s' if n != 1 else ''} running at once need",
                            f"the sweep's {len(plans)} member{'s' if len(plans) != 1 else ''} will write")
 
+    def headline(self, members: int, per_gpu: int) -> str:
+        """How the members pack: ``run`` says it when they start, ``mode=plan`` shows it."""
+        return f"{members} members, {per_gpu} per GPU on GPUs {self.gpus} ({len(self.pool)} at a time; the rest queue)"
+
     def describe(self) -> str:
         """``mode=plan`` of a packed sweep: the slots, where each member starts or that it queues, the space."""
         assert self.hw is not None
         per_gpu = 1 if self.per_gpu == AUTO else int(self.per_gpu)
-        lines = [f"pack plan: {len(self.checked)} members, {per_gpu} per GPU on GPUs {self.gpus} ({len(self.pool)} "
-                 "at a time; the rest queue)" + ("; jobs_per_gpu=auto profiles the first member when the sweep runs "
-                                                 "and may pack more" if self.per_gpu == AUTO else "")]
+        lines = [f"pack plan: {self.headline(len(self.checked), per_gpu)}" + (
+            "; jobs_per_gpu=auto profiles the first member when the sweep runs and may pack more"
+            if self.per_gpu == AUTO else "")]
         free, busy = list(self.pool), []
         for k, (o, m, plan) in enumerate(zip(self.overrides, self.members, self.checked, strict=True)):
             shown = " ".join(o) or "no overrides"
@@ -214,6 +231,19 @@ class PackedSweep:
             f"1..{max_jobs} per GPU on GPU {gpu}")
         self.auto_trace = sizing.choose(profiler, max_jobs, self.params["auto_min_gain"], say)
         return int(self.auto_trace["jobs_per_gpu"])
+
+    def fitting(self, chosen: int) -> int:
+        """``chosen`` (auto's pick, profiled on the first member), or fewer where every member would not fit.
+
+        Auto was checked at one a GPU, its least; a larger member than the profiled one may not fit ``chosen``.
+        """
+        for per_gpu in range(chosen, 1, -1):
+            try:
+                self.check_at_once(per_gpu)
+                return per_gpu
+            except ConfigError as e:
+                say(f"pack auto: jobs_per_gpu={per_gpu} does not fit every member: {e}; trying {per_gpu - 1}")
+        return 1
 
     def jobs(self) -> list[Job]:
         self.member_of = {int(c.hydra.job.num): m for c, m in zip(self.configs, self.members, strict=True)}
@@ -344,11 +374,10 @@ class PackedSweep:
                     self.per_gpu, self.auto_trace = int(earlier["jobs_per_gpu"]), earlier["auto"]
                     say(f"pack auto: jobs_per_gpu={self.per_gpu}, as chosen for this sweep's first batch")
                 elif self.per_gpu == AUTO:
-                    self.per_gpu = self.choose_auto()
+                    self.per_gpu = self.fitting(self.choose_auto())
                 jobs = self.jobs()
                 pool = self.pool = slots.make_slots(self.hw, self.gpus, int(self.per_gpu))
-                say(f"pack: {len(jobs)} members, {self.per_gpu} per GPU on GPUs {self.gpus} "
-                    f"({len(pool)} at a time; the rest queue)")
+                say(f"pack: {self.headline(len(jobs), int(self.per_gpu))}")
                 with self.shared_daemons():
                     runner.run_jobs(jobs, pool, self.prefix, self.params["poll_s"], self.params["stop_grace_s"],
                                     on_started=started, on_done=done,

@@ -158,7 +158,7 @@ class Population:
                 self.key = training_key(plan)
             if self.where[m][0] == node:
                 here.append(plan)
-        check_space_here(self.cfg, here, self.run_dir)
+        check_space_here(self.cfg, here, self.run_dir, place)
         self.epochs_per_interval = max(1, round(p.interval_steps / self.frames_per_epoch))
         here = {"population": p.population, "epochs_per_interval": self.epochs_per_interval,
                 "frames_per_epoch": self.frames_per_epoch, "key": self.key}

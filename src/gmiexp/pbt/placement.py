@@ -32,6 +32,7 @@ from gmiexp.pbt.members import (
 from gmiexp.pbt.rules import member_seed
 from gmiexp.plan import Plan
 from gmiexp.planner.build import check_cpus
+from gmiexp.planner.footprint import check_together
 from gmiexp.planner.resources import (
     MORE_SHM,
     Need,
@@ -131,15 +132,29 @@ def space(cfg: Config, plans: list[Plan]) -> tuple[Need, Need]:
     return shm, disk
 
 
-def check_space_here(cfg: Config, plans: list[Plan], run_dir: Path) -> None:
-    """Refuse (exit 2) a node whose members together do not fit its ``/dev/shm`` or run dir, before any starts.
+FEWER = "fewer members a node (pbt.population, launch.nnodes)"
+
+
+def check_memory_here(plans: list[Plan], place_here: Placement) -> None:
+    """Refuse (exit 2) this node's members (``plans``, on one slot) whose rollouts overflow the memory they share.
+
+    Every member runs at once: ``place_here.per_gpu`` share a GPU's memory, or all share the host's RAM.
+    """
+    gpu = place_here.hw.has_gpu
+    members = f"this node's {len(plans)} member{'s' if len(plans) != 1 else ''}"
+    check_together(plans, place_here.hw, place_here.per_gpu if gpu else len(plans), members,
+                   f"{FEWER} or more GPUs (hardware.gpus)" if gpu else FEWER)
+
+
+def check_space_here(cfg: Config, plans: list[Plan], run_dir: Path, place_here: Placement) -> None:
+    """Refuse (exit 2) a node whose members together overflow its memory, ``/dev/shm`` or run dir, before any starts.
 
     Each member's own check sees the space free when it starts, not what the others take after.
     """
+    check_memory_here(plans, place_here)
     shm, disk = space(cfg, plans)
-    fixes = (f"{MORE_SHM}, fewer members a node (pbt.population, launch.nnodes) or pbt.exploit=restart (states "
-             "through checkpoint files)")
     members = f"this node's {len(plans)} member{'s' if len(plans) != 1 else ''}"
+    fixes = f"{MORE_SHM}, {FEWER} or pbt.exploit=restart (states through checkpoint files)"
     check_space(shm, disk, run_dir, who=(f"{members} need", f"{members} will write"), shm_fixes=fixes)
 
 

@@ -6,6 +6,9 @@ actions (plus mean and std for continuous tasks; an index per discrete branch) a
 neglogp, done, return, advantage). Simulator state, the policy and the
 training copies come on top, so a plan refused here could never have run;
 one accepted may still be too big.
+
+Several trainings on one GPU (a packed sweep's members, a population's) share its memory, and on a CPU host the
+host's RAM: :func:`check_together` holds those running at once against it, each having passed alone.
 """
 
 from __future__ import annotations
@@ -73,3 +76,32 @@ def check_footprint(plan: Plan, hw: Hardware) -> None:
                           f"buffers alone ({per_env:,} bytes each: train.horizon_length="
                           f"{plan.train.horizon_length} steps of the task's observations, actions and "
                           f"six scalars; {gmis} GMI(s)); {name} has {cap / GIB:,.1f} GiB")
+
+
+def check_together(plans: list[Plan], hw: Hardware, at_once: int, who: str, fixes: str) -> None:
+    """Refuse (exit 2) when the ``at_once`` largest of ``plans`` would share a memory pool and overflow it.
+
+    Each plan is one training as it runs, every one planned on the same slot (the tightest), so the pools they name
+    are one: a GPU's memory, or the host's RAM without GPUs, which ``at_once`` of them share. A MIG instance is each
+    member's own (:func:`check_footprint` held every member against it). ``who`` names the trainings in the error;
+    ``fixes`` says how to run fewer at once.
+    """
+    need: dict[str, list[tuple[int, int]]] = defaultdict(list)  # pool -> (bytes, largest num_envs) a training
+    capacity: dict[str, int] = {}
+    for plan in plans:
+        per_env = bytes_per_env(plan)
+        for name, (cap, envs) in pools(plan, hw).items():
+            if not name.startswith("MIG instance"):
+                capacity[name] = cap
+                need[name].append((per_env * envs, max(g.num_envs for g in plan.gmis)))
+    for name, each in need.items():
+        top = sorted(each, reverse=True)[:at_once]
+        total, cap = sum(b for b, _ in top), capacity[name]
+        if len(top) > 1 and total > cap:
+            biggest = max(e for _, e in top)
+            fit = max(0, int(biggest * cap / total))
+            raise invalid("num_envs", biggest, f"at most about {fit:,} per GMI with {len(top)} trainings at once "
+                          f"on {name}, or {fixes}",
+                          f"{who}: {len(top)} of them run at once on {name} and need at least {total / GIB:,.1f} GiB "
+                          f"for rollout buffers alone ({', '.join(f'{b / GIB:,.1f}' for b, _ in top)} GiB); "
+                          f"{name} has {cap / GIB:,.1f} GiB")
