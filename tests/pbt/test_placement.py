@@ -172,7 +172,8 @@ def test_members_sharing_a_gpu_are_held_against_its_memory_together_before_any_s
     with pytest.raises(ConfigError, match=r"invalid num_envs: 40000000; valid: at most about 30,\d+,\d+ per GMI with 2 "
                                           r"trainings at once on GPU 0 .*, or fewer members a node \(pbt\.population, "
                                           r"launch\.nnodes\) or more GPUs \(hardware\.gpus\)\. this node's 2 members: "
-                                          r"2 of them run at once on GPU 0 .* need at least 52\.5 GiB"):
+                                          r"2 of them run at once on GPU 0 .* need at least 52\.5 GiB for rollout buffers "
+                                          r"alone \(member 0 26\.2, member 1 26\.2 GiB\)"):
         pop.check()
     assert not (tmp_path / "not" / "members").exists()
 

@@ -157,7 +157,7 @@ class PackedSweep:
         at_once = per_gpu * len(self.gpus)
         fewer = "fewer members at once (hydra.launcher.jobs_per_gpu, hydra.launcher.gpus)"
         check_together(self.checked, self.hw, per_gpu if self.hw.has_gpu else at_once, "the sweep's members",
-                       fewer)
+                       fewer, [f"#{self.first + k}" for k in range(len(self.checked))])
         shm, disk, who = self.space(self.checked, at_once)
         if not self.planning:
             check_space(shm, disk, self.sweep_dir, who=who,

@@ -147,7 +147,7 @@ class Population:
         values = starting_values(self.cfg)
         # as its process will compose it, on this node's slot of least memory (as the pack launcher checks a sweep's)
         on_slot = member_config(self.cfg, self.overrides, place.overrides(slots.tightest(place.hw, place.pool)), 0, {})
-        node, here = int(self.cfg.launch.node_rank or 0), []
+        node, here, labels = int(self.cfg.launch.node_rank or 0), [], []
         for m, v in enumerate(values):
             member = replace(with_values(on_slot, v), seed=member_seed(self.cfg.seed, m))
             plan, _ = build_plan(member, self.member_dir(m, 0), hardware=copy.deepcopy(place.hw))
@@ -158,7 +158,8 @@ class Population:
                 self.key = training_key(plan)
             if self.where[m][0] == node:
                 here.append(plan)
-        check_space_here(self.cfg, here, self.run_dir, place)
+                labels.append(f"member {m}")
+        check_space_here(self.cfg, here, self.run_dir, place, labels)
         self.epochs_per_interval = max(1, round(p.interval_steps / self.frames_per_epoch))
         here = {"population": p.population, "epochs_per_interval": self.epochs_per_interval,
                 "frames_per_epoch": self.frames_per_epoch, "key": self.key}

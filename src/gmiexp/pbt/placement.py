@@ -135,7 +135,7 @@ def space(cfg: Config, plans: list[Plan]) -> tuple[Need, Need]:
 FEWER = "fewer members a node (pbt.population, launch.nnodes)"
 
 
-def check_memory_here(plans: list[Plan], place_here: Placement) -> None:
+def check_memory_here(plans: list[Plan], place_here: Placement, labels: list[str] | None = None) -> None:
     """Refuse (exit 2) this node's members (``plans``, on one slot) whose rollouts overflow the memory they share.
 
     Every member runs at once: ``place_here.per_gpu`` share a GPU's memory, or all share the host's RAM.
@@ -143,15 +143,16 @@ def check_memory_here(plans: list[Plan], place_here: Placement) -> None:
     gpu = place_here.hw.has_gpu
     members = f"this node's {len(plans)} member{'s' if len(plans) != 1 else ''}"
     check_together(plans, place_here.hw, place_here.per_gpu if gpu else len(plans), members,
-                   f"{FEWER} or more GPUs (hardware.gpus)" if gpu else FEWER)
+                   f"{FEWER} or more GPUs (hardware.gpus)" if gpu else FEWER, labels)
 
 
-def check_space_here(cfg: Config, plans: list[Plan], run_dir: Path, place_here: Placement) -> None:
+def check_space_here(cfg: Config, plans: list[Plan], run_dir: Path, place_here: Placement,
+                     labels: list[str] | None = None) -> None:
     """Refuse (exit 2) a node whose members together overflow its memory, ``/dev/shm`` or run dir, before any starts.
 
     Each member's own check sees the space free when it starts, not what the others take after.
     """
-    check_memory_here(plans, place_here)
+    check_memory_here(plans, place_here, labels)
     shm, disk = space(cfg, plans)
     members = f"this node's {len(plans)} member{'s' if len(plans) != 1 else ''}"
     fixes = f"{MORE_SHM}, {FEWER} or pbt.exploit=restart (states through checkpoint files)"

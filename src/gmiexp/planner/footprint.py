@@ -23,6 +23,7 @@ from gmiexp.plan import Plan
 FLOAT_BYTES = 4
 STEP_SCALARS = 6
 GIB = 1 << 30
+MIG_POOL = "MIG instance"  # a pool's name: a MIG instance's memory, each member's own
 
 
 def bytes_per_env(plan: Plan) -> int:
@@ -52,7 +53,7 @@ def pools(plan: Plan, hw: Hardware) -> dict[str, tuple[int, int]]:
         gpu = gpus.get(g.device) if hw.has_gpu else None
         mig = instance.get(g.id)
         if mig is not None:
-            name, cap = f"MIG instance {mig.profile} {mig.uuid} of GPU {mig.gpu_index}", mig.memory_mb << 20
+            name, cap = f"{MIG_POOL} {mig.profile} {mig.uuid} of GPU {mig.gpu_index}", mig.memory_mb << 20
         elif gpu is not None:
             name, cap = f"GPU {gpu.index} ({gpu.name})", gpu.memory_mb << 20
         else:
@@ -78,30 +79,32 @@ def check_footprint(plan: Plan, hw: Hardware) -> None:
                           f"six scalars; {gmis} GMI(s)); {name} has {cap / GIB:,.1f} GiB")
 
 
-def check_together(plans: list[Plan], hw: Hardware, at_once: int, who: str, fixes: str) -> None:
+def check_together(plans: list[Plan], hw: Hardware, at_once: int, who: str, fixes: str,
+                   labels: list[str] | None = None) -> None:
     """Refuse (exit 2) when the ``at_once`` largest of ``plans`` would share a memory pool and overflow it.
 
     Each plan is one training as it runs, every one planned on the same slot (the tightest), so the pools they name
     are one: a GPU's memory, or the host's RAM without GPUs, which ``at_once`` of them share. A MIG instance is each
-    member's own (:func:`check_footprint` held every member against it). ``who`` names the trainings in the error;
-    ``fixes`` says how to run fewer at once.
+    member's own (:func:`check_footprint` held every member against it). ``who`` names the trainings in the error,
+    ``labels`` each one (``#3``); ``fixes`` says how to run fewer at once.
     """
-    need: dict[str, list[tuple[int, int]]] = defaultdict(list)  # pool -> (bytes, largest num_envs) a training
+    need: dict[str, list[tuple[int, int, str]]] = defaultdict(list)  # pool -> (bytes, largest num_envs, label)
     capacity: dict[str, int] = {}
-    for plan in plans:
+    for k, plan in enumerate(plans):
         per_env = bytes_per_env(plan)
         for name, (cap, envs) in pools(plan, hw).items():
-            if not name.startswith("MIG instance"):
+            if not name.startswith(MIG_POOL):
                 capacity[name] = cap
-                need[name].append((per_env * envs, max(g.num_envs for g in plan.gmis)))
+                label = f"{labels[k]} " if labels else ""
+                need[name].append((per_env * envs, max(g.num_envs for g in plan.gmis), label))
     for name, each in need.items():
-        top = sorted(each, reverse=True)[:at_once]
-        total, cap = sum(b for b, _ in top), capacity[name]
+        top = sorted(each, key=lambda t: t[:2], reverse=True)[:at_once]
+        total, cap = sum(b for b, _, _ in top), capacity[name]
         if len(top) > 1 and total > cap:
-            biggest = max(e for _, e in top)
+            biggest = max(e for _, e, _ in top)
             fit = max(0, int(biggest * cap / total))
             raise invalid("num_envs", biggest, f"at most about {fit:,} per GMI with {len(top)} trainings at once "
                           f"on {name}, or {fixes}",
                           f"{who}: {len(top)} of them run at once on {name} and need at least {total / GIB:,.1f} GiB "
-                          f"for rollout buffers alone ({', '.join(f'{b / GIB:,.1f}' for b, _ in top)} GiB); "
+                          f"for rollout buffers alone ({', '.join(f'{lb}{b / GIB:,.1f}' for b, _, lb in top)} GiB); "
                           f"{name} has {cap / GIB:,.1f} GiB")
