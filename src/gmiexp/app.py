@@ -25,7 +25,7 @@ from gmiexp.launch.live import LiveLog
 from gmiexp.launch.ownership import LOCK_NAME, own_run_dir
 from gmiexp.launch.summary import one_line, run_config, write_summary
 from gmiexp.pbt.members import refuse_unavailable, starting_values
-from gmiexp.pbt.placement import check_memory_here, member_config, members_here, placement
+from gmiexp.pbt.placement import check_memory_here, member_config, members_here, memory_here, placement
 from gmiexp.pbt.placement import describe as describe_population
 from gmiexp.pbt.placement import space as population_space
 from gmiexp.planner.build import build_plan, check_config, replanner
@@ -208,6 +208,9 @@ def run_plan(cfg: Config, run_dir: Path, overrides: list[str] | None = None) -> 
         n = members_here(cfg)
         here, (shm, disk) = f"this node's {n} member{'s' if n != 1 else ''}", population_space(cfg, [plan] * n)
     print(f"space ({here}, estimated): {shm.format()}; {disk.format()}", file=sys.stderr, flush=True)
+    if place is not None:
+        print(f"memory (rollout buffers, at least): {memory_here([plan] * members_here(cfg), place)}",
+              file=sys.stderr, flush=True)
     if cmds:
         print(format_commands(cmds, torchrun=not population_nodes), file=sys.stderr, flush=True)
     if place is not None:

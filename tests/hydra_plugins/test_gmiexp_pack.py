@@ -359,4 +359,7 @@ def test_mode_plan_shows_where_each_member_would_run_and_the_space_they_need(tmp
            "backend mps" in r.stderr
     assert re.search(r"^space \(estimated\): the 16 members running at once need /dev/shm: .*; the sweep's 17 "
                      r"members will write run directory: ", r.stderr, re.M)
+    # 2 members a GPU, each 2 GMIs of 256 environments of 704 bytes of rollouts
+    assert "memory (rollout buffers, at least): GPU 0 (NVIDIA A100-SXM4-40GB): 704.0 KiB of 40.0 GiB (2 at once)\n" \
+        in r.stderr
     assert not sweep.exists()  # nothing ran, nothing left

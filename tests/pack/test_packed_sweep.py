@@ -33,8 +33,8 @@ def test_members_packed_on_a_gpu_are_held_against_its_memory_together(tmp_path: 
     with pytest.raises(ConfigError, match=r"invalid num_envs: 40000000; valid: at most about 30,\d+,\d+ per GMI with 2 "
                                           r"trainings at once on GPU 0 .*, or fewer members at once "
                                           r"\(hydra\.launcher\.jobs_per_gpu, hydra\.launcher\.gpus\)\. the sweep's "
-                                          r"members: 2 of them run at once .* need at least 52\.5 GiB for rollout buffers alone "
-                                          r"\(#0 26\.2, #2 26\.2 GiB\)"):
+                                          r"members: 2 of them run at once .* need at least 52\.5 GiB for rollout "
+                                          r"buffers alone \(#0 26\.2, #2 26\.2 GiB\)"):
         s.check_at_once(2)
 
 

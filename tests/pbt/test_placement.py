@@ -56,6 +56,9 @@ def test_mode_plan_shows_member_0_s_plan_on_its_slot_and_where_every_member_runs
     assert [g["share"] for g in plan["gmis"]] == ["25%", "25%"]  # 2 members x 2 GMIs on a GPU
     assert "plan (member 0 on its slot gpu0/0; each member alike on its own): 2 GMIs on 1 node" in err
     assert "space (this node's 16 members, estimated): /dev/shm: " in err and "published states" in err
+    # 2 members a GPU, each 2 GMIs of 256 environments of 704 bytes of rollouts
+    assert "memory (rollout buffers, at least): GPU 0 (NVIDIA A100-SXM4-40GB): 704.0 KiB of 40.0 GiB (2 at once)\n" \
+        in err
     assert "  slots: 2 per GPU on GPUs 0, 1, 2, 3, 4, 5, 6, 7" in err
     members = re.findall(r"^  member (\d+) \((gpu\d/\d): (.*?)\): ", err, re.M)
     assert [int(m) for m, _, _ in members] == list(range(16))
@@ -172,8 +175,8 @@ def test_members_sharing_a_gpu_are_held_against_its_memory_together_before_any_s
     with pytest.raises(ConfigError, match=r"invalid num_envs: 40000000; valid: at most about 30,\d+,\d+ per GMI with 2 "
                                           r"trainings at once on GPU 0 .*, or fewer members a node \(pbt\.population, "
                                           r"launch\.nnodes\) or more GPUs \(hardware\.gpus\)\. this node's 2 members: "
-                                          r"2 of them run at once on GPU 0 .* need at least 52\.5 GiB for rollout buffers "
-                                          r"alone \(member 0 26\.2, member 1 26\.2 GiB\)"):
+                                          r"2 of them run at once on GPU 0 .* need at least 52\.5 GiB for rollout "
+                                          r"buffers alone \(member 0 26\.2, member 1 26\.2 GiB\)"):
         pop.check()
     assert not (tmp_path / "not" / "members").exists()
 

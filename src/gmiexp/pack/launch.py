@@ -33,7 +33,7 @@ from gmiexp.pack.runner import Job
 from gmiexp.pack.slots import AUTO, Member, Slot, Unit
 from gmiexp.plan import Plan
 from gmiexp.planner.build import build_plan
-from gmiexp.planner.footprint import check_together
+from gmiexp.planner.footprint import check_together, shared
 from gmiexp.planner.resources import MORE_SHM, Need, check_space, disk_need, shm_need
 from gmiexp.signals import sigterm_raises
 from gmiexp.status import gmi_dir, read_history
@@ -205,6 +205,9 @@ class PackedSweep:
                 lines.append(f"  member #{self.first + k} ({shown}) -> queued: the first slot to free ({what})")
         shm, disk, who = self.space(self.checked, len(self.pool))
         lines.append(f"space (estimated): {who[0]} {shm.format()}; {who[1]} {disk.format()}")
+        memory = shared(self.checked, self.hw, per_gpu if self.hw.has_gpu else len(self.pool))
+        if memory:
+            lines.append("memory (rollout buffers, at least): " + "; ".join(m.format() for m in memory))
         return "\n".join(lines)
 
     def slot_overrides(self, slot: Slot, member: Member, per_gpu: int | None = None) -> list[str]:

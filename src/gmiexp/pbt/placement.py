@@ -32,7 +32,7 @@ from gmiexp.pbt.members import (
 from gmiexp.pbt.rules import member_seed
 from gmiexp.plan import Plan
 from gmiexp.planner.build import check_cpus
-from gmiexp.planner.footprint import check_together
+from gmiexp.planner.footprint import check_together, shared
 from gmiexp.planner.resources import (
     MORE_SHM,
     Need,
@@ -142,8 +142,18 @@ def check_memory_here(plans: list[Plan], place_here: Placement, labels: list[str
     """
     gpu = place_here.hw.has_gpu
     members = f"this node's {len(plans)} member{'s' if len(plans) != 1 else ''}"
-    check_together(plans, place_here.hw, place_here.per_gpu if gpu else len(plans), members,
+    check_together(plans, place_here.hw, at_once(plans, place_here), members,
                    f"{FEWER} or more GPUs (hardware.gpus)" if gpu else FEWER, labels)
+
+
+def at_once(plans: list[Plan], place_here: Placement) -> int:
+    """The members sharing one memory pool: ``per_gpu`` a GPU, or every one the host's RAM."""
+    return place_here.per_gpu if place_here.hw.has_gpu else len(plans)
+
+
+def memory_here(plans: list[Plan], place_here: Placement) -> str:
+    """``mode=plan``'s memory line: the rollouts of the members sharing each pool, against it."""
+    return "; ".join(m.format() for m in shared(plans, place_here.hw, at_once(plans, place_here)))
 
 
 def check_space_here(cfg: Config, plans: list[Plan], run_dir: Path, place_here: Placement,

@@ -14,11 +14,13 @@ host's RAM: :func:`check_together` holds those running at once against it, each 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 
 from gmiexp.envs import task_spaces
 from gmiexp.errors import invalid
 from gmiexp.hardware import Hardware
 from gmiexp.plan import Plan
+from gmiexp.shm.segment import amount
 
 FLOAT_BYTES = 4
 STEP_SCALARS = 6
@@ -79,16 +81,31 @@ def check_footprint(plan: Plan, hw: Hardware) -> None:
                           f"six scalars; {gmis} GMI(s)); {name} has {cap / GIB:,.1f} GiB")
 
 
-def check_together(plans: list[Plan], hw: Hardware, at_once: int, who: str, fixes: str,
-                   labels: list[str] | None = None) -> None:
-    """Refuse (exit 2) when the ``at_once`` largest of ``plans`` would share a memory pool and overflow it.
+@dataclass(frozen=True)
+class Shared:
+    """One memory pool several trainings share at once: the largest of them, and their rollouts' lower bound."""
+
+    pool: str
+    capacity: int
+    trainings: list[tuple[int, int, str]]  # (rollout bytes, largest num_envs a GMI, label) of each, largest first
+
+    @property
+    def need(self) -> int:
+        return sum(b for b, _, _ in self.trainings)
+
+    def format(self) -> str:
+        n = len(self.trainings)
+        return f"{self.pool}: {amount(self.need)} of {amount(self.capacity)}" + (f" ({n} at once)" if n > 1 else "")
+
+
+def shared(plans: list[Plan], hw: Hardware, at_once: int, labels: list[str] | None = None) -> list[Shared]:
+    """The memory pools the ``at_once`` largest of ``plans`` share, with their rollouts' lower bound.
 
     Each plan is one training as it runs, every one planned on the same slot (the tightest), so the pools they name
     are one: a GPU's memory, or the host's RAM without GPUs, which ``at_once`` of them share. A MIG instance is each
-    member's own (:func:`check_footprint` held every member against it). ``who`` names the trainings in the error,
-    ``labels`` each one (``#3``); ``fixes`` says how to run fewer at once.
+    member's own (:func:`check_footprint` held every member against it) and is left out. ``labels`` name each plan.
     """
-    need: dict[str, list[tuple[int, int, str]]] = defaultdict(list)  # pool -> (bytes, largest num_envs, label)
+    need: dict[str, list[tuple[int, int, str]]] = defaultdict(list)
     capacity: dict[str, int] = {}
     for k, plan in enumerate(plans):
         per_env = bytes_per_env(plan)
@@ -97,14 +114,24 @@ def check_together(plans: list[Plan], hw: Hardware, at_once: int, who: str, fixe
                 capacity[name] = cap
                 label = f"{labels[k]} " if labels else ""
                 need[name].append((per_env * envs, max(g.num_envs for g in plan.gmis), label))
-    for name, each in need.items():
-        top = sorted(each, key=lambda t: t[:2], reverse=True)[:at_once]
-        total, cap = sum(b for b, _, _ in top), capacity[name]
-        if len(top) > 1 and total > cap:
+    return [Shared(name, capacity[name], sorted(each, key=lambda t: t[:2], reverse=True)[:at_once])
+            for name, each in need.items()]
+
+
+def check_together(plans: list[Plan], hw: Hardware, at_once: int, who: str, fixes: str,
+                   labels: list[str] | None = None) -> None:
+    """Refuse (exit 2) when the ``at_once`` largest of ``plans`` share a memory pool and overflow it (:func:`shared`).
+
+    ``who`` names the trainings in the error, ``labels`` each one (``#3``); ``fixes`` says how to run fewer at once.
+    """
+    for s in shared(plans, hw, at_once, labels):
+        top = s.trainings
+        if len(top) > 1 and s.need > s.capacity:
             biggest = max(e for _, e, _ in top)
-            fit = max(0, int(biggest * cap / total))
+            fit = max(0, int(biggest * s.capacity / s.need))
             raise invalid("num_envs", biggest, f"at most about {fit:,} per GMI with {len(top)} trainings at once "
-                          f"on {name}, or {fixes}",
-                          f"{who}: {len(top)} of them run at once on {name} and need at least {total / GIB:,.1f} GiB "
-                          f"for rollout buffers alone ({', '.join(f'{lb}{b / GIB:,.1f}' for b, _, lb in top)} GiB); "
-                          f"{name} has {cap / GIB:,.1f} GiB")
+                          f"on {s.pool}, or {fixes}",
+                          f"{who}: {len(top)} of them run at once on {s.pool} and need at least "
+                          f"{s.need / GIB:,.1f} GiB for rollout buffers alone "
+                          f"({', '.join(f'{lb}{b / GIB:,.1f}' for b, _, lb in top)} GiB); "
+                          f"{s.pool} has {s.capacity / GIB:,.1f} GiB")
