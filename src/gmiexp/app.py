@@ -180,7 +180,8 @@ def run_plan(cfg: Config, run_dir: Path, overrides: list[str] | None = None) -> 
     if place is not None:  # member 0 as its process will run: a run of one node on its slot, with its values
         member = member_config(cfg, given, place.overrides(place.pool[0]), 0, starting_values(cfg)[0])
         plan, _backend = build_plan(member, run_dir, hardware=copy.deepcopy(place.hw))
-        check_memory_here([plan] * members_here(cfg), place)  # every member alike, at once
+        alike = [plan] * members_here(cfg)  # this node's members, every one alike
+        check_memory_here(alike, place)
     try:
         n_params: int | None = policy_sizes(plan)[0]
     except Exception:  # noqa: BLE001 - a task whose sizes are unknown: Table 7's sizes instead
@@ -204,13 +205,12 @@ def run_plan(cfg: Config, run_dir: Path, overrides: list[str] | None = None) -> 
     print(format_cost(cost), file=sys.stderr, flush=True)
     if place is None:
         here, (shm, disk) = "this node", (shm_need(plan), disk_need(plan))
-    else:  # every member of this node alike
-        n = members_here(cfg)
-        here, (shm, disk) = f"this node's {n} member{'s' if n != 1 else ''}", population_space(cfg, [plan] * n)
+    else:
+        here, (shm, disk) = f"this node's {len(alike)} member{'s' if len(alike) != 1 else ''}", population_space(
+            cfg, alike)
     print(f"space ({here}, estimated): {shm.format()}; {disk.format()}", file=sys.stderr, flush=True)
     if place is not None:
-        print(f"memory (rollout buffers, at least): {memory_here([plan] * members_here(cfg), place)}",
-              file=sys.stderr, flush=True)
+        print(f"memory (rollout buffers, at least): {memory_here(alike, place)}", file=sys.stderr, flush=True)
     if cmds:
         print(format_commands(cmds, torchrun=not population_nodes), file=sys.stderr, flush=True)
     if place is not None:

@@ -156,8 +156,8 @@ class PackedSweep:
         assert self.hw is not None
         at_once = per_gpu * len(self.gpus)
         fewer = "fewer members at once (hydra.launcher.jobs_per_gpu, hydra.launcher.gpus)"
-        check_together(self.checked, self.hw, per_gpu if self.hw.has_gpu else at_once, "the sweep's members",
-                       fewer, [f"#{self.first + k}" for k in range(len(self.checked))])
+        check_together(self.checked, self.hw, self.sharing(per_gpu), "the sweep's members", fewer,
+                       [f"#{self.first + k}" for k in range(len(self.checked))])
         shm, disk, who = self.space(self.checked, at_once)
         if not self.planning:
             check_space(shm, disk, self.sweep_dir, who=who,
@@ -179,6 +179,11 @@ class PackedSweep:
         n = len(running)
         return shm, disk, (f"the {n} member{'s' if n != 1 else ''} running at once need",
                            f"the sweep's {len(plans)} member{'s' if len(plans) != 1 else ''} will write")
+
+    def sharing(self, per_gpu: int) -> int:
+        """The members sharing one memory pool at once: ``per_gpu`` a GPU's, or all running the host's RAM."""
+        assert self.hw is not None
+        return per_gpu if self.hw.has_gpu else per_gpu * len(self.gpus)
 
     def headline(self, members: int, per_gpu: int) -> str:
         """How the members pack: ``run`` says it when they start, ``mode=plan`` shows it."""
@@ -205,7 +210,7 @@ class PackedSweep:
                 lines.append(f"  member #{self.first + k} ({shown}) -> queued: the first slot to free ({what})")
         shm, disk, who = self.space(self.checked, len(self.pool))
         lines.append(f"space (estimated): {who[0]} {shm.format()}; {who[1]} {disk.format()}")
-        memory = shared(self.checked, self.hw, per_gpu if self.hw.has_gpu else len(self.pool))
+        memory = shared(self.checked, self.hw, self.sharing(per_gpu))
         if memory:
             lines.append("memory (rollout buffers, at least): " + "; ".join(m.format() for m in memory))
         return "\n".join(lines)
