@@ -6,16 +6,17 @@ from pathlib import Path
 from typing import Any
 
 from gmiexp.pbt.rules import Record
-from gmiexp.pbt.state import replay
+from gmiexp.pbt.state import replay, rewind
 
 LR = "train.learning_rate"
 
 
 def start(m: int, life: int, lr: float, frames: int = 0, cause: str = "new", checkpoint: str | None = None,
-          copy: bool = False, grace: int | None = None) -> dict[str, Any]:
+          copy: bool = False, grace: int | None = None, source_interval: int | None = None) -> dict[str, Any]:
     return {"event": "start", "member": m, "life": life, "values": {LR: lr}, "run_dir": f"/r/members/{m}/life{life}",
             "frames": frames, "grace_frames": frames if grace is None else grace, "cause": cause,
-            "checkpoint": checkpoint, "copy": copy}
+            "checkpoint": checkpoint, "copy": copy,
+            **({"source_interval": source_interval} if source_interval is not None else {})}
 
 
 def record(m: int, interval: int, objective: float, checkpoint: str | None = None) -> dict[str, Any]:
@@ -77,3 +78,35 @@ def test_a_stop_after_the_last_finish_is_not_finished() -> None:
     r = replay([HEAD, start(0, 0, 1e-3), {"event": "finished"}, {"event": "resumed", "segment": 2},
                 {"event": "stopped"}])
     assert r is not None and not r.finished and r.max_iterations == 4  # the resume did not say another
+
+
+def test_a_copy_forgets_what_the_member_s_old_life_ran_ahead_past_the_source_s_interval() -> None:
+    """Restart mode: member 1's life 0 posted interval 2 before its interval-1 verdict (copy member 0's interval 1)
+    came. Its new life trains interval 2 again; before, the table at interval 2 kept life 0's record, so a decision
+    there could wait for nothing and copy a lineage that was gone, as the run's timing fell."""
+    evs = [HEAD, start(0, 0, 1e-3), start(1, 0, 1e-2), record(0, 1, 5.0, "/c/0-1.pth"),
+           record(1, 1, 1.0, "/c/1-1.pth"), record(1, 2, 9.0, "/c/1-2.pth"),
+           start(1, 1, 1e-3, 100, "exploit", "/c/0-1.pth", copy=True, source_interval=1)]
+    r = replay(evs)
+    assert r is not None
+    assert [(x.member, x.iteration) for x in r.records] == [(0, 1), (1, 1)]
+    assert r.checkpoints == {(0, 1): Path("/c/0-1.pth"), (1, 1): Path("/c/1-1.pth")}
+    older = replay(evs[:-1] + [start(1, 1, 1e-3, 100, "exploit", "/c/0-1.pth", copy=True)])  # a log before the key
+    assert older is not None and [(x.member, x.iteration) for x in older.records] == [(0, 1), (1, 1), (1, 2)]
+
+
+def test_what_a_start_forgets_of_the_member_s_earlier_life() -> None:
+    def left(**start: object) -> list[tuple[int, int]]:
+        records = [Record(0, 1, 100, 1.0), Record(1, 1, 100, 1.0), Record(1, 2, 200, 2.0), Record(1, 3, 320, 3.0)]
+        checkpoints = {(1, k): Path(f"/c/1-{k}.pth") for k in (1, 2, 3)}
+        rewind(records, checkpoints, 1, **start)  # type: ignore[arg-type]
+        assert set(checkpoints) == {(m, k) for m, k, in ((r.member, r.iteration) for r in records) if m == 1}
+        return [(r.member, r.iteration) for r in records]
+
+    # a copy: by the source's interval (frames differ where train.horizon_length was mutated)
+    assert left(copy=True, cause="exploit", frames=100, source_interval=2) == [(0, 1), (1, 1), (1, 2)]
+    assert left(copy=True, cause="failed", frames=100, source_interval=1) == [(0, 1), (1, 1)]
+    # its own checkpoint: by its frames
+    assert left(copy=False, cause="resume", frames=200, source_interval=None) == [(0, 1), (1, 1), (1, 2)]
+    assert left(copy=False, cause="failed", frames=0, source_interval=None) == [(0, 1)]
+    assert left(copy=False, cause="new", frames=0, source_interval=None) == [(0, 1), (1, 1), (1, 2), (1, 3)]

@@ -176,7 +176,7 @@ class Population:
 
     def start(self, member: int, values: dict[str, Any], slot: slots.Slot, source: Path | None = None,
               started_frames: int = 0, source_values: dict[str, Any] | None = None, *, own: bool = False,
-              cause: str | None = None, frames: int | None = None) -> Life:
+              cause: str | None = None, frames: int | None = None, source_interval: int | None = None) -> Life:
         """Start the member's next life on ``slot`` (from ``source``'s checkpoint, copied into it, when given).
 
         The copy keeps the source's learning, not its streams, nor the schedule of a value the member changed
@@ -223,13 +223,14 @@ class Population:
         else:
             runner.start(job, slot, [])
         copy = source is not None and not own
-        if cause in ("resume", "failed") and not copy:  # it trains again what it trained past its checkpoint
-            rewind(self.records, self.checkpoints, member, frames)
+        # it trains again what it trained past its checkpoint, or past the source's interval
+        rewind(self.records, self.checkpoints, member, copy=copy, cause=cause, frames=frames,
+               source_interval=source_interval if copy else None)
         life = self.lives[member] = Life(member, index, dict(values), job, started_frames, source=source,
                                          cause=cause, copy=copy)
         self.log("start", member=member, life=index, values=values, slot=slot.name, node=node, run_dir=str(run_dir),
                  checkpoint=str(source) if source else None, frames=frames, grace_frames=started_frames,
-                 cause=cause, copy=copy)
+                 cause=cause, copy=copy, **({"source_interval": source_interval} if copy else {}))
         say(f"pbt: member {member} life {index} on {f'node {node} ' if self.link else ''}{slot.name}"
             + (f" from {source}" if source else ""))
         return life
@@ -420,7 +421,8 @@ class Population:
             if d is not None and d.get("checkpoint") and Path(d["checkpoint"]).is_file():
                 source_values = self.values_at.get((d["source"], d["source_interval"]), {})
                 plans[m] = {"values": d["values"], "source": Path(d["checkpoint"]), "source_values": source_values,
-                            "started_frames": int(d["source_frames"]), "cause": "exploit"}
+                            "started_frames": int(d["source_frames"]), "cause": "exploit",
+                            "source_interval": int(d["source_interval"])}
                 continue
             self.catch_up(ms)
             own = life_checkpoint(ms.run_dir, Path(ms.checkpoint) if ms.checkpoint else None, ms.copy)
@@ -495,7 +497,8 @@ class Population:
                  checkpoint=str(ckpt))
         say(f"pbt: member {m} failed (exit {code}, {life.job.run_dir}) again from its checkpoint or has none; "
             f"takes member {rec.member}'s ({rec.frames} frames) with {value_overrides(new)}")
-        self.start(m, new, slot, source=ckpt, started_frames=rec.frames, source_values=taken, cause="failed")
+        self.start(m, new, slot, source=ckpt, started_frames=rec.frames, source_values=taken, cause="failed",
+                   source_interval=rec.iteration)
 
     def leader(self, member: int) -> tuple[Record, Path] | None:
         """The other member of the best objective at the member's latest interval or before, with a checkpoint there.
@@ -619,7 +622,7 @@ class Population:
         assert slot is not None
         self.stop([life])
         self.start(life.member, new, slot, source=ckpt_from, started_frames=source.frames,
-                   source_values=source_values)
+                   source_values=source_values, source_interval=source.iteration)
         return True
 
     def collect_acks(self) -> None:

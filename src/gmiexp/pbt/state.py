@@ -110,9 +110,24 @@ def is_copy(e: dict[str, Any]) -> bool:
     return bool(e.get("copy", e.get("checkpoint") is not None))
 
 
-def rewind(records: list[Record], checkpoints: dict[tuple[int, int], Path], member: int, frames: int) -> None:
-    """Forget ``member``'s records (and checkpoints) past ``frames``: its next life trains them again."""
-    records[:] = [r for r in records if r.member != member or r.frames <= frames]
+def rewind(records: list[Record], checkpoints: dict[tuple[int, int], Path], member: int, *, copy: bool, cause: str,
+           frames: int, source_interval: int | None) -> None:
+    """Forget the records (and checkpoints) of ``member``'s earlier life that its next life trains again.
+
+    From its own checkpoint (a resume, a restart after a failure): those past ``frames``. From another member's state
+    (a copy): those past ``source_interval``, where the new life goes on; the old life ran ahead of its verdict in
+    restart mode, and a table that took those records would copy from a lineage that is gone, and depend on how far
+    it ran before its verdict came. A member's first start forgets nothing.
+    """
+    if copy and source_interval is not None:
+        def kept(r: Record) -> bool:
+            return r.iteration <= source_interval
+    elif not copy and cause in ("resume", "failed"):
+        def kept(r: Record) -> bool:
+            return r.frames <= frames
+    else:
+        return
+    records[:] = [r for r in records if r.member != member or kept(r)]
     for key in [k for k in checkpoints if k[0] == member and not any(
             r.member == member and r.iteration == k[1] for r in records)]:
         del checkpoints[key]
@@ -122,7 +137,7 @@ def replay(evs: list[dict[str, Any]]) -> Replayed | None:
     """The controller's state as the events leave it (None: no population was started in them).
 
     It applies each event as the controller did when it wrote it: a start makes the member's current life (one from
-    the member's own checkpoint forgets the records past it, as :func:`rewind` did then), a record adds to the
+    what the new life trains again, as :func:`rewind` did then), a record adds to the
     table, an exploit taken in place changes the member's values, a restart decision without its start (the stop
     came between them) is kept for the member to take when it goes on.
     """
@@ -135,8 +150,8 @@ def replay(evs: list[dict[str, Any]]) -> Replayed | None:
         kind, m = e.get("event"), e.get("member")
         if kind == "start":
             copy = is_copy(e)
-            if not copy and e.get("cause") in ("resume", "failed"):
-                rewind(out.records, out.checkpoints, m, int(e.get("frames", 0)))
+            rewind(out.records, out.checkpoints, m, copy=copy, cause=str(e.get("cause")),
+                   frames=int(e.get("frames", 0)), source_interval=e.get("source_interval"))
             grace = e.get("grace_frames", e.get("frames", 0))
             out.members[m] = MemberState(m, int(e["life"]), Path(e["run_dir"]), dict(e.get("values") or {}),
                                          int(grace), int(e.get("frames", 0)), e.get("checkpoint"), copy)
