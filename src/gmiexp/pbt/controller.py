@@ -225,7 +225,7 @@ class Population:
         copy = source is not None and not own
         # it trains again what it trained past its checkpoint, or past the source's interval
         rewind(self.records, self.checkpoints, member, copy=copy, cause=cause, frames=frames,
-               source_interval=source_interval if copy else None)
+               source_interval=source_interval)
         life = self.lives[member] = Life(member, index, dict(values), job, started_frames, source=source,
                                          cause=cause, copy=copy)
         self.log("start", member=member, life=index, values=values, slot=slot.name, node=node, run_dir=str(run_dir),

@@ -136,10 +136,10 @@ def rewind(records: list[Record], checkpoints: dict[tuple[int, int], Path], memb
 def replay(evs: list[dict[str, Any]]) -> Replayed | None:
     """The controller's state as the events leave it (None: no population was started in them).
 
-    It applies each event as the controller did when it wrote it: a start makes the member's current life (one from
-    what the new life trains again, as :func:`rewind` did then), a record adds to the
-    table, an exploit taken in place changes the member's values, a restart decision without its start (the stop
-    came between them) is kept for the member to take when it goes on.
+    It applies each event as the controller did when it wrote it: a start makes the member's current life and forgets
+    what that life trains again (:func:`rewind`, as the controller did then), a record adds to the table, an exploit
+    taken in place changes the member's values, a restart decision without its start (the stop came between them)
+    is kept for the member to take when it goes on.
     """
     head = next((e for e in evs if e.get("event") == "population"), None)
     if head is None:
